@@ -1,0 +1,3 @@
+"""sparkscope: live per-executor monitoring of Apache Spark."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from sparkscope.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""The sparkscope command line: up, down, status, conf, test."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from sparkscope import native, sparkconf
+from sparkscope.influx import InfluxError
+from sparkscope.install import InstallError
+from sparkscope.settings import SettingsError, load_settings
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    if native.ensure_env_file(settings):
+        settings = load_settings()
+    native.up(settings)
+    print(f"\nGrafana  {settings.grafana_url}  (user {settings.grafana_user}, password in .env)")
+    print("         Natively only Grafana's HTTP API runs (no web UI is built here); for the web UI")
+    print("         use docker compose up -d, or point any Grafana at InfluxDB below.")
+    print(f"InfluxDB {settings.influx_url}  database {settings.database}")
+    print(f"Graphite {settings.graphite_host}:{settings.graphite_port}  <- Spark sends here")
+    print("\nAttach Spark:  spark-submit --properties-file spark-conf/spark-defaults.conf ...")
+    print("          or:  ./sparkscope conf --host <this host>   (prints --conf flags)")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    native.down(load_settings())
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    rows = native.status(load_settings())
+    for name, state, detail in rows:
+        print(f"{name:9} {state:9} {detail}")
+    return 0 if all(state == "up" for _, state, _ in rows) else 3
+
+
+def cmd_conf(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    flags = sparkconf.conf_flags(
+        settings.root / "spark-conf" / "spark-defaults.conf",
+        graphite_host=args.host or settings.graphite_host,
+        graphite_port=args.port or settings.graphite_port,
+        prefix=args.prefix,
+        period_s=args.period,
+    )
+    print(" \\\n".join(flags))
+    return 0
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sparkscope", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    sub.add_parser("up", help="install (first run) and start InfluxDB, Telegraf and Grafana natively") \
+        .set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop the native stack started by up (by pid)").set_defaults(func=cmd_down)
+    sub.add_parser("status", help="is each service running and answering?").set_defaults(func=cmd_status)
+
+    conf = sub.add_parser("conf", help="print spark-submit --conf flags for your sparkscope host")
+    conf.add_argument("--host", help="host running Telegraf, as executors reach it (default: this stack)")
+    conf.add_argument("--port", type=int, help="Graphite port (default: GRAPHITE_PORT)")
+    conf.add_argument("--prefix", help="metric name prefix (default: spark)")
+    conf.add_argument("--period", type=int, help="report period in seconds (default: 5)")
+    conf.set_defaults(func=cmd_conf)
+
+    test = sub.add_parser("test", help="run the test suite (pytest; extra args are passed on)")
+    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    test.set_defaults(func=cmd_test)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (SettingsError, InstallError, native.StackError, InfluxError, sparkconf.ConfError) as err:
+        print(f"sparkscope {args.command}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\nsparkscope {args.command}: interrupted", file=sys.stderr)
+        return 130

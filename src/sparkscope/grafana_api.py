@@ -1,0 +1,87 @@
+"""Grafana's HTTP API as the tests, the demo and `status` use it.
+
+Panels are run the way Grafana's UI runs them: template variables
+($applicationid ...) are substituted here, as the browser would, and the
+query goes to /api/ds/query, where Grafana expands $timeFilter and
+$__interval and asks InfluxDB.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+
+class GrafanaError(RuntimeError):
+    """Grafana could not be reached or refused a request."""
+
+
+@dataclass(frozen=True)
+class Grafana:
+    url: str
+    user: str
+    password: str
+
+    def request(self, path: str, body: Any = None, timeout: float = 30.0) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method="POST" if data else "GET")
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as err:
+            raise GrafanaError(f"Grafana {path} answered {err.code}: {err.read()[:300]!r}") from err
+        except (urllib.error.URLError, OSError) as err:
+            raise GrafanaError(
+                f"Grafana not reachable at {self.url} ({getattr(err, 'reason', err)}): "
+                "is the stack up? run ./sparkscope up"
+            ) from err
+
+    def dashboard(self, uid: str) -> dict[str, Any]:
+        return self.request(f"/api/dashboards/uid/{uid}")["dashboard"]
+
+    def query(self, targets: list[dict[str, Any]], time_from: str, time_to: str = "now") -> dict[str, Any]:
+        """POST /api/ds/query; returns {refId: [frames]} and raises on any per-query error."""
+        payload = {"queries": targets, "from": time_from, "to": time_to}
+        results = self.request("/api/ds/query", payload).get("results", {})
+        errors = {ref: r["error"] for ref, r in results.items() if r.get("error")}
+        if errors:
+            raise GrafanaError(f"panel queries failed: {errors}")
+        return {ref: r.get("frames", []) for ref, r in results.items()}
+
+
+def substitute(query: str, variables: dict[str, str]) -> str:
+    """Replace $name and ${name} of dashboard variables; Grafana's own macros
+    ($timeFilter, $__interval) are left for the server."""
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        return variables.get(name, match.group(0))
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, query)
+
+
+def panel_targets(dashboard: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(panel, target) for every query of every panel, rows included."""
+    for panel in dashboard.get("panels", []):
+        for inner in [panel, *panel.get("panels", [])]:
+            for target in inner.get("targets", []):
+                yield inner, target
+
+
+def series_names(frames: list[dict[str, Any]]) -> list[str]:
+    """Display names of the non-empty series in a /api/ds/query answer."""
+    names = []
+    for frame in frames:
+        values = frame.get("data", {}).get("values", [])
+        if len(values) < 2 or not any(v is not None for v in values[1]):
+            continue
+        field = frame["schema"]["fields"][1]
+        names.append(field.get("config", {}).get("displayNameFromDS") or frame["schema"].get("name", ""))
+    return names

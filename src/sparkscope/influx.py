@@ -1,0 +1,93 @@
+"""A minimal InfluxDB 1.x HTTP client: ping, query, write (stdlib only)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+
+class InfluxError(RuntimeError):
+    """InfluxDB could not be reached or refused a request."""
+
+
+def _request(url: str, data: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise InfluxError(
+            f"InfluxDB not reachable at {url.split('/', 3)[2]} ({reason}): is the stack up? run ./sparkscope up"
+        ) from err
+
+
+def ping(base_url: str, timeout: float = 2.0) -> bool:
+    try:
+        status, _ = _request(f"{base_url}/ping", timeout=timeout)
+    except InfluxError:
+        return False
+    return status == 204
+
+
+def query(base_url: str, statement: str, database: str | None = None, epoch: str = "ms",
+          timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Run InfluxQL; return the series of the first statement's result.
+
+    Each series is a dict with name, tags (if grouped), columns, values.
+    Statements that change state (CREATE, ALTER, DROP) are sent as POST.
+    """
+    params = {"q": statement, "epoch": epoch}
+    if database:
+        params["db"] = database
+    body = urllib.parse.urlencode(params).encode()
+    is_read = statement.lstrip().upper().startswith(("SELECT", "SHOW"))
+    if is_read:
+        status, raw = _request(f"{base_url}/query?{body.decode()}", timeout=timeout)
+    else:
+        status, raw = _request(f"{base_url}/query", data=body, timeout=timeout)
+    try:
+        payload = json.loads(raw or b"{}")
+    except json.JSONDecodeError as err:
+        raise InfluxError(f"InfluxDB answered {status} with non-JSON: {raw[:200]!r}") from err
+    if status != 200 or "error" in payload:
+        raise InfluxError(f"InfluxDB refused {statement!r}: {payload.get('error', status)}")
+    results = payload.get("results", [{}])
+    first = results[0] if results else {}
+    if "error" in first:
+        raise InfluxError(f"InfluxDB refused {statement!r}: {first['error']}")
+    return first.get("series", [])
+
+
+def write(base_url: str, database: str, lines: str, precision: str = "s") -> None:
+    url = f"{base_url}/write?" + urllib.parse.urlencode({"db": database, "precision": precision})
+    status, raw = _request(url, data=lines.encode())
+    if status != 204:
+        raise InfluxError(f"InfluxDB refused a write ({status}): {raw[:300]!r}")
+
+
+def database_statements(database: str, retention: str) -> list[str]:
+    """What influxdb/init/01-create-database.sh runs in Docker, as statements.
+
+    CREATE DATABASE is idempotent when the policy matches; ALTER brings an
+    existing database's policy to the configured retention.
+    """
+    return [
+        f'CREATE DATABASE "{database}" WITH DURATION {retention} REPLICATION 1 NAME "sparkscope"',
+        f'ALTER RETENTION POLICY "sparkscope" ON "{database}" DURATION {retention} DEFAULT',
+    ]
+
+
+def ensure_database(base_url: str, database: str, retention: str) -> None:
+    create, alter = database_statements(database, retention)
+    try:
+        query(base_url, create)
+    except InfluxError as err:
+        if "conflict" not in str(err):
+            raise
+        query(base_url, alter)

@@ -1,0 +1,297 @@
+"""The native runner: InfluxDB, Telegraf and Grafana as local processes.
+
+They run with the same config files Docker mounts (influxdb/, telegraf/,
+grafana/, dashboards/); only paths and listen addresses differ, and those go
+in through each program's own environment-variable overrides. Every process
+is started in its own session, its pid recorded in <state>/pids, and stopped
+by that pid only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from sparkscope import influx
+from sparkscope.install import Progress, ensure_grafana, ensure_influxd, ensure_telegraf
+from sparkscope.settings import PLACEHOLDER_PASSWORD, Settings
+
+HEALTH_DEADLINE_S = {"influxdb": 60.0, "telegraf": 30.0, "grafana": 120.0}
+
+
+class StackError(RuntimeError):
+    """The stack could not be started or stopped; the message says what to do next."""
+
+
+@dataclass
+class Service:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    extra_dirs: list[Path] = field(default_factory=list)
+
+
+def tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def grafana_healthy(url: str) -> bool:
+    """Grafana's /api/health says its database is ok (it then serves the API)."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/health", timeout=2) as resp:
+            return resp.status == 200 and json.loads(resp.read()).get("database") == "ok"
+    except (OSError, ValueError):
+        return False
+
+
+def wait_until(check: Callable[[], bool], deadline_s: float, interval_s: float = 0.25) -> bool:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(interval_s)
+    return check()
+
+
+# --- pid files ---------------------------------------------------------------
+
+def _start_ticks(pid: int) -> str | None:
+    """The process start time from /proc, so a recycled pid is never mistaken for ours."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+class PidFile:
+    def __init__(self, state_dir: Path, name: str):
+        self.path = state_dir / "pids" / f"{name}.pid"
+
+    def write(self, pid: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(f"{pid} {_start_ticks(pid) or ''}\n")
+
+    def running_pid(self) -> int | None:
+        """The recorded pid if that very process still runs, else None."""
+        try:
+            pid_text, _, ticks = self.path.read_text().strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            return None
+        if _start_ticks(pid) is None or _start_ticks(pid) != ticks:
+            return None
+        return pid
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+# --- the three services -------------------------------------------------------
+
+SERVICE_NAMES = ("influxdb", "telegraf", "grafana")
+
+
+def health_checks(settings: Settings) -> dict[str, tuple[Callable[[], bool], str]]:
+    """Per service: a check that it answers, and the address users reach it at."""
+    return {
+        "influxdb": (lambda: influx.ping(settings.influx_url), settings.influx_url),
+        "telegraf": (lambda: tcp_open(settings.graphite_host, settings.graphite_port),
+                     f"{settings.graphite_bind}:{settings.graphite_port} (Graphite, TCP)"),
+        "grafana": (lambda: grafana_healthy(settings.grafana_url),
+                    f"{settings.grafana_url} (HTTP API; the web UI is not built natively)"),
+    }
+
+
+def build_services(settings: Settings, only: tuple[str, ...] = SERVICE_NAMES,
+                   progress: Progress = print) -> list[Service]:
+    """Install (or find cached) binaries and describe how to run each service."""
+    root, state = settings.root, settings.state_dir
+    services = []
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("INFLUXDB_", "GF_"))}
+    shared = {"INFLUX_URL": settings.influx_url, "SPARKSCOPE_DB": settings.database}
+    grafana_dirs = [state / "grafana" / d for d in ("data", "logs", "plugins")]
+    if "influxdb" in only:
+        influxd = ensure_influxd(settings.cache_dir, progress)
+        services.append(Service(
+            name="influxdb",
+            argv=[str(influxd), "-config", str(root / "influxdb" / "influxdb.conf")],
+            env={
+                **base_env,
+                "INFLUXDB_META_DIR": str(state / "influxdb" / "meta"),
+                "INFLUXDB_DATA_DIR": str(state / "influxdb" / "data"),
+                "INFLUXDB_DATA_WAL_DIR": str(state / "influxdb" / "wal"),
+                "INFLUXDB_HTTP_BIND_ADDRESS": f"{settings.http_bind}:{settings.influxdb_port}",
+                # The backup RPC port sits two above the HTTP port (8086 -> 8088),
+                # so two stacks on one machine never collide on it.
+                "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{settings.influxdb_port + 2}",
+            },
+        ))
+    if "telegraf" in only:
+        telegraf = ensure_telegraf(settings.cache_dir, progress)
+        services.append(Service(
+            name="telegraf",
+            argv=[str(telegraf), "--config", str(root / "telegraf" / "telegraf.conf")],
+            env={
+                **base_env,
+                **shared,
+                "GRAPHITE_LISTEN": f"{settings.graphite_bind}:{settings.graphite_port}",
+            },
+        ))
+    if "grafana" in only:
+        from sparkscope.grafana_build import grafana_command
+
+        grafana_home = ensure_grafana(settings.cache_dir, progress)
+        services.append(Service(
+            name="grafana",
+            argv=grafana_command(grafana_home, root / "grafana" / "grafana.ini"),
+            env={
+                **base_env,
+                **shared,
+                "GF_PATHS_DATA": str(grafana_dirs[0]),
+                "GF_PATHS_LOGS": str(grafana_dirs[1]),
+                "GF_PATHS_PLUGINS": str(grafana_dirs[2]),
+                "GF_PATHS_PROVISIONING": str(root / "grafana" / "provisioning"),
+                "GF_SERVER_HTTP_ADDR": settings.http_bind,
+                "GF_SERVER_HTTP_PORT": str(settings.grafana_port),
+                "GF_SECURITY_ADMIN_USER": settings.grafana_user,
+                "GF_SECURITY_ADMIN_PASSWORD": settings.grafana_password,
+                "SPARKSCOPE_DASHBOARDS_DIR": str(root / "dashboards"),
+                "GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH": str(root / "dashboards" / "spark-executors.json"),
+            },
+            extra_dirs=grafana_dirs,
+        ))
+    return services
+
+
+def ensure_env_file(settings: Settings, progress: Progress = print) -> bool:
+    """Write .env with a random Grafana password when the user has none yet."""
+    env_path = settings.root / ".env"
+    if env_path.exists() or os.environ.get("GRAFANA_ADMIN_PASSWORD"):
+        return False
+    template = (settings.root / ".env.example").read_text()
+    password = secrets.token_urlsafe(18)
+    env_path.write_text(template.replace(f"GRAFANA_ADMIN_PASSWORD={PLACEHOLDER_PASSWORD}",
+                                         f"GRAFANA_ADMIN_PASSWORD={password}"))
+    env_path.chmod(0o600)
+    progress(f"wrote {env_path} with a random Grafana admin password (user {settings.grafana_user})")
+    return True
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join("    " + l for l in path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "    (no log)"
+
+
+def start_service(svc: Service, state: Path) -> int:
+    log_path = state / "logs" / f"{svc.name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    for d in svc.extra_dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {' '.join(svc.argv)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(svc.argv, env=svc.env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=state)
+    PidFile(state, svc.name).write(proc.pid)
+    return proc.pid
+
+
+def up(settings: Settings, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> list[Service]:
+    if settings.password_is_placeholder:
+        raise StackError(
+            "GRAFANA_ADMIN_PASSWORD is the placeholder from .env.example: set your own in .env "
+            "(or delete .env and ./sparkscope up writes one with a random password)"
+        )
+    services = build_services(settings, only, progress)
+    checks = health_checks(settings)
+    state = settings.state_dir
+    for svc in services:
+        healthy, address = checks[svc.name]
+        pidfile = PidFile(state, svc.name)
+        if pidfile.running_pid() is not None and healthy():
+            progress(f"{svc.name:9} already running  {address}")
+            continue
+        if pidfile.running_pid() is None and healthy():
+            raise StackError(
+                f"{svc.name}: something else already answers at {address}; stop it or change "
+                f"its port in .env"
+            )
+        started = time.monotonic()
+        pid = start_service(svc, state)
+        if not wait_until(lambda: healthy() or pidfile.running_pid() is None,
+                          HEALTH_DEADLINE_S[svc.name]) or not healthy():
+            log_path = state / "logs" / f"{svc.name}.log"
+            stop_pid(pid)
+            pidfile.clear()
+            raise StackError(
+                f"{svc.name} did not become healthy within {HEALTH_DEADLINE_S[svc.name]:.0f} s; "
+                f"last log lines ({log_path}):\n{_log_tail(log_path)}"
+            )
+        if svc.name == "influxdb":
+            influx.ensure_database(settings.influx_url, settings.database, settings.retention)
+        progress(f"{svc.name:9} up in {time.monotonic() - started:4.1f} s  pid {pid}  {address}")
+    return services
+
+
+def stop_pid(pid: int, deadline_s: float = 15.0) -> None:
+    """SIGTERM the process group we started, then SIGKILL after the deadline."""
+    ticks = _start_ticks(pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        if wait_until(lambda: _start_ticks(pid) != ticks or _zombie(pid), deadline_s, 0.1):
+            return
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def down(settings: Settings, progress: Progress = print) -> None:
+    for name in reversed(SERVICE_NAMES):
+        pidfile = PidFile(settings.state_dir, name)
+        pid = pidfile.running_pid()
+        if pid is None:
+            progress(f"{name:9} not running")
+        else:
+            stop_pid(pid)
+            progress(f"{name:9} stopped (pid {pid})")
+        pidfile.clear()
+
+
+def status(settings: Settings) -> list[tuple[str, str, str]]:
+    """(service, state, detail) rows; state is up, unhealthy or down."""
+    checks = health_checks(settings)
+    rows = []
+    for name in SERVICE_NAMES:
+        healthy, address = checks[name]
+        pid = PidFile(settings.state_dir, name).running_pid()
+        log_path = settings.state_dir / "logs" / f"{name}.log"
+        if pid is None:
+            rows.append((name, "down", f"not running (log: {log_path})"))
+        elif healthy():
+            rows.append((name, "up", f"pid {pid}  {address}"))
+        else:
+            rows.append((name, "unhealthy", f"pid {pid} runs but {address} does not answer; see {log_path}"))
+    return rows

@@ -1,0 +1,116 @@
+"""Ports, paths and credentials: the one place they come from.
+
+Values are read, later ones winning, from `.env.example` (the documented
+defaults), `.env` (the user's copy) and the process environment. Docker
+compose reads the same `.env`, so both ways of running agree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PLACEHOLDER_PASSWORD = "change-me"
+_RETENTION = re.compile(r"^(INF|(\d+(ns|u|µ|ms|s|m|h|d|w))+)$")
+_NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+class SettingsError(ValueError):
+    """A setting has a value the stack cannot use; the message says which and why."""
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines as docker compose reads them; comments and blanks ignored."""
+    values: dict[str, str] = {}
+    if not path.is_file():
+        return values
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"{path}:{number}: expected KEY=VALUE, got {raw!r}")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key.strip()] = value
+    return values
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path
+    state_dir: Path
+    cache_dir: Path
+    grafana_user: str
+    grafana_password: str
+    http_bind: str
+    grafana_port: int
+    influxdb_port: int
+    graphite_bind: str
+    graphite_port: int
+    database: str
+    retention: str
+
+    @property
+    def _http_host(self) -> str:
+        # A wildcard bind is reached through loopback from this machine.
+        return "127.0.0.1" if self.http_bind in ("0.0.0.0", "", "::") else self.http_bind
+
+    @property
+    def influx_url(self) -> str:
+        return f"http://{self._http_host}:{self.influxdb_port}"
+
+    @property
+    def grafana_url(self) -> str:
+        return f"http://{self._http_host}:{self.grafana_port}"
+
+    @property
+    def graphite_host(self) -> str:
+        return "127.0.0.1" if self.graphite_bind in ("0.0.0.0", "", "::") else self.graphite_bind
+
+    @property
+    def password_is_placeholder(self) -> bool:
+        return self.grafana_password in ("", PLACEHOLDER_PASSWORD)
+
+
+def _port(values: dict[str, str], key: str) -> int:
+    raw = values.get(key, "")
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise SettingsError(f"{key}={raw!r} is not a TCP port (1-65535); fix it in .env")
+    return int(raw)
+
+
+def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> Settings:
+    env = dict(os.environ if environ is None else environ)
+    values = read_env_file(root / ".env.example")
+    values.update(read_env_file(root / ".env"))
+    values.update({k: v for k, v in env.items() if k in values or k.startswith("SPARKSCOPE_")})
+
+    database = values.get("SPARKSCOPE_DB", "spark")
+    if not _NAME.match(database):
+        raise SettingsError(f"SPARKSCOPE_DB={database!r}: use letters, digits, '_' or '-'")
+    retention = values.get("SPARKSCOPE_RETENTION", "30d")
+    if not _RETENTION.match(retention):
+        raise SettingsError(
+            f"SPARKSCOPE_RETENTION={retention!r} is not an InfluxQL duration (e.g. 7d, 30d, 52w, INF)"
+        )
+    cache_default = Path(env.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sparkscope"
+    return Settings(
+        root=root,
+        state_dir=Path(values.get("SPARKSCOPE_STATE_DIR") or root / ".state"),
+        cache_dir=Path(values.get("SPARKSCOPE_CACHE_DIR") or cache_default),
+        grafana_user=values.get("GRAFANA_ADMIN_USER", "admin"),
+        grafana_password=values.get("GRAFANA_ADMIN_PASSWORD", ""),
+        http_bind=values.get("SPARKSCOPE_HTTP_BIND", "127.0.0.1"),
+        grafana_port=_port(values, "GRAFANA_PORT"),
+        influxdb_port=_port(values, "INFLUXDB_PORT"),
+        graphite_bind=values.get("GRAPHITE_BIND", "0.0.0.0"),
+        graphite_port=_port(values, "GRAPHITE_PORT"),
+        database=database,
+        retention=retention,
+    )
