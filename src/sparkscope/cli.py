@@ -1,4 +1,4 @@
-"""The sparkscope command line: up, down, status, conf, test."""
+"""The sparkscope command line: up, down, status, conf, install, test."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import argparse
 import subprocess
 import sys
 
-from sparkscope import native, sparkconf
+from sparkscope import install, native, sparkconf
 from sparkscope.influx import InfluxError
 from sparkscope.install import InstallError
-from sparkscope.settings import SettingsError, load_settings
+from sparkscope.settings import Settings, SettingsError, load_settings
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -52,8 +52,28 @@ def cmd_conf(args: argparse.Namespace) -> int:
     return 0
 
 
+def install_all(settings: Settings) -> list[str]:
+    """Build or find every native component; returns what could not be had."""
+    missing = []
+    for name, ensure in (("influxd", install.ensure_influxd), ("telegraf", install.ensure_telegraf),
+                         ("grafana", install.ensure_grafana)):
+        try:
+            print(f"{name}: {ensure(settings.cache_dir)}")
+        except InstallError as err:
+            print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr)
+            missing.append(name)
+    return missing
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    return 2 if install_all(load_settings()) else 0
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     settings = load_settings()
+    # Builds happen here, with progress on the terminal, rather than silently
+    # inside a test fixture. A missing Grafana is reported by the suite itself.
+    install_all(settings)
     return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
 
 
@@ -65,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
         .set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop the native stack started by up (by pid)").set_defaults(func=cmd_down)
     sub.add_parser("status", help="is each service running and answering?").set_defaults(func=cmd_status)
+    sub.add_parser("install", help="build and cache InfluxDB, Telegraf and Grafana (up does it too)") \
+        .set_defaults(func=cmd_install)
 
     conf = sub.add_parser("conf", help="print spark-submit --conf flags for your sparkscope host")
     conf.add_argument("--host", help="host running Telegraf, as executors reach it (default: this stack)")
@@ -80,7 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.command != "test":
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "test":  # everything after `test` belongs to pytest
+        args.pytest_args = unknown + args.pytest_args
     try:
         return args.func(args)
     except (SettingsError, InstallError, native.StackError, InfluxError, sparkconf.ConfError) as err:

@@ -1,0 +1,143 @@
+"""Shared fixtures: one native stack per test session, on free loopback ports,
+in a temporary state directory, stopped by the pids it started."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import socket
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sparkscope import influx, native
+from sparkscope.grafana_api import Grafana
+from sparkscope.install import InstallError, ensure_grafana
+from sparkscope.settings import ROOT, Settings, load_settings
+from sparkscope.spark import run_submit, sparkscope_properties, submit_argv
+
+JOBS = Path(__file__).parent / "jobs"
+SINK_PERIOD_S = 1
+
+
+def free_port(pair_offset: int | None = None) -> int:
+    """A free loopback port (and port+offset free too, for InfluxDB's RPC port)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if pair_offset is None or port + pair_offset > 65535:
+            return port
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + pair_offset))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port pair on 127.0.0.1")
+
+
+def test_settings(state_dir: Path) -> Settings:
+    env = {
+        "GRAFANA_ADMIN_USER": "admin",
+        "GRAFANA_ADMIN_PASSWORD": "test-" + secrets.token_hex(8),
+        "SPARKSCOPE_HTTP_BIND": "127.0.0.1",
+        "GRAPHITE_BIND": "127.0.0.1",
+        "GRAFANA_PORT": str(free_port()),
+        "INFLUXDB_PORT": str(free_port(pair_offset=2)),
+        "GRAPHITE_PORT": str(free_port()),
+        "SPARKSCOPE_DB": "spark",
+        "SPARKSCOPE_RETENTION": "7d",
+        "SPARKSCOPE_STATE_DIR": str(state_dir),
+    }
+    import os
+
+    if os.environ.get("SPARKSCOPE_CACHE_DIR"):
+        env["SPARKSCOPE_CACHE_DIR"] = os.environ["SPARKSCOPE_CACHE_DIR"]
+    return load_settings(ROOT, env)
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    grafana: Grafana | None  # None when the native Grafana could not be built
+
+    def influx(self, statement: str) -> list[dict]:
+        return influx.query(self.settings.influx_url, statement, self.settings.database)
+
+    def send_graphite(self, text: str) -> None:
+        with socket.create_connection((self.settings.graphite_host, self.settings.graphite_port), 5) as s:
+            s.sendall(text.encode() if isinstance(text, str) else text)
+
+    def wait_for(self, statement: str, predicate, deadline_s: float = 30.0):
+        """Re-run an InfluxQL query until predicate(series) holds; return the series."""
+        end = time.monotonic() + deadline_s
+        while True:
+            series = self.influx(statement)
+            if predicate(series):
+                return series
+            if time.monotonic() > end:
+                raise AssertionError(f"after {deadline_s:.0f} s, {statement!r} still gives {series!r}")
+            time.sleep(0.5)
+
+
+GRAFANA_BUILD_ERROR: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory) -> Stack:
+    settings = test_settings(tmp_path_factory.mktemp("state"))
+    grafana: Grafana | None = None
+    try:
+        ensure_grafana(settings.cache_dir)
+        services = native.SERVICE_NAMES
+    except InstallError as err:
+        GRAFANA_BUILD_ERROR.append(str(err))
+        warnings.warn(f"NATIVE GRAFANA UNAVAILABLE, panel queries go straight to InfluxDB: {err}")
+        services = ("influxdb", "telegraf")
+    try:
+        native.up(settings, only=services)
+        if "grafana" in services:
+            grafana = Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password)
+        yield Stack(settings, grafana)
+    finally:
+        native.down(settings)
+
+
+@dataclass
+class SparkRun:
+    app_id: str
+    started_ms: int
+    ended_ms: int
+    log: Path
+
+
+def run_spark_job(stack: Stack, script: str, log_dir: Path, master: str = "local-cluster[2,1,1024]",
+                  conf: dict[str, str] | None = None, timeout_s: float = 300) -> SparkRun:
+    props = sparkscope_properties(stack.settings, period_s=SINK_PERIOD_S)
+    props.update(conf or {})
+    started = int(time.time() * 1000)
+    log = log_dir / f"{Path(script).stem}.log"
+    result = run_submit(submit_argv(JOBS / script, master, props), log, timeout_s)
+    ended = int(time.time() * 1000)
+    match = re.search(r"^APP_ID (\S+)$", result.stdout, re.M)
+    assert result.returncode == 0 and match, (
+        f"spark-submit {script} exited {result.returncode}; stdout {result.stdout[-500:]!r}; "
+        f"Spark log: {log}\n" + log.read_text()[-3000:]
+    )
+    return SparkRun(match.group(1), started, ended, log)
+
+
+@pytest.fixture(scope="session")
+def metrics_run(stack: Stack, tmp_path_factory) -> SparkRun:
+    """One real Spark application in local-cluster mode (driver + executors 0, 1)."""
+    run = run_spark_job(stack, "metrics_job.py", tmp_path_factory.mktemp("spark"))
+    # The last reports leave each JVM at stop; Telegraf flushes every 2 s.
+    stack.wait_for(
+        f'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "executorid" WHERE "applicationid" = \'{run.app_id}\'',
+        lambda s: s and {v[1] for v in s[0]["values"]} >= {"driver", "0", "1"},
+    )
+    return run

@@ -1,0 +1,33 @@
+"""A small real workload: shuffles, caches and keeps both executors busy for
+several sink periods, so that every executor reports activity and memory."""
+
+import sys
+import time
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+spark = SparkSession.builder.appName("sparkscope-test-metrics").getOrCreate()
+sc = spark.sparkContext
+print("APP_ID", sc.applicationId, flush=True)
+started = time.time()
+
+df = spark.range(0, 3_000_000, numPartitions=8).withColumn("k", F.col("id") % 1000)
+cached = df.withColumn("v", F.sha2(F.col("id").cast("string"), 256)).cache()
+cached.count()  # fills storage memory (OnHeapUnifiedMemory includes it)
+for _ in range(2):
+    cached.groupBy("k").agg(F.countDistinct("v")).collect()  # shuffle
+
+
+def slow_partition(rows):
+    time.sleep(2.0)  # keep tasks active across several sink periods
+    yield sum(1 for _ in rows)
+
+
+sc.parallelize(range(16), 4).mapPartitions(slow_partition).collect()
+# ExecutorMetrics are polled every 2 s and reported on the sink period:
+# stay up until several reports have left every JVM.
+time.sleep(max(0.0, 12.0 - (time.time() - started)))
+print("DONE", flush=True)
+spark.stop()
+sys.exit(0)

@@ -1,0 +1,65 @@
+"""docker-compose.yml is valid, keeps HTTP on loopback and needs a real password.
+Validated offline with docker compose's own parser (no engine needed)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from sparkscope.install import ensure_compose_validator
+from sparkscope.settings import ROOT
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return ensure_compose_validator()
+
+
+def run_compose(compose, env_file, *args):
+    return subprocess.run([*compose, "--project-directory", str(ROOT), "-f", str(ROOT / "docker-compose.yml"),
+                           "--env-file", str(env_file), *args], capture_output=True, text=True,
+                          env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+
+
+def test_compose_file_is_valid(compose, tmp_path):
+    env = tmp_path / ".env"
+    env.write_text((ROOT / ".env.example").read_text().replace("change-me", "a-real-password"))
+    result = run_compose(compose, env, "config", "-q")
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_refuses_to_start_without_a_grafana_password(compose, tmp_path):
+    env = tmp_path / ".env"
+    env.write_text("SPARKSCOPE_DB=spark\n")
+    result = run_compose(compose, env, "config", "-q")
+    assert result.returncode != 0 and "GRAFANA_ADMIN_PASSWORD" in result.stderr
+
+
+def test_http_ports_bind_loopback_and_graphite_faces_the_network(compose, tmp_path):
+    env = tmp_path / ".env"
+    env.write_text((ROOT / ".env.example").read_text().replace("change-me", "a-real-password"))
+    result = run_compose(compose, env, "config")
+    assert result.returncode == 0, result.stderr
+    config = _parse(result.stdout)
+    ports = {name: svc.get("ports", []) for name, svc in config["services"].items()}
+    assert _binds(ports["grafana"]) == {("127.0.0.1", "3000")}
+    assert _binds(ports["influxdb"]) == {("127.0.0.1", "8086")}
+    assert _binds(ports["telegraf"]) == {("0.0.0.0", "2003")}
+
+
+def _parse(text: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def _binds(ports) -> set[tuple[str, str]]:
+    out = set()
+    for p in ports:
+        if isinstance(p, str):
+            host, published, _ = p.rsplit(":", 2)
+            out.add((host, published))
+        else:
+            out.add((p.get("host_ip", "0.0.0.0"), str(p["published"])))
+    return out

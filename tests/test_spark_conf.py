@@ -1,0 +1,50 @@
+"""spark-conf/ is what users attach to spark-submit: both files agree, and
+`sparkscope conf` prints flags for another endpoint."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from sparkscope import cli
+from sparkscope.settings import ROOT
+from sparkscope.sparkconf import ConfError, SINK, conf_flags, read_properties
+
+DEFAULTS = ROOT / "spark-conf" / "spark-defaults.conf"
+METRICS = ROOT / "spark-conf" / "metrics.properties"
+
+
+def test_metrics_properties_and_spark_defaults_configure_the_same_sink():
+    metrics = read_properties(METRICS)
+    defaults = read_properties(DEFAULTS)
+    as_conf = {f"spark.metrics.conf.{k}": v for k, v in metrics.items()}
+    assert as_conf == {k: v for k, v in defaults.items() if k.startswith("spark.metrics.conf.")}
+
+
+def test_spark_defaults_enable_every_source_the_dashboards_need():
+    defaults = read_properties(DEFAULTS)
+    assert defaults["spark.executor.processTreeMetrics.enabled"] == "true"
+    assert defaults["spark.metrics.executorMetricsSource.enabled"] == "true"
+    assert defaults["spark.metrics.appStatusSource.enabled"] == "true"
+    assert defaults[SINK + "class"] == "org.apache.spark.metrics.sink.GraphiteSink"
+    assert defaults[SINK + "prefix"] == "spark"
+
+
+def test_conf_command_points_the_sink_at_the_given_host(capsys):
+    assert cli.main(["conf", "--host", "metrics.example.com", "--port", "12003", "--period", "10"]) == 0
+    words = shlex.split(capsys.readouterr().out.replace("\\\n", " "))
+    pairs = dict(w.split("=", 1) for w in words if w != "--conf")
+    assert pairs[SINK + "host"] == "metrics.example.com"
+    assert pairs[SINK + "port"] == "12003"
+    assert pairs[SINK + "period"] == "10"
+    assert words.count("--conf") == len(read_properties(DEFAULTS))
+
+
+def test_unreadable_or_malformed_properties_are_reported(tmp_path):
+    with pytest.raises(ConfError, match="cannot read"):
+        conf_flags(tmp_path / "missing.conf")
+    bad = tmp_path / "bad.conf"
+    bad.write_text("spark.ok=1\n=novalue\n")
+    with pytest.raises(ConfError, match="bad.conf:2"):
+        read_properties(bad)

@@ -1,0 +1,65 @@
+"""A real Spark application in local-cluster mode reports per-executor metrics
+through the Graphite sink and Telegraf into InfluxDB, with the stored schema."""
+
+from __future__ import annotations
+
+import pytest
+
+EXECUTORS = {"0", "1"}
+ALL_JVMS = EXECUTORS | {"driver"}
+
+
+def per_executor(stack, run, measurement: str, agg: str = "max") -> dict[str, float]:
+    series = stack.influx(
+        f'SELECT {agg}("value") FROM "{measurement}" WHERE "applicationid" = \'{run.app_id}\' '
+        f'AND "username" = \'spark\' GROUP BY "executorid"'
+    )
+    return {s["tags"]["executorid"]: s["values"][0][1] for s in series}
+
+
+def test_active_tasks_arrive_per_executor_and_show_work(stack, metrics_run):
+    active = per_executor(stack, metrics_run, "threadpool.activeTasks")
+    assert set(active) == EXECUTORS  # the driver runs no tasks in local-cluster mode
+    assert max(active.values()) >= 1, f"no executor ever reported a running task: {active}"
+
+
+@pytest.mark.parametrize("measurement", ["JVMHeapMemory", "ProcessTreeJVMRSSMemory", "OnHeapUnifiedMemory"])
+def test_executor_memory_arrives_per_executor_and_is_nonzero(stack, metrics_run, measurement):
+    peaks = per_executor(stack, metrics_run, measurement)
+    assert set(peaks) == ALL_JVMS
+    for executor in EXECUTORS:
+        assert peaks[executor] > 0, f"{measurement} of executor {executor} is {peaks[executor]}"
+
+
+def test_executor_rss_is_a_plausible_jvm_size(stack, metrics_run):
+    rss = per_executor(stack, metrics_run, "ProcessTreeJVMRSSMemory")
+    for executor, value in rss.items():
+        assert 50e6 < value < 8e9, f"executor {executor} RSS {value} bytes is not a JVM's"
+
+
+def test_minor_gc_counts_arrive_per_jvm(stack, metrics_run):
+    counts = per_executor(stack, metrics_run, "MinorGCCount")
+    assert set(counts) == ALL_JVMS
+    assert all(v >= 0 for v in counts.values())
+
+
+def test_tags_follow_the_stored_schema(stack, metrics_run):
+    series = stack.influx(
+        f'SHOW SERIES FROM "JVMHeapMemory" WHERE "applicationid" = \'{metrics_run.app_id}\''
+    )
+    keys = sorted(v[0] for v in series[0]["values"])
+    for key in keys:
+        measurement, *tags = key.split(",")
+        tag_names = {t.split("=")[0] for t in tags}
+        assert measurement == "JVMHeapMemory"
+        assert {"username", "applicationid", "executorid", "namespace", "host"} <= tag_names
+        assert "namespace=ExecutorMetrics" in tags
+
+
+def test_points_carry_the_time_spark_measured_them(stack, metrics_run):
+    rows = stack.influx(
+        f'SELECT "value" FROM "threadpool.activeTasks" WHERE "applicationid" = \'{metrics_run.app_id}\''
+    )[0]["values"]
+    times = [r[0] for r in rows]
+    assert metrics_run.started_ms - 2000 <= min(times) and max(times) <= metrics_run.ended_ms + 2000
+    assert len(set(times)) >= 5, "the sink should have reported several times during the job"
