@@ -1,0 +1,279 @@
+package dev.sparkscope.annotator;
+
+import java.lang.reflect.Method;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.Properties;
+import java.util.Set;
+import java.util.function.Function;
+
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkFirehoseListener;
+import org.apache.spark.executor.ShuffleReadMetrics;
+import org.apache.spark.executor.TaskMetrics;
+import org.apache.spark.scheduler.JobFailed;
+import org.apache.spark.scheduler.JobResult;
+import org.apache.spark.scheduler.SparkListenerApplicationEnd;
+import org.apache.spark.scheduler.SparkListenerApplicationStart;
+import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.scheduler.SparkListenerExecutorAdded;
+import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.scheduler.StageInfo;
+import org.apache.spark.scheduler.TaskInfo;
+import org.apache.spark.scheduler.cluster.ExecutorInfo;
+
+/**
+ * Writes SQL queries, jobs, stages (with straggler detection), executors and
+ * the application itself to InfluxDB as annotation points. Attach with
+ * {@code --jars sparkscope-annotator.jar --conf spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener}.
+ *
+ * <p>Built on SparkFirehoseListener (one {@code onEvent} for every event) so
+ * that new callbacks in later Spark versions need nothing from this class.
+ * Only accessors whose signatures are the same in Scala 2.12 and 2.13 are
+ * used, so one jar serves Spark 3.5 and 4.x. Nothing thrown here reaches
+ * Spark's listener bus: each event is handled inside catch Throwable, and an
+ * event type that hits a LinkageError (an API that differs in this Spark
+ * version) is ignored from then on.
+ */
+public class AnnotatorListener extends SparkFirehoseListener {
+
+    private static final String JOB_DESCRIPTION = "spark.job.description";
+    private static final String JOB_GROUP = "spark.jobGroup.id";
+    private static final String SQL_EXECUTION_ID = "spark.sql.execution.id";
+    private static final String CALL_SITE_SHORT = "callSite.short";
+
+    /** Everything the listener needs once started; null when the listener is off. */
+    private static final class Running {
+        final AnnotatorConfig config;
+        final InfluxWriter writer;
+        final AnnotationRecorder recorder;
+        final SqlExecutionEvents sql;
+
+        Running(AnnotatorConfig config, InfluxWriter writer, AnnotationRecorder recorder, SqlExecutionEvents sql) {
+            this.config = config;
+            this.writer = writer;
+            this.recorder = recorder;
+            this.sql = sql;
+        }
+    }
+
+    private final Running running;
+    private final Function<String, String> conf;
+    private final RateLimitedWarning eventFailure =
+            new RateLimitedWarning(AnnotatorLog::warn, 60_000, System::currentTimeMillis);
+    private final Set<Class<?>> brokenEventTypes = Collections.synchronizedSet(new HashSet<>());
+    private volatile boolean stopped;
+    private String applicationId;
+    private String applicationIdFromEvent;
+
+    /** Called by Spark for every class named in spark.extraListeners. Never throws. */
+    public AnnotatorListener(SparkConf sparkConf) {
+        this(key -> {
+            try {
+                return sparkConf == null ? null : sparkConf.get(key, null);
+            } catch (Throwable t) {
+                return null;
+            }
+        });
+    }
+
+    /** For tests: settings from any key-to-value lookup (null when unset). */
+    AnnotatorListener(Function<String, String> conf) {
+        this.conf = conf;
+        this.running = start(conf);
+    }
+
+    private Running start(Function<String, String> lookup) {
+        AnnotatorConfig config;
+        try {
+            config = AnnotatorConfig.parse(lookup);
+        } catch (IllegalArgumentException e) {
+            AnnotatorLog.warn("sparkscope annotator is off for this application: " + e.getMessage()
+                    + ". Fix the setting(s) above (see the annotator README); Spark runs normally meanwhile.");
+            return null;
+        } catch (Throwable t) {
+            AnnotatorLog.warn("sparkscope annotator is off for this application: could not read its settings: " + t);
+            return null;
+        }
+        if (!config.enabled) {
+            AnnotatorLog.info("sparkscope annotator is off (" + AnnotatorConfig.ENABLED + "=false)");
+            return null;
+        }
+        try {
+            applicationId = ApplicationIdTag.resolve(lookup);
+            HttpLineSender sender = new HttpLineSender(config.writeUrl(), config.authorizationHeader());
+            InfluxWriter writer = new InfluxWriter(sender, InfluxWriter.Settings.from(config),
+                    AnnotatorLog::warn, AnnotatorLog::info);
+            AnnotationRecorder recorder = new AnnotationRecorder(writer::enqueue, this::applicationId,
+                    config.runningPoints, config.straggler, config.maxTrackedStages, AnnotatorLog::warn);
+            SqlExecutionEvents sql = new SqlExecutionEvents(AnnotatorLog::warn);
+            writer.start();
+            AnnotatorLog.info("sparkscope annotator: writing annotations of application "
+                    + (applicationId == null ? "(id not known yet)" : applicationId) + " to "
+                    + InfluxWriter.redact(config.influxUrl) + ", database " + config.database);
+            return new Running(config, writer, recorder, sql);
+        } catch (Throwable t) {
+            AnnotatorLog.warn("sparkscope annotator is off for this application: could not start: " + t);
+            return null;
+        }
+    }
+
+    /** Whether the listener writes anything (false when disabled or misconfigured). */
+    public boolean isActive() {
+        return running != null && !stopped;
+    }
+
+    @Override
+    public void onEvent(SparkListenerEvent event) {
+        if (running == null || stopped || event == null) {
+            return;
+        }
+        Class<?> type = event.getClass();
+        if (!brokenEventTypes.isEmpty() && brokenEventTypes.contains(type)) {
+            return;
+        }
+        try {
+            dispatch(event);
+        } catch (LinkageError e) {
+            brokenEventTypes.add(type);
+            AnnotatorLog.warn("sparkscope annotator: ignoring " + type.getSimpleName()
+                    + " events from now on: this Spark version differs from what the annotator was built for (" + e + ")");
+        } catch (Throwable t) {
+            eventFailure.warn(() -> "sparkscope annotator: could not handle " + type.getSimpleName()
+                    + " (" + t + "); Spark is not affected");
+        }
+    }
+
+    private void dispatch(SparkListenerEvent event) {
+        AnnotationRecorder r = running.recorder;
+        if (event instanceof SparkListenerTaskEnd) {
+            onTaskEnd((SparkListenerTaskEnd) event, r);
+        } else if (event instanceof SparkListenerStageSubmitted) {
+            StageInfo s = ((SparkListenerStageSubmitted) event).stageInfo();
+            Long submitted = ScalaOption.number(s.submissionTime());
+            r.stageSubmitted(s.stageId(), s.attemptNumber(), s.name(), s.numTasks(),
+                    submitted != null ? submitted : System.currentTimeMillis());
+        } else if (event instanceof SparkListenerStageCompleted) {
+            StageInfo s = ((SparkListenerStageCompleted) event).stageInfo();
+            r.stageCompleted(s.stageId(), s.attemptNumber(), s.name(), s.numTasks(),
+                    ScalaOption.number(s.submissionTime()), ScalaOption.number(s.completionTime()),
+                    ScalaOption.string(s.failureReason()), System.currentTimeMillis());
+        } else if (event instanceof SparkListenerJobStart) {
+            SparkListenerJobStart e = (SparkListenerJobStart) event;
+            Properties p = e.properties();
+            String description = property(p, JOB_DESCRIPTION);
+            r.jobStarted(e.jobId(), e.time(), description != null ? description : property(p, CALL_SITE_SHORT),
+                    property(p, JOB_GROUP), parseLong(property(p, SQL_EXECUTION_ID)));
+        } else if (event instanceof SparkListenerJobEnd) {
+            SparkListenerJobEnd e = (SparkListenerJobEnd) event;
+            JobResult result = e.jobResult();
+            boolean failed = result instanceof JobFailed;
+            String error = null;
+            if (failed) {
+                Exception cause = ((JobFailed) result).exception();
+                error = cause == null ? "failed" : String.valueOf(cause.getMessage());
+            }
+            r.jobEnded(e.jobId(), e.time(), !failed, error);
+        } else if (event instanceof SparkListenerExecutorAdded) {
+            SparkListenerExecutorAdded e = (SparkListenerExecutorAdded) event;
+            ExecutorInfo info = e.executorInfo();
+            r.executorAdded(e.time(), e.executorId(), info == null ? null : info.executorHost(),
+                    info == null ? 0 : info.totalCores());
+        } else if (event instanceof SparkListenerExecutorRemoved) {
+            SparkListenerExecutorRemoved e = (SparkListenerExecutorRemoved) event;
+            r.executorRemoved(e.time(), e.executorId(), e.reason());
+        } else if (event instanceof SparkListenerApplicationStart) {
+            SparkListenerApplicationStart e = (SparkListenerApplicationStart) event;
+            applicationIdFromEvent = ScalaOption.string(e.appId());
+            r.applicationStarted(e.time(), e.appName(), e.sparkUser(), sparkVersion());
+        } else if (event instanceof SparkListenerApplicationEnd) {
+            onApplicationEnd((SparkListenerApplicationEnd) event, r);
+        } else {
+            running.sql.handle(event, r);
+        }
+    }
+
+    private static void onTaskEnd(SparkListenerTaskEnd e, AnnotationRecorder r) {
+        TaskInfo info = e.taskInfo();
+        if (info == null) {
+            return;
+        }
+        long duration = info.finishTime() > 0 ? info.finishTime() - info.launchTime() : 0;
+        long gc = 0;
+        long fetchWait = 0;
+        TaskMetrics m = e.taskMetrics();
+        if (m != null) {
+            gc = m.jvmGCTime();
+            ShuffleReadMetrics shuffle = m.shuffleReadMetrics();
+            fetchWait = shuffle == null ? 0 : shuffle.fetchWaitTime();
+        }
+        r.taskEnded(e.stageId(), e.stageAttemptId(), info.successful(), duration, gc, fetchWait,
+                info.executorId(), info.host());
+    }
+
+    private void onApplicationEnd(SparkListenerApplicationEnd e, AnnotationRecorder r) {
+        try {
+            r.applicationEnded(e.time(), exitCode(e));
+        } finally {
+            stopped = true;
+            running.writer.shutdown(running.config.shutdownTimeoutMs);
+        }
+    }
+
+    /** The tag value: as Spark's metrics system names this application (see ApplicationIdTag). */
+    private String applicationId() {
+        if (applicationId == null) {
+            applicationId = ApplicationIdTag.resolve(conf);
+        }
+        if (applicationId != null) {
+            return applicationId;
+        }
+        return applicationIdFromEvent != null ? applicationIdFromEvent : "unknown";
+    }
+
+    /** SparkListenerApplicationEnd.exitCode exists from Spark 4 on only. */
+    private static Integer exitCode(SparkListenerApplicationEnd e) {
+        try {
+            Method m = e.getClass().getMethod("exitCode");
+            Long code = ScalaOption.number(m.invoke(e));
+            return code == null ? null : code.intValue();
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError ignored) {
+            return null;
+        }
+    }
+
+    /** org.apache.spark.package$.MODULE$.SPARK_VERSION(), or null if not readable. */
+    static String sparkVersion() {
+        try {
+            Class<?> pkg = Class.forName("org.apache.spark.package$");
+            Object module = pkg.getField("MODULE$").get(null);
+            return (String) pkg.getMethod("SPARK_VERSION").invoke(module);
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError ignored) {
+            return null;
+        }
+    }
+
+    private static String property(Properties p, String key) {
+        if (p == null) {
+            return null;
+        }
+        String v = p.getProperty(key);
+        return v == null || v.isEmpty() ? null : v;
+    }
+
+    private static Long parseLong(String s) {
+        if (s == null) {
+            return null;
+        }
+        try {
+            return Long.parseLong(s.trim());
+        } catch (NumberFormatException e) {
+            return null;
+        }
+    }
+}

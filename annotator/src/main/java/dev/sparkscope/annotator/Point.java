@@ -1,0 +1,183 @@
+package dev.sparkscope.annotator;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * One InfluxDB 1.x line-protocol point with millisecond timestamp.
+ *
+ * <p>Escaping follows the InfluxDB 1.8 parser (models/points.go), not just the
+ * documentation, so that every value reads back exactly as given:
+ * <ul>
+ *   <li>measurement: comma and space are escaped;</li>
+ *   <li>tag keys, tag values, field keys: comma, equals sign and space are
+ *       escaped; other backslashes stay literal (the parser keeps them). A tag
+ *       value cannot end in a backslash (it would escape the separator), so
+ *       trailing backslashes are removed; tags cannot hold line breaks, so
+ *       CR, LF and TAB become spaces; a tag left empty is omitted (InfluxDB
+ *       rejects empty tag values);</li>
+ *   <li>string field values: backslash and double quote are escaped; a line
+ *       break is written as the two characters {@code \n} ({@code \r} for CR)
+ *       so a point always stays on one line for every line-protocol reader.</li>
+ * </ul>
+ */
+final class Point {
+
+    private static final char[] MEASUREMENT_SPECIAL = {',', ' '};
+    private static final char[] KEY_SPECIAL = {',', ' ', '='};
+
+    private final String measurement;
+    // Sorted by key: InfluxDB's recommended order (it otherwise sorts on write).
+    private final Map<String, String> tags = new TreeMap<>();
+    private final Map<String, String> fields = new LinkedHashMap<>();
+    private long timeMs;
+
+    private Point(String measurement) {
+        if (measurement == null || measurement.isEmpty()) {
+            throw new IllegalArgumentException("measurement must not be empty");
+        }
+        this.measurement = measurement;
+    }
+
+    static Point measurement(String measurement) {
+        return new Point(measurement);
+    }
+
+    /** Adds a tag; a null value, or one that is empty once sanitised, is omitted. */
+    Point tag(String key, String value) {
+        String clean = sanitizeTagValue(value);
+        if (!clean.isEmpty()) {
+            tags.put(escapeKey(key), escapeKey(clean));
+        }
+        return this;
+    }
+
+    /** Adds a string field; null is omitted, the empty string is kept. */
+    Point field(String key, String value) {
+        if (value != null) {
+            fields.put(escapeKey(key), "\"" + escapeStringField(value) + "\"");
+        }
+        return this;
+    }
+
+    Point field(String key, long value) {
+        fields.put(escapeKey(key), value + "i");
+        return this;
+    }
+
+    /** Adds an integer field unless value is null. */
+    Point field(String key, Long value) {
+        return value == null ? this : field(key, value.longValue());
+    }
+
+    /** Adds a float field; NaN and infinities are omitted (line protocol has no spelling for them). */
+    Point field(String key, double value) {
+        if (!Double.isNaN(value) && !Double.isInfinite(value)) {
+            fields.put(escapeKey(key), Double.toString(value));
+        }
+        return this;
+    }
+
+    Point field(String key, boolean value) {
+        fields.put(escapeKey(key), value ? "true" : "false");
+        return this;
+    }
+
+    Point timeMs(long epochMs) {
+        this.timeMs = epochMs;
+        return this;
+    }
+
+    /** The line without a trailing newline. */
+    String toLine() {
+        if (fields.isEmpty()) {
+            throw new IllegalStateException("a point needs at least one field: " + measurement);
+        }
+        StringBuilder sb = new StringBuilder(128);
+        sb.append(escapeMeasurement(measurement));
+        for (Map.Entry<String, String> t : tags.entrySet()) {
+            sb.append(',').append(t.getKey()).append('=').append(t.getValue());
+        }
+        char sep = ' ';
+        for (Map.Entry<String, String> f : fields.entrySet()) {
+            sb.append(sep).append(f.getKey()).append('=').append(f.getValue());
+            sep = ',';
+        }
+        sb.append(' ').append(timeMs);
+        return sb.toString();
+    }
+
+    @Override
+    public String toString() {
+        return toLine();
+    }
+
+    static String escapeMeasurement(String s) {
+        return escape(s, MEASUREMENT_SPECIAL);
+    }
+
+    /** For tag keys, tag values (after {@link #sanitizeTagValue}) and field keys. */
+    static String escapeKey(String s) {
+        return escape(s, KEY_SPECIAL);
+    }
+
+    static String sanitizeTagValue(String value) {
+        if (value == null) {
+            return "";
+        }
+        String s = value.replace('\n', ' ').replace('\r', ' ').replace('\t', ' ');
+        int end = s.length();
+        while (end > 0 && s.charAt(end - 1) == '\\') {
+            end--;
+        }
+        return s.substring(0, end);
+    }
+
+    static String escapeStringField(String s) {
+        StringBuilder sb = null;
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            String rep;
+            switch (c) {
+                case '\\': rep = "\\\\"; break;
+                case '"': rep = "\\\""; break;
+                case '\n': rep = "\\n"; break;
+                case '\r': rep = "\\r"; break;
+                default: rep = null;
+            }
+            if (rep != null) {
+                if (sb == null) {
+                    sb = new StringBuilder(s.length() + 16).append(s, 0, i);
+                }
+                sb.append(rep);
+            } else if (sb != null) {
+                sb.append(c);
+            }
+        }
+        return sb == null ? s : sb.toString();
+    }
+
+    private static String escape(String s, char[] special) {
+        StringBuilder sb = null;
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            boolean esc = false;
+            for (char sp : special) {
+                if (c == sp) {
+                    esc = true;
+                    break;
+                }
+            }
+            if (esc) {
+                if (sb == null) {
+                    sb = new StringBuilder(s.length() + 8).append(s, 0, i);
+                }
+                sb.append('\\').append(c);
+            } else if (sb != null) {
+                sb.append(c);
+            }
+        }
+        return sb == null ? s : sb.toString();
+    }
+}

@@ -1,0 +1,88 @@
+package dev.sparkscope.annotator;
+
+import java.lang.reflect.Method;
+import java.util.function.Consumer;
+
+/**
+ * Reads Spark SQL's execution start/end events by reflection: they live in
+ * spark-sql, which an application may not have on its classpath, and their
+ * constructors change between Spark versions, while the accessors used here
+ * (executionId, time, description, errorMessage) are stable from 3.4 to 4.x.
+ */
+final class SqlExecutionEvents {
+
+    static final String START_CLASS = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart";
+    static final String END_CLASS = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd";
+
+    private final Consumer<String> warn;
+    private boolean broken;
+
+    private Class<?> startType;
+    private Method startId;
+    private Method startTime;
+    private Method startDescription;
+
+    private Class<?> endType;
+    private Method endId;
+    private Method endTime;
+    private Method endError; // null before Spark 3.4
+
+    SqlExecutionEvents(Consumer<String> warn) {
+        this.warn = warn;
+    }
+
+    /** Returns whether the event was a SQL execution start or end (and so needs no other handling). */
+    boolean handle(Object event, AnnotationRecorder recorder) {
+        Class<?> type = event.getClass();
+        String name = type.getName();
+        boolean isStart = name.equals(START_CLASS);
+        boolean isEnd = !isStart && name.equals(END_CLASS);
+        if (!isStart && !isEnd) {
+            return false;
+        }
+        if (broken) {
+            return true;
+        }
+        try {
+            if (isStart) {
+                if (type != startType) {
+                    startId = type.getMethod("executionId");
+                    startTime = type.getMethod("time");
+                    startDescription = type.getMethod("description");
+                    startType = type;
+                }
+                recorder.queryStarted(
+                        ((Number) startId.invoke(event)).longValue(),
+                        ((Number) startTime.invoke(event)).longValue(),
+                        (String) startDescription.invoke(event));
+            } else {
+                if (type != endType) {
+                    endId = type.getMethod("executionId");
+                    endTime = type.getMethod("time");
+                    endError = optionalMethod(type, "errorMessage");
+                    endType = type;
+                }
+                String error = endError == null ? null : ScalaOption.string(endError.invoke(event));
+                recorder.queryEnded(
+                        ((Number) endId.invoke(event)).longValue(),
+                        ((Number) endTime.invoke(event)).longValue(),
+                        error);
+            }
+        } catch (ReflectiveOperationException | ClassCastException | LinkageError e) {
+            broken = true;
+            startType = null;
+            endType = null;
+            warn.accept("sparkscope annotator: SQL query annotations are off: this Spark version's "
+                    + name + " does not look as expected (" + e + "); jobs and stages are still annotated");
+        }
+        return true;
+    }
+
+    private static Method optionalMethod(Class<?> type, String name) {
+        try {
+            return type.getMethod(name);
+        } catch (NoSuchMethodException e) {
+            return null;
+        }
+    }
+}

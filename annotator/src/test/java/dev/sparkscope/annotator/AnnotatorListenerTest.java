@@ -1,0 +1,167 @@
+package dev.sparkscope.annotator;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.spark.Success$;
+import org.apache.spark.scheduler.JobSucceeded$;
+import org.apache.spark.scheduler.SparkListenerApplicationEnd;
+import org.apache.spark.scheduler.SparkListenerApplicationStart;
+import org.apache.spark.scheduler.SparkListenerExecutorAdded;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.apache.spark.scheduler.StageInfo;
+import org.apache.spark.scheduler.TaskInfo;
+import org.apache.spark.scheduler.TaskLocality;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import scala.Option;
+import scala.collection.immutable.Nil$;
+
+/** The listener fed with real Spark 3.5 event objects, writing to an in-process InfluxDB stand-in. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class AnnotatorListenerTest {
+
+    private final Map<String, String> conf = new HashMap<>();
+
+    @Test
+    void a_run_of_events_arrives_as_annotations_with_the_app_id_on_every_point() throws Exception {
+        try (FakeInflux influx = FakeInflux.answering(204)) {
+            conf.put("spark.app.id", "local-42");
+            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
+            conf.put("spark.sparkscope.flushIntervalMs", "20");
+            conf.put("spark.sparkscope.runningPoints", "false");
+            AnnotatorListener listener = new AnnotatorListener(conf::get);
+            assertTrue(listener.isActive());
+
+            // Before ApplicationStart, as in Spark; a real ExecutorInfo needs log4j-core, absent here.
+            listener.onEvent(new SparkListenerExecutorAdded(900, "driver", null));
+            listener.onEvent(new SparkListenerApplicationStart("etl", Option.apply("local-42"), 1000, "alice",
+                    Option.empty(), Option.empty(), Option.empty()));
+            listener.onEvent(new SparkListenerSQLExecutionStart(0, 1100, "SELECT 1"));
+            Properties props = new Properties();
+            props.setProperty("spark.job.description", "nightly \"load\"");
+            props.setProperty("spark.jobGroup.id", "etl group");
+            props.setProperty("spark.sql.execution.id", "0");
+            listener.onEvent(new SparkListenerJobStart(3, 1200, seq(), props));
+            StageInfo stage = stage(5, 8);
+            stage.submissionTime_$eq(Option.apply((Object) 1300L));
+            listener.onEvent(new SparkListenerStageSubmitted(stage, props));
+            for (int t = 0; t < 8; t++) {
+                listener.onEvent(taskEnd(5, t, t == 3 ? 9_000 : 500 + t, t == 3 ? "7" : "1"));
+            }
+            stage.completionTime_$eq(Option.apply((Object) 10_400L));
+            listener.onEvent(new SparkListenerStageCompleted(stage));
+            listener.onEvent(new SparkListenerJobEnd(3, 10_500, JobSucceeded$.MODULE$));
+            listener.onEvent(new SparkListenerSQLExecutionEnd(0, 10_600, null));
+            listener.onEvent(new SparkListenerApplicationEnd(11_000));
+            assertFalse(listener.isActive(), "stopped after application end");
+
+            List<String> lines = influx.lines();
+            List<String> kinds = new ArrayList<>();
+            for (String line : lines) {
+                InfluxLineReader p = InfluxLineReader.read(line);
+                assertEquals("local-42", p.tags.get("applicationid"), line);
+                kinds.add(p.measurement + "/" + p.tags.get("status"));
+            }
+            assertEquals(java.util.Arrays.asList("sparkscope_executor/null", "sparkscope_stage/SUCCEEDED", "sparkscope_job/SUCCEEDED",
+                    "sparkscope_query/SUCCEEDED", "sparkscope_application/FINISHED"), kinds);
+            InfluxLineReader stagePoint = InfluxLineReader.read(lines.get(1));
+            assertEquals("true", stagePoint.tags.get("straggler"));
+            assertEquals(1300, stagePoint.time);
+            assertEquals("9100i", stagePoint.fields.get("duration_ms"));
+            assertEquals("7", stagePoint.fields.get("slowest_executor"));
+            InfluxLineReader job = InfluxLineReader.read(lines.get(2));
+            assertEquals("etl group", job.tags.get("job_group"));
+            assertEquals("nightly \"load\"", job.fields.get("description"));
+            assertEquals("0i", job.fields.get("execution_id"));
+            InfluxLineReader query = InfluxLineReader.read(lines.get(3));
+            assertEquals("SELECT 1", query.fields.get("description"));
+            assertEquals("9500i", query.fields.get("duration_ms"));
+        }
+    }
+
+    @Test
+    void an_api_mismatch_in_one_event_type_never_reaches_spark_and_that_type_is_skipped_after() throws Exception {
+        try (FakeInflux influx = FakeInflux.answering(204)) {
+            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
+            AnnotatorListener listener = new AnnotatorListener(conf::get);
+            int[] calls = {0};
+            class MismatchedJobStart extends SparkListenerJobStart {
+                private static final long serialVersionUID = 1L;
+
+                MismatchedJobStart() {
+                    super(1, 1, seq(), new Properties());
+                }
+
+                @Override
+                public Properties properties() {
+                    calls[0]++;
+                    throw new NoSuchMethodError("properties() as in another Spark version");
+                }
+            }
+            listener.onEvent(new MismatchedJobStart());
+            listener.onEvent(new MismatchedJobStart());
+            assertEquals(1, calls[0], "the second event of the broken type is not even looked at");
+            listener.onEvent(new SparkListenerSQLExecutionStart(1, 1, null)); // accessor throws
+            listener.onEvent(new SparkListenerSQLExecutionStart(2, 1, "ok"));  // SQL annotations now off
+            listener.onEvent(new SparkListenerJobStart(2, 5, seq(), null));     // other types still work
+            assertTrue(listener.isActive());
+            listener.onEvent(new SparkListenerApplicationEnd(10));
+            List<String> lines = influx.lines();
+            assertTrue(lines.stream().anyMatch(l -> l.startsWith("sparkscope_job,") && l.contains("job_id=2")), lines.toString());
+            assertTrue(lines.stream().noneMatch(l -> l.startsWith("sparkscope_query,")), lines.toString());
+        }
+    }
+
+    @Test
+    void misconfigured_listener_does_not_throw_and_does_nothing() {
+        conf.put("spark.sparkscope.batchSize", "many");
+        AnnotatorListener listener = new AnnotatorListener(conf::get);
+        assertFalse(listener.isActive());
+        listener.onEvent(new SparkListenerApplicationEnd(10));
+        listener.onEvent(null);
+    }
+
+    @Test
+    void disabled_listener_does_nothing() {
+        conf.put("spark.sparkscope.enabled", "false");
+        assertFalse(new AnnotatorListener(conf::get).isActive());
+    }
+
+    @Test
+    void spark_version_is_read_from_spark_itself() {
+        assertEquals("3.5.9", AnnotatorListener.sparkVersion());
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T> scala.collection.Seq<T> seq() {
+        return (scala.collection.Seq<T>) (Object) Nil$.MODULE$;
+    }
+
+    private static StageInfo stage(int id, int numTasks) {
+        return new StageInfo(id, 0, "count at job.py:12", numTasks, seq(), seq(), "", null, seq(),
+                Option.empty(), 0, false, 0);
+    }
+
+    private static SparkListenerTaskEnd taskEnd(int stageId, int index, long durationMs, String executor) {
+        TaskInfo info = new TaskInfo(index, index, 0, index, 1300, executor, "host-" + executor,
+                TaskLocality.ANY(), false);
+        info.markFinished(org.apache.spark.TaskState.FINISHED(), 1300 + durationMs);
+        return new SparkListenerTaskEnd(stageId, 0, "ResultTask", Success$.MODULE$, info, null, null);
+    }
+}

@@ -1,0 +1,138 @@
+package dev.sparkscope.annotator;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.URL;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.function.IntFunction;
+
+import com.sun.net.httpserver.HttpServer;
+
+/** An in-process stand-in for InfluxDB's /write endpoint that records exactly what it receives. */
+final class FakeInflux implements AutoCloseable {
+
+    static final class Request {
+        final String method;
+        final String uri;
+        final String contentType;
+        final String authorization;
+        final byte[] body;
+        final long atNanos;
+
+        Request(String method, String uri, String contentType, String authorization, byte[] body, long atNanos) {
+            this.method = method;
+            this.uri = uri;
+            this.contentType = contentType;
+            this.authorization = authorization;
+            this.body = body;
+            this.atNanos = atNanos;
+        }
+
+        String bodyText() {
+            return new String(body, StandardCharsets.UTF_8);
+        }
+    }
+
+    /** What to answer to the n-th request (0-based): status and body. */
+    static final class Answer {
+        final int status;
+        final String body;
+
+        Answer(int status, String body) {
+            this.status = status;
+            this.body = body;
+        }
+    }
+
+    private final HttpServer server;
+    private final List<Request> requests = new ArrayList<>();
+
+    FakeInflux(IntFunction<Answer> answers) throws IOException {
+        server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        server.setExecutor(Executors.newFixedThreadPool(2, r -> {
+            Thread t = new Thread(r, "fake-influx");
+            t.setDaemon(true);
+            return t;
+        }));
+        server.createContext("/", exchange -> {
+            byte[] body = readAll(exchange.getRequestBody());
+            int n;
+            synchronized (requests) {
+                n = requests.size();
+                requests.add(new Request(exchange.getRequestMethod(), exchange.getRequestURI().toString(),
+                        exchange.getRequestHeaders().getFirst("Content-Type"),
+                        exchange.getRequestHeaders().getFirst("Authorization"), body, System.nanoTime()));
+            }
+            Answer a = answers.apply(n);
+            byte[] out = a.body.getBytes(StandardCharsets.UTF_8);
+            exchange.sendResponseHeaders(a.status, out.length == 0 ? -1 : out.length);
+            if (out.length > 0) {
+                try (OutputStream os = exchange.getResponseBody()) {
+                    os.write(out);
+                }
+            }
+            exchange.close();
+        });
+        server.start();
+    }
+
+    static FakeInflux answering(int status) throws IOException {
+        return new FakeInflux(n -> new Answer(status, ""));
+    }
+
+    String baseUrl() {
+        return "http://127.0.0.1:" + server.getAddress().getPort();
+    }
+
+    URL writeUrl() throws IOException {
+        return new URL(baseUrl() + "/write?db=spark&precision=ms");
+    }
+
+    List<Request> requests() {
+        synchronized (requests) {
+            return new ArrayList<>(requests);
+        }
+    }
+
+    /** All lines received, in order. */
+    List<String> lines() {
+        List<String> out = new ArrayList<>();
+        for (Request r : requests()) {
+            for (String line : r.bodyText().split("\n")) {
+                if (!line.isEmpty()) {
+                    out.add(line);
+                }
+            }
+        }
+        return out;
+    }
+
+    @Override
+    public void close() {
+        server.stop(0);
+    }
+
+    /** A port on which nothing listens (bound, then released). */
+    static int closedPort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getByName("127.0.0.1"))) {
+            return s.getLocalPort();
+        }
+    }
+
+    private static byte[] readAll(InputStream in) throws IOException {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        byte[] buf = new byte[8192];
+        int n;
+        while ((n = in.read(buf)) > 0) {
+            out.write(buf, 0, n);
+        }
+        return out.toByteArray();
+    }
+}
