@@ -40,7 +40,7 @@ def free_port(pair_offset: int | None = None) -> int:
     raise RuntimeError("no free port pair on 127.0.0.1")
 
 
-def test_settings(state_dir: Path) -> Settings:
+def isolated_settings(state_dir: Path) -> Settings:
     env = {
         "GRAFANA_ADMIN_USER": "admin",
         "GRAFANA_ADMIN_PASSWORD": "test-" + secrets.token_hex(8),
@@ -89,7 +89,7 @@ GRAFANA_BUILD_ERROR: list[str] = []
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Stack:
-    settings = test_settings(tmp_path_factory.mktemp("state"))
+    settings = isolated_settings(tmp_path_factory.mktemp("state"))
     grafana: Grafana | None = None
     try:
         ensure_grafana(settings.cache_dir)

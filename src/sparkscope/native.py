@@ -268,8 +268,10 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def down(settings: Settings, progress: Progress = print) -> None:
+def down(settings: Settings, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
     for name in reversed(SERVICE_NAMES):
+        if name not in only:
+            continue
         pidfile = PidFile(settings.state_dir, name)
         pid = pidfile.running_pid()
         if pid is None:
@@ -291,7 +293,23 @@ def status(settings: Settings) -> list[tuple[str, str, str]]:
         if pid is None:
             rows.append((name, "down", f"not running (log: {log_path})"))
         elif healthy():
-            rows.append((name, "up", f"pid {pid}  {address}"))
+            problem = influx_write_problem(settings) if name == "influxdb" else None
+            if problem:
+                rows.append((name, "degraded", f"pid {pid} answers queries but {problem}"))
+            else:
+                rows.append((name, "up", f"pid {pid}  {address}"))
         else:
             rows.append((name, "unhealthy", f"pid {pid} runs but {address} does not answer; see {log_path}"))
     return rows
+
+
+def influx_write_problem(settings: Settings) -> str | None:
+    """Whether InfluxDB can store points (a full or read-only disk answers
+    pings and queries, yet refuses every write). None when it can."""
+    point = f"sparkscope_selfcheck ok=1i {int(time.time())}"
+    try:
+        influx.write(settings.influx_url, settings.database, point)
+    except influx.InfluxError as err:
+        return (f"refuses writes, so Spark's metrics are being lost: {err}. Check free space and "
+                f"permissions of {settings.state_dir / 'influxdb'} (df -h, ls -l)")
+    return None
