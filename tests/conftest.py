@@ -113,6 +113,7 @@ class SparkRun:
     started_ms: int
     ended_ms: int
     log: Path
+    stdout: str
 
 
 def run_spark_job(stack: Stack, script: str, log_dir: Path, master: str = "local-cluster[2,1,1024]",
@@ -128,7 +129,7 @@ def run_spark_job(stack: Stack, script: str, log_dir: Path, master: str = "local
         f"spark-submit {script} exited {result.returncode}; stdout {result.stdout[-500:]!r}; "
         f"Spark log: {log}\n" + log.read_text()[-3000:]
     )
-    return SparkRun(match.group(1), started, ended, log)
+    return SparkRun(match.group(1), started, ended, log, result.stdout)
 
 
 @pytest.fixture(scope="session")

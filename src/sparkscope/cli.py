@@ -6,7 +6,7 @@ import argparse
 import subprocess
 import sys
 
-from sparkscope import install, native, sparkconf
+from sparkscope import annotator, install, native, sparkconf
 from sparkscope.influx import InfluxError
 from sparkscope.install import InstallError
 from sparkscope.settings import Settings, SettingsError, load_settings
@@ -74,6 +74,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     # Builds happen here, with progress on the terminal, rather than silently
     # inside a test fixture. A missing Grafana is reported by the suite itself.
     install_all(settings)
+    print(f"annotator: {annotator.ensure_annotator_jar(settings.root)}")
     return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
 
 
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     test = sub.add_parser("test", help="run the test suite (pytest; extra args are passed on)")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     test.set_defaults(func=cmd_test)
+    from sparkscope import demo; demo.register(sub)  # noqa: E702 (one line, owned by demo.py)
     return parser
 
 

@@ -85,3 +85,25 @@ def series_names(frames: list[dict[str, Any]]) -> list[str]:
         field = frame["schema"]["fields"][1]
         names.append(field.get("config", {}).get("displayNameFromDS") or frame["schema"].get("name", ""))
     return names
+
+
+def frame_rows(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of a /api/ds/query answer as dicts keyed by column name.
+
+    A table frame has one field per column. InfluxQL raw queries in Grafana 10
+    instead come back as one (time, value) frame per selected column, named
+    "<measurement>.<column>": those are joined back into rows on time.
+    """
+    rows: dict[Any, dict[str, Any]] = {}
+    table_rows = []
+    for frame in frames:
+        fields = frame["schema"]["fields"]
+        columns = frame.get("data", {}).get("values", [])
+        if len(fields) == 2 and fields[0]["type"] == "time" and fields[1]["name"] == "value":
+            column = frame["schema"].get("name", "value").rsplit(".", 1)[-1]
+            for at, value in zip(*columns):
+                rows.setdefault(at, {"time": at})[column] = value
+        else:
+            names = [f["name"] for f in fields]
+            table_rows += [dict(zip(names, values)) for values in zip(*columns)]
+    return table_rows + [rows[at] for at in sorted(rows)]

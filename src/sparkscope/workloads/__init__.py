@@ -1,0 +1,1 @@
+"""Driver scripts that spark-submit runs (not imported by the CLI)."""

@@ -1,0 +1,115 @@
+"""The annotator puts SQL queries, jobs and stages on the dashboards as
+regions with the right start and end, flags the stage with one slow task as a
+straggler and no balanced stage, and never holds Spark up when InfluxDB is
+unreachable."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from sparkscope.annotator import annotator_properties, ensure_annotator_jar
+from sparkscope.grafana_api import frame_rows, substitute
+from sparkscope.settings import ROOT
+
+from conftest import run_spark_job
+
+DASHBOARD = ROOT / "dashboards" / "spark-executors.json"
+SLACK_MS = 1500  # driver wall clock vs. listener event times
+
+
+@pytest.fixture(scope="module")
+def jar():
+    return ensure_annotator_jar(ROOT, progress=lambda _: None)
+
+
+@pytest.fixture(scope="module")
+def annotated(stack, jar, tmp_path_factory):
+    run = run_spark_job(stack, "annotated_job.py", tmp_path_factory.mktemp("annotated"),
+                        conf=annotator_properties(stack.settings, jar))
+    marks = {m["name"]: m for m in (json.loads(line.split(" ", 1)[1])
+                                    for line in run.stdout.splitlines() if line.startswith("MARK "))}
+    stack.wait_for(f'SELECT count("duration_ms") FROM "sparkscope_application" '
+                   f'WHERE "applicationid" = \'{run.app_id}\'', lambda s: bool(s))
+    return run, marks
+
+
+def annotation_rows(stack, run, name: str) -> list[dict]:
+    """Run one of the dashboard's annotation queries as Grafana would."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    annotation = next(a for a in dashboard["annotations"]["list"] if a["name"] == name)
+    query = substitute(annotation["target"]["query"], {"applicationid": run.app_id, "username": "spark"})
+    target = {"refId": "A", "datasource": annotation["datasource"], "query": query,
+              "rawQuery": True, "resultFormat": "table"}
+    window = (str(run.started_ms - 60_000), str(run.ended_ms + 60_000))
+    if stack.grafana is None:
+        pytest.skip("native Grafana unavailable: see test_native_grafana_was_built")
+    rows = frame_rows(stack.grafana.query([target], *window)["A"])
+    for row in rows:
+        row["end"] = row[annotation["target"]["timeEndColumn"]]
+        row["label"] = row[annotation["target"]["textColumn"]]
+    return rows
+
+
+def within(row: dict, mark: dict) -> bool:
+    return mark["start"] - SLACK_MS <= row["time"] < row["end"] <= mark["end"] + SLACK_MS
+
+
+def test_each_sql_query_is_a_region_spanning_its_run(stack, annotated):
+    run, marks = annotated
+    rows = annotation_rows(stack, run, "SQL queries")
+    first = [r for r in rows if 'TPC-DS-like "q1", with, commas' in r["label"]]
+    second = [r for r in rows if "second query" in r["label"]]
+    assert len(first) == 1 and within(first[0], marks["query-1"]), (first, marks["query-1"])
+    assert len(second) == 1 and within(second[0], marks["query-2"]), (second, marks["query-2"])
+
+
+def test_each_job_is_a_region_spanning_its_run(stack, annotated):
+    run, marks = annotated
+    rows = annotation_rows(stack, run, "Jobs")
+    for description, mark in (("skewed job", "skewed"), ("even job", "even")):
+        matching = [r for r in rows if description in r["label"]]
+        assert len(matching) == 1 and within(matching[0], marks[mark]), (description, matching)
+
+
+def test_stages_are_regions_and_only_the_skewed_one_is_a_straggler(stack, annotated):
+    run, marks = annotated
+    stages = annotation_rows(stack, run, "Stages")
+    (skewed_id,), (even_id,) = marks["skewed"]["stages"], marks["even"]["stages"]
+    skewed = [r for r in stages if r["label"].startswith(f"stage {skewed_id}.0:")]
+    even = [r for r in stages if r["label"].startswith(f"stage {even_id}.0:")]
+    assert len(skewed) == 1 and within(skewed[0], marks["skewed"])
+    assert len(even) == 1 and within(even[0], marks["even"])
+    stragglers = annotation_rows(stack, run, "Straggler stages")
+    assert [r["label"] for r in stragglers if "stage" in r["label"]] == [skewed[0]["label"]]
+    assert "STRAGGLER" in skewed[0]["label"] and "STRAGGLER" not in even[0]["label"]
+
+
+def test_stage_statistics_describe_the_slow_task(stack, annotated):
+    run, _ = annotated
+    rows = stack.influx(f'SELECT "task_max_ms", "task_p50_ms", "skew_ratio", "num_tasks" FROM "sparkscope_stage" '
+                        f'WHERE "applicationid" = \'{run.app_id}\' AND "straggler" = \'true\'')
+    columns, values = rows[0]["columns"], rows[0]["values"]
+    stage = dict(zip(columns, values[0]))
+    assert len(values) == 1 and stage["num_tasks"] == 8
+    assert stage["task_max_ms"] >= 5500  # partition 0 sleeps 6 s
+    assert stage["task_p50_ms"] * 3 <= stage["task_max_ms"]  # the others 0.3 s
+    assert stage["skew_ratio"] == pytest.approx(stage["task_max_ms"] / stage["task_p50_ms"], rel=0.02)
+
+
+def test_unreachable_influxdb_does_not_hold_spark_up(stack, jar, tmp_path):
+    def timed(conf):
+        started = time.monotonic()
+        run_spark_job(stack, "annotated_job.py", tmp_path, conf=conf)
+        return time.monotonic() - started
+
+    closed = dict(annotator_properties(stack.settings, jar), **{"spark.sparkscope.influx.url": "http://127.0.0.1:9"})
+    without = timed({})
+    with_down = timed(closed)
+    # Not a benchmark: a bound that a listener waiting on its endpoint would break.
+    assert with_down < without + 8, f"{with_down:.1f} s with InfluxDB unreachable vs {without:.1f} s without"
+    warnings = [l for l in (tmp_path / "annotated_job.log").read_text().splitlines()
+                if " WARN annotator:" in l]
+    assert 1 <= len(warnings) <= 3, warnings  # a few warnings, never one per event
