@@ -13,6 +13,7 @@ import pytest
 from sparkscope.annotator import annotator_properties, ensure_annotator_jar
 from sparkscope.grafana_api import frame_rows, substitute
 from sparkscope.settings import ROOT
+from sparkscope.spark import ensure_pyspark
 
 from conftest import run_spark_job
 
@@ -113,3 +114,27 @@ def test_unreachable_influxdb_does_not_hold_spark_up(stack, jar, tmp_path):
     warnings = [l for l in (tmp_path / "annotated_job.log").read_text().splitlines()
                 if " WARN annotator:" in l]
     assert 1 <= len(warnings) <= 3, warnings  # a few warnings, never one per event
+
+
+SPARK4_VERSION = "4.3.0"
+
+
+def test_the_same_jar_works_on_spark_4(stack, jar, tmp_path):
+    home = ensure_pyspark(SPARK4_VERSION, stack.settings.cache_dir, progress=lambda _: None)
+    run = run_spark_job(stack, "annotated_job.py", tmp_path, conf=annotator_properties(stack.settings, jar),
+                        spark_home=home)
+    log = run.log.read_text()
+    assert "NoSuchMethodError" not in log and "LinkageError" not in log
+    app = stack.wait_for(f'SELECT "spark_version" FROM "sparkscope_application" '
+                         f'WHERE "applicationid" = \'{run.app_id}\' AND "status" = \'FINISHED\'', bool)
+    assert app[0]["values"][0][1].startswith("4.")
+    stragglers = stack.influx(f'SELECT "num_tasks" FROM "sparkscope_stage" WHERE "applicationid" = '
+                              f'\'{run.app_id}\' AND "straggler" = \'true\'')
+    assert len(stragglers[0]["values"]) == 1
+    queries = stack.influx(f'SELECT "description" FROM "sparkscope_query" WHERE "applicationid" = '
+                           f'\'{run.app_id}\' AND "status" = \'SUCCEEDED\'')
+    assert any("second query" in v[1] for v in queries[0]["values"])
+    # and Spark 4's Graphite sink feeds the same schema
+    heap = stack.influx(f'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "executorid" '
+                        f'WHERE "applicationid" = \'{run.app_id}\'')
+    assert {v[1] for v in heap[0]["values"]} >= {"0", "1"}

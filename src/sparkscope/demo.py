@@ -167,9 +167,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     options = options_from_args(args)
     try:
-        settings = load_settings()
         # Fail on a bad --queries before minutes of stack start-up.
         plan_queries(options)
+        settings = load_settings()
         if native.ensure_env_file(settings):
             settings = load_settings()
         kind = bring_up(settings)
@@ -262,6 +262,8 @@ def spark_conf(settings: Settings, options: DemoOptions, jar: Path) -> dict[str,
         "spark.executor.memory": f"{options.executor_memory_mb}m",
         # The progress bar would only fill the log; the demo prints per query.
         "spark.ui.showConsoleProgress": "false",
+        # Not ./spark-warehouse in the user's working directory.
+        "spark.sql.warehouse.dir": str(settings.state_dir / "spark-warehouse"),
     })
     return conf
 
@@ -349,7 +351,8 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
             # Its own session: a Ctrl-C reaches the demo only, which then stops Spark
             # in order instead of every JVM dying mid-write.
             proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=log,
-                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                                    cwd=settings.state_dir)
         if options.timeout_s:
             def on_timeout() -> None:
                 timed_out.set()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sparkscope.install import InstallError, Progress, run_with_progress
 from sparkscope.settings import Settings
 from sparkscope.sparkconf import read_properties, with_endpoint
 
@@ -18,9 +19,28 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def spark_env() -> dict[str, str]:
+def ensure_pyspark(version: str, cache_dir: Path, progress: Progress = print) -> Path:
+    """SPARK_HOME of another pyspark version, in its own cached venv
+    (e.g. Spark 4 next to the project's Spark 3.5)."""
+    venv = cache_dir / "venvs" / f"pyspark-{version}"
+    python = venv / "bin" / "python"
+    home = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "pyspark"
+    if (venv / ".ready").is_file():
+        return home
+    progress(f"installing pyspark {version} into {venv} (first use only, ~450 MB)")
+    log = cache_dir / "venvs" / f"pyspark-{version}.log"
+    run_with_progress([sys.executable, "-m", "venv", "--clear", str(venv)], log, "python -m venv", progress)
+    run_with_progress([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                       f"pyspark=={version}"], log, f"pip install pyspark=={version}", progress)
+    if not (home / "bin" / "spark-submit").is_file():
+        raise InstallError(f"pyspark {version} installed but {home}/bin/spark-submit is missing; see {log}")
+    (venv / ".ready").touch()
+    return home
+
+
+def spark_env(home: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env["SPARK_HOME"] = str(spark_home())
+    env["SPARK_HOME"] = str(home or spark_home())
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     # local and local-cluster runs: keep every Spark port on loopback.
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -34,16 +54,21 @@ def sparkscope_properties(settings: Settings, period_s: int | None = None) -> di
                          graphite_port=settings.graphite_port, period_s=period_s)
 
 
-def submit_argv(script: Path, master: str, conf: dict[str, str], args: list[str] = ()) -> list[str]:
-    argv = [str(spark_home() / "bin" / "spark-submit"), "--master", master]
+def submit_argv(script: Path, master: str, conf: dict[str, str], args: list[str] = (),
+                home: Path | None = None) -> list[str]:
+    argv = [str((home or spark_home()) / "bin" / "spark-submit"), "--master", master]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     return argv + [str(script), *args]
 
 
-def run_submit(argv: list[str], log_path: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
+def run_submit(argv: list[str], log_path: Path, timeout_s: float,
+               home: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run spark-submit; stdout returned, Spark's log (stderr) kept in log_path."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = spark_env(home)
+    if home is not None:  # that Spark's own Python, with its own pyspark
+        env["PYSPARK_PYTHON"] = str(home.parents[3] / "bin" / "python")
     with open(log_path, "w") as log:
-        return subprocess.run(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=log,
+        return subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=log,
                               text=True, timeout=timeout_s)
