@@ -4,7 +4,6 @@ in a temporary state directory, stopped by the pids it started."""
 from __future__ import annotations
 
 import re
-import secrets
 import socket
 import time
 import warnings
@@ -16,48 +15,12 @@ import pytest
 from sparkscope import influx, native
 from sparkscope.grafana_api import Grafana
 from sparkscope.install import InstallError, ensure_grafana
-from sparkscope.settings import ROOT, Settings, load_settings
+from sparkscope.sandbox import isolated_settings
+from sparkscope.settings import Settings
 from sparkscope.spark import run_submit, sparkscope_properties, submit_argv
 
 JOBS = Path(__file__).parent / "jobs"
 SINK_PERIOD_S = 1
-
-
-def free_port(pair_offset: int | None = None) -> int:
-    """A free loopback port (and port+offset free too, for InfluxDB's RPC port)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if pair_offset is None or port + pair_offset > 65535:
-            return port
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + pair_offset))
-                return port
-            except OSError:
-                continue
-    raise RuntimeError("no free port pair on 127.0.0.1")
-
-
-def isolated_settings(state_dir: Path) -> Settings:
-    env = {
-        "GRAFANA_ADMIN_USER": "admin",
-        "GRAFANA_ADMIN_PASSWORD": "test-" + secrets.token_hex(8),
-        "SPARKSCOPE_HTTP_BIND": "127.0.0.1",
-        "GRAPHITE_BIND": "127.0.0.1",
-        "GRAFANA_PORT": str(free_port()),
-        "INFLUXDB_PORT": str(free_port(pair_offset=2)),
-        "GRAPHITE_PORT": str(free_port()),
-        "SPARKSCOPE_DB": "spark",
-        "SPARKSCOPE_RETENTION": "7d",
-        "SPARKSCOPE_STATE_DIR": str(state_dir),
-    }
-    import os
-
-    if os.environ.get("SPARKSCOPE_CACHE_DIR"):
-        env["SPARKSCOPE_CACHE_DIR"] = os.environ["SPARKSCOPE_CACHE_DIR"]
-    return load_settings(ROOT, env)
 
 
 @dataclass

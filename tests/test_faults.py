@@ -21,7 +21,8 @@ from sparkscope import native
 from sparkscope.grafana_api import Grafana, GrafanaError
 from sparkscope.spark import spark_env, sparkscope_properties, submit_argv
 
-from conftest import JOBS, SINK_PERIOD_S, Stack, isolated_settings
+from conftest import JOBS, SINK_PERIOD_S, Stack
+from sparkscope.sandbox import throwaway_stack
 from graphite_tap import GraphiteTap
 
 OUTAGE_S = 20.0
@@ -29,12 +30,8 @@ OUTAGE_S = 20.0
 
 @pytest.fixture(scope="module")
 def fault_stack(tmp_path_factory):
-    settings = isolated_settings(tmp_path_factory.mktemp("fault-state"))
-    try:
-        native.up(settings, progress=lambda _: None)
+    with throwaway_stack(tmp_path_factory.mktemp("fault-state")) as settings:
         yield Stack(settings, Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password))
-    finally:
-        native.down(settings, progress=lambda _: None)
 
 
 class SparkProcess:

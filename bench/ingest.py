@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Ingestion benchmark: simulated Spark executors speak Graphite to the stack.
+
+Each simulated executor sends the 192 metric names a real Spark 3.5 executor
+sends (recorded in spark-3.5.9-metric-names.txt), all at once every period,
+over its own TCP connection, at a random phase within the period, as the
+GraphiteSink does. For each scale it reports points/s offered and stored,
+loss (sent minus stored, by count), and the CPU and peak RSS of Telegraf and
+InfluxDB. The same load is then fed to InfluxDB's own [[graphite]] listener,
+so the cost of the Telegraf hop is a ratio measured in the same run.
+
+    .venv/bin/python bench/ingest.py --executors 10,100,500,1000,2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from sparkscope import influx, native  # noqa: E402
+from sparkscope.install import ensure_influxd  # noqa: E402
+from sparkscope.sandbox import free_port, throwaway_stack  # noqa: E402
+
+NAMES_FILE = Path(__file__).with_name("spark-3.5.9-metric-names.txt")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SETTLE_S = 5.0
+
+
+def executor_metric_paths() -> list[str]:
+    """The metric paths one executor reports (source.metric...), from the recording."""
+    paths = []
+    for line in NAMES_FILE.read_text().split():
+        parts = line.split(".", 3)
+        if len(parts) == 4 and parts[2] == "1":
+            paths.append(parts[3])
+    return paths
+
+
+@dataclass
+class Usage:
+    cpu_s: float
+    rss_peak_mb: float
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_peak_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def send_load(address: tuple[str, int], app_id: str, executors: int, period_s: float, periods: int,
+              rng: random.Random) -> tuple[int, float]:
+    """Send `periods` reports of every executor; returns (lines sent, seconds taken)."""
+    paths = [p.encode() for p in executor_metric_paths()]
+    prefixes = [f"spark.{app_id}.{i}.".encode() for i in range(executors)]
+    conns = [socket.create_connection(address, timeout=30) for _ in range(executors)]
+    phases = sorted((rng.uniform(0, period_s), i) for i in range(executors))
+    sent = 0
+    start = time.monotonic()
+    try:
+        for period in range(periods):
+            base = start + period * period_s
+            for phase, i in phases:
+                delay = base + phase - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                ts = b" %d\n" % int(time.time())
+                value = b" %d" % rng.randrange(1 << 30)
+                payload = b"".join(prefixes[i] + p + value + ts for p in paths)
+                conns[i].sendall(payload)
+                sent += len(paths)
+        elapsed = time.monotonic() - start
+    finally:
+        for c in conns:
+            c.close()
+    return sent, max(elapsed, periods * period_s)
+
+
+def stored_points(url: str, db: str, app_id: str) -> int:
+    series = influx.query(url, f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{app_id}\'', db,
+                          timeout=120)
+    return sum(s["values"][0][1] for s in series)
+
+
+def wait_stored(url: str, db: str, app_id: str, expected: int, deadline_s: float) -> int:
+    """Poll until the stored count reaches expected or stops growing."""
+    end = time.monotonic() + deadline_s
+    last, stable_since = -1, time.monotonic()
+    while time.monotonic() < end:
+        count = stored_points(url, db, app_id)
+        if count >= expected:
+            return count
+        if count != last:
+            last, stable_since = count, time.monotonic()
+        elif time.monotonic() - stable_since > 15:
+            return count
+        time.sleep(1.0)
+    return stored_points(url, db, app_id)
+
+
+def measure(label: str, address, url: str, db: str, pids: dict[str, int], executors: int,
+            period_s: float, periods: int, seed: int) -> dict:
+    app_id = f"app-{time.strftime('%Y%m%d%H%M%S')}-{executors:04d}"
+    before = {n: cpu_seconds(p) for n, p in pids.items()}
+    sent, elapsed = send_load(address, app_id, executors, period_s, periods, random.Random(seed))
+    # CPU is read after a settle time for the last flush, before the counting
+    # queries below add their own load.
+    time.sleep(SETTLE_S)
+    cpu = {n: (cpu_seconds(p) - before[n]) / (elapsed + SETTLE_S) for n, p in pids.items()}
+    stored = wait_stored(url, db, app_id, sent, deadline_s=120 + executors * 0.1)
+    return {
+        "path": label, "executors": executors, "offered_pts_s": sent / (periods * period_s),
+        "sent": sent, "stored": stored, "lost": sent - stored,
+        "cpu": cpu, "rss": {n: rss_peak_mb(p) for n, p in pids.items()},
+    }
+
+
+def graphite_templates() -> list[str]:
+    """The templates of telegraf/telegraf.conf, so both paths parse alike."""
+    text = (ROOT / "telegraf" / "telegraf.conf").read_text()
+    block = re.search(r"^\s*templates = \[(.*?)^\s*\]", text, re.S | re.M).group(1)
+    return re.findall(r'"([^"]+)"', block)
+
+
+def start_influx_graphite(state: Path) -> tuple[subprocess.Popen, int, int]:
+    """A second InfluxDB with its own [[graphite]] listener, same templates."""
+    http_port, graphite_port = free_port(pair_offset=2), free_port()
+    templates = ",\n".join(f'    "{t}"' for t in graphite_templates())
+    conf = state / "influxdb-graphite.conf"
+    base = (ROOT / "influxdb" / "influxdb.conf").read_text()
+    conf.write_text(base + f"""
+[[graphite]]
+  enabled = true
+  bind-address = "127.0.0.1:{graphite_port}"
+  database = "spark"
+  protocol = "tcp"
+  separator = "."
+  batch-size = 5000
+  batch-timeout = "2s"
+  templates = [
+{templates}
+  ]
+""")
+    env = dict(os.environ, INFLUXDB_META_DIR=str(state / "meta"), INFLUXDB_DATA_DIR=str(state / "data"),
+               INFLUXDB_DATA_WAL_DIR=str(state / "wal"), INFLUXDB_HTTP_BIND_ADDRESS=f"127.0.0.1:{http_port}",
+               INFLUXDB_BIND_ADDRESS=f"127.0.0.1:{http_port + 2}")
+    influxd = ensure_influxd(Path(os.environ.get("SPARKSCOPE_CACHE_DIR", Path.home() / ".cache" / "sparkscope")))
+    proc = subprocess.Popen([str(influxd), "-config", str(conf)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=open(state / "influxd.log", "w"), start_new_session=True)
+    url = f"http://127.0.0.1:{http_port}"
+    if not native.wait_until(lambda: influx.ping(url), 60):
+        raise RuntimeError(f"InfluxDB with [[graphite]] did not start; see {state / 'influxd.log'}")
+    influx.ensure_database(url, "spark", "7d")
+    return proc, http_port, graphite_port
+
+
+def print_row(r: dict) -> None:
+    cpu = " ".join(f"{n} {v * 100:5.1f}%" for n, v in r["cpu"].items())
+    rss = " ".join(f"{n} {v:6.0f} MB" for n, v in r["rss"].items())
+    print(f"{r['path']:18} {r['executors']:6d} {r['offered_pts_s']:10.0f} {r['sent']:9d} {r['stored']:9d} "
+          f"{r['lost']:6d}   cpu: {cpu}   peak rss: {rss}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--executors", default="10,100,500,1000,2000", help="comma list of scales")
+    parser.add_argument("--period", type=float, default=10.0, help="sink period in seconds (default 10)")
+    parser.add_argument("--periods", type=int, default=3, help="reports per executor per scale (default 3)")
+    parser.add_argument("--no-compare", action="store_true", help="skip InfluxDB's own [[graphite]] listener")
+    args = parser.parse_args()
+    scales = [int(x) for x in args.executors.split(",")]
+    print(f"{len(executor_metric_paths())} metrics per executor, period {args.period:g} s, "
+          f"{args.periods} periods per scale; machine: {os.cpu_count()} cores", flush=True)
+    header = f"{'path':18} {'execs':>6} {'offered/s':>10} {'sent':>9} {'stored':>9} {'lost':>6}"
+    results = []
+    with tempfile.TemporaryDirectory(prefix="sparkscope-bench-") as tmp:
+        with throwaway_stack(Path(tmp) / "stack", only=("influxdb", "telegraf")) as settings:
+            pids = {n: native.PidFile(settings.state_dir, n).running_pid() for n in ("telegraf", "influxdb")}
+            print(header, flush=True)
+            for n in scales:
+                r = measure("telegraf->influxdb", (settings.graphite_host, settings.graphite_port),
+                            settings.influx_url, settings.database, pids, n, args.period, args.periods, n)
+                print_row(r)
+                results.append(r)
+        if not args.no_compare:
+            state = Path(tmp) / "influx-graphite"
+            state.mkdir()
+            proc, http_port, graphite_port = start_influx_graphite(state)
+            try:
+                for n in scales:
+                    r = measure("influxdb[[graphite]]", ("127.0.0.1", graphite_port), f"http://127.0.0.1:{http_port}",
+                                "spark", {"influxdb": proc.pid}, n, args.period, args.periods, n)
+                    print_row(r)
+                    results.append(r)
+            finally:
+                native.stop_pid(proc.pid)
+    lossless = [r for r in results if r["path"] == "telegraf->influxdb" and r["lost"] == 0]
+    if lossless:
+        best = max(lossless, key=lambda r: r["offered_pts_s"])
+        print(f"\nhighest lossless rate through Telegraf: {best['offered_pts_s']:.0f} points/s "
+              f"({best['executors']} executors at a {args.period:g} s period)")
+    by_scale = {}
+    for r in results:
+        by_scale.setdefault(r["executors"], {})[r["path"]] = sum(r["cpu"].values())
+    ratios = [v["telegraf->influxdb"] / v["influxdb[[graphite]]"] for v in by_scale.values()
+              if len(v) == 2 and v["influxdb[[graphite]]"] > 0]
+    if ratios:
+        print(f"CPU of telegraf+influxdb vs influxdb[[graphite]] alone: median ratio "
+              f"{statistics.median(ratios):.2f}x over {len(ratios)} scales")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

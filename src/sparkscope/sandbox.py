@@ -1,0 +1,61 @@
+"""A throwaway stack on free loopback ports in its own state directory, for
+the tests and the benchmarks: it never touches the user's stack or ports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+from pathlib import Path
+from typing import Iterator
+
+from sparkscope import native
+from sparkscope.settings import ROOT, Settings, load_settings
+
+
+def free_port(pair_offset: int | None = None) -> int:
+    """A free loopback port (and port+offset free too, for InfluxDB's RPC port)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if pair_offset is None:
+            return port
+        if port + pair_offset > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + pair_offset))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port pair on 127.0.0.1")
+
+
+def isolated_settings(state_dir: Path) -> Settings:
+    env = {
+        "GRAFANA_ADMIN_USER": "admin",
+        "GRAFANA_ADMIN_PASSWORD": "test-" + secrets.token_hex(8),
+        "SPARKSCOPE_HTTP_BIND": "127.0.0.1",
+        "GRAPHITE_BIND": "127.0.0.1",
+        "GRAFANA_PORT": str(free_port()),
+        "INFLUXDB_PORT": str(free_port(pair_offset=2)),
+        "GRAPHITE_PORT": str(free_port()),
+        "SPARKSCOPE_DB": "spark",
+        "SPARKSCOPE_RETENTION": "7d",
+        "SPARKSCOPE_STATE_DIR": str(state_dir),
+    }
+    if os.environ.get("SPARKSCOPE_CACHE_DIR"):
+        env["SPARKSCOPE_CACHE_DIR"] = os.environ["SPARKSCOPE_CACHE_DIR"]
+    return load_settings(ROOT, env)
+
+
+@contextlib.contextmanager
+def throwaway_stack(state_dir: Path, only: tuple[str, ...] = native.SERVICE_NAMES) -> Iterator[Settings]:
+    settings = isolated_settings(state_dir)
+    try:
+        native.up(settings, only=only, progress=lambda _: None)
+        yield settings
+    finally:
+        native.down(settings, progress=lambda _: None)
