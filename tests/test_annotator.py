@@ -109,8 +109,10 @@ def test_unreachable_influxdb_does_not_hold_spark_up(stack, jar, tmp_path):
     closed = dict(annotator_properties(stack.settings, jar), **{"spark.sparkscope.influx.url": "http://127.0.0.1:9"})
     without = timed({})
     with_down = timed(closed)
-    # Not a benchmark: a bound that a listener waiting on its endpoint would break.
-    assert with_down < without + 8, f"{with_down:.1f} s with InfluxDB unreachable vs {without:.1f} s without"
+    # Not a benchmark (bench/listener.py is): a bound loose enough for a loaded
+    # machine that a listener waiting on its endpoint per event (hundreds of
+    # events, 1 s connect timeout each) would still break by minutes.
+    assert with_down < without * 1.5 + 15, f"{with_down:.1f} s unreachable vs {without:.1f} s without"
     warnings = [l for l in (tmp_path / "annotated_job.log").read_text().splitlines()
                 if " WARN annotator:" in l]
     assert 1 <= len(warnings) <= 3, warnings  # a few warnings, never one per event

@@ -221,7 +221,8 @@ def test_demo_summary_says_what_ran_and_where_to_look(stack, demo_run):
 
 @pytest.fixture(scope="module")
 def failing_run(stack, demo_run, tmp_path_factory):
-    """A query over a table that does not exist, between two that work; same data, not regenerated."""
+    """A query over a table that does not exist, between two that work; same data, not
+    regenerated. In local mode: executors are not what this run is about."""
     queries = tmp_path_factory.mktemp("queries")
     source = tpcds.queries_dir()
     (queries / "q3.sql").write_text((source / "q3.sql").read_text())
@@ -229,7 +230,7 @@ def failing_run(stack, demo_run, tmp_path_factory):
     (queries / "q7.sql").write_text((source / "q7.sql").read_text())
     lines: list[str] = []
     options = DemoOptions(scale=SMALLEST_SCALE, queries="q3,q_missing,q7", query_dir=queries,
-                          sink_period_s=1, timeout_s=300)
+                          master="local[2]", sink_period_s=1, timeout_s=300)
     data = tpcds.data_dir(stack.settings.cache_dir, SMALLEST_SCALE)
     inode = data.stat().st_ino
     result = run_demo(stack.settings, options, "native", out=lines.append)
@@ -298,6 +299,7 @@ def settings_environ(settings) -> dict[str, str]:
         "GRAPHITE_PORT": str(settings.graphite_port), "SPARKSCOPE_DB": settings.database,
         "SPARKSCOPE_RETENTION": settings.retention, "SPARKSCOPE_STATE_DIR": str(settings.state_dir),
         "SPARKSCOPE_CACHE_DIR": str(settings.cache_dir),
+        **({"EVENTS_PORT": str(settings.events_port)} if hasattr(settings, "events_port") else {}),
     }
 
 

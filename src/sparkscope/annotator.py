@@ -37,10 +37,10 @@ def ensure_annotator_jar(root: Path, progress: Progress = print) -> Path:
 
 
 def annotator_properties(settings: Settings, jar: Path) -> dict[str, str]:
-    """Spark settings that attach the listener and point it at this stack's InfluxDB."""
+    """Spark settings that attach the listener and point it at this stack's
+    Telegraf events listener (which writes to InfluxDB's database)."""
     return {
         "spark.jars": str(jar),
         "spark.extraListeners": LISTENER_CLASS,
-        "spark.sparkscope.influx.url": settings.influx_url,
-        "spark.sparkscope.influx.database": settings.database,
+        "spark.sparkscope.influx.url": settings.events_url,
     }

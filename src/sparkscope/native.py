@@ -109,8 +109,10 @@ def health_checks(settings: Settings) -> dict[str, tuple[Callable[[], bool], str
     """Per service: a check that it answers, and the address users reach it at."""
     return {
         "influxdb": (lambda: influx.ping(settings.influx_url), settings.influx_url),
-        "telegraf": (lambda: tcp_open(settings.graphite_host, settings.graphite_port),
-                     f"{settings.graphite_bind}:{settings.graphite_port} (Graphite, TCP)"),
+        "telegraf": (lambda: tcp_open(settings.graphite_host, settings.graphite_port)
+                     and tcp_open(settings.graphite_host, settings.events_port),
+                     f"{settings.graphite_bind}:{settings.graphite_port} (Graphite, TCP), "
+                     f"{settings.events_url} (annotator events)"),
         "grafana": (lambda: grafana_healthy(settings.grafana_url),
                     f"{settings.grafana_url} (HTTP API; the web UI is not built natively)"),
     }
@@ -149,6 +151,7 @@ def build_services(settings: Settings, only: tuple[str, ...] = SERVICE_NAMES,
                 **base_env,
                 **shared,
                 "GRAPHITE_LISTEN": f"{settings.graphite_bind}:{settings.graphite_port}",
+                "EVENTS_LISTEN": f"{settings.graphite_bind}:{settings.events_port}",
             },
         ))
     if "grafana" in only:

@@ -42,6 +42,7 @@ def isolated_settings(state_dir: Path) -> Settings:
         "GRAFANA_PORT": str(free_port()),
         "INFLUXDB_PORT": str(free_port(pair_offset=2)),
         "GRAPHITE_PORT": str(free_port()),
+        "EVENTS_PORT": str(free_port()),
         "SPARKSCOPE_DB": "spark",
         "SPARKSCOPE_RETENTION": "7d",
         "SPARKSCOPE_STATE_DIR": str(state_dir),

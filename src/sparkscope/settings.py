@@ -53,6 +53,7 @@ class Settings:
     influxdb_port: int
     graphite_bind: str
     graphite_port: int
+    events_port: int
     database: str
     retention: str
 
@@ -72,6 +73,11 @@ class Settings:
     @property
     def graphite_host(self) -> str:
         return "127.0.0.1" if self.graphite_bind in ("0.0.0.0", "", "::") else self.graphite_bind
+
+    @property
+    def events_url(self) -> str:
+        """Where the annotator POSTs line protocol (Telegraf's /write listener)."""
+        return f"http://{self.graphite_host}:{self.events_port}"
 
     @property
     def password_is_placeholder(self) -> bool:
@@ -111,6 +117,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         influxdb_port=_port(values, "INFLUXDB_PORT"),
         graphite_bind=values.get("GRAPHITE_BIND", "0.0.0.0"),
         graphite_port=_port(values, "GRAPHITE_PORT"),
+        events_port=_port(values, "EVENTS_PORT"),
         database=database,
         retention=retention,
     )

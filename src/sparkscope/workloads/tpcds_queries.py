@@ -32,7 +32,17 @@ def emit(**fields):
 
 
 def first_line(err):
-    text = str(err).strip() or type(err).__name__
+    """The line that says what went wrong. A Py4JJavaError's own first line only
+    names the py4j call ("An error occurred while calling o414.collectToPython."):
+    the Java exception's summary is the useful one."""
+    java = getattr(err, "java_exception", None)
+    text = ""
+    if java is not None:
+        try:
+            text = java.toString()
+        except Exception:
+            text = ""
+    text = (text or str(err)).strip() or type(err).__name__
     return text.splitlines()[0][:300]
 
 

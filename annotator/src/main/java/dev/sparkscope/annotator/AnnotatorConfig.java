@@ -36,7 +36,7 @@ final class AnnotatorConfig {
     static final String STRAGGLER_MIN_TASKS = PREFIX + "straggler.minTasks";
     static final String STRAGGLER_MIN_EXCESS_MS = PREFIX + "straggler.minExcessMs";
 
-    static final String DEFAULT_URL = "http://127.0.0.1:8086";
+    static final String DEFAULT_URL = "http://127.0.0.1:8186";
     static final String DEFAULT_DATABASE = "spark";
 
     final boolean enabled;

@@ -18,8 +18,9 @@ import java.util.TreeMap;
  *       CR, LF and TAB become spaces; a tag left empty is omitted (InfluxDB
  *       rejects empty tag values);</li>
  *   <li>string field values: backslash and double quote are escaped; a line
- *       break is written as the two characters {@code \n} ({@code \r} for CR)
- *       so a point always stays on one line for every line-protocol reader.</li>
+ *       break is stored as the two characters {@code \n} ({@code \r} for CR),
+ *       written as an escaped backslash and a letter, so a point always stays
+ *       on one line and every line-protocol reader (Telegraf's too) accepts it.</li>
  * </ul>
  */
 final class Point {
@@ -142,8 +143,11 @@ final class Point {
             switch (c) {
                 case '\\': rep = "\\\\"; break;
                 case '"': rep = "\\\""; break;
-                case '\n': rep = "\\n"; break;
-                case '\r': rep = "\\r"; break;
+                // An escaped backslash then a letter: stored as the two
+                // characters \n by InfluxDB, and valid for strict parsers
+                // (Telegraf's rejects a bare backslash before n or r).
+                case '\n': rep = "\\\\n"; break;
+                case '\r': rep = "\\\\r"; break;
                 default: rep = null;
             }
             if (rep != null) {

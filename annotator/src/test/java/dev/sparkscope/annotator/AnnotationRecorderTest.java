@@ -28,7 +28,7 @@ class AnnotationRecorderTest {
         r.queryEnded(3, 13_300, null);
         assertEquals(1, lines.size());
         assertEquals("sparkscope_query,applicationid=app-20260101-0001,execution_id=3,status=SUCCEEDED "
-                + "description=\"SELECT \\\"a\\\", b\\nFROM t\",end_time_ms=13300i,duration_ms=12300i,"
+                + "description=\"SELECT \\\"a\\\", b\\\\nFROM t\",end_time_ms=13300i,duration_ms=12300i,"
                 + "text=\"query 3: SELECT \\\"a\\\", b FROM t (12.3 s)\" 1000", lines.get(0));
     }
 

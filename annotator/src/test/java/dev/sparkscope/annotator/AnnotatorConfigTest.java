@@ -22,7 +22,7 @@ class AnnotatorConfigTest {
     void defaults_write_to_a_local_influxdb_database_spark() {
         AnnotatorConfig c = parse();
         assertTrue(c.enabled);
-        assertEquals("http://127.0.0.1:8086/write?db=spark&precision=ms", c.writeUrl().toString());
+        assertEquals("http://127.0.0.1:8186/write?db=spark&precision=ms", c.writeUrl().toString());
         assertNull(c.authorizationHeader());
         assertEquals(500, c.batchSize);
         assertEquals(1000, c.flushIntervalMs);

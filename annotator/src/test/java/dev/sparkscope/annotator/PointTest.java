@@ -26,7 +26,7 @@ class PointTest {
     @Test
     void newlines_in_string_fields_are_written_escaped_so_a_point_stays_on_one_line() {
         String line = Point.measurement("m").field("d", "SELECT 1\nFROM t\r\n").timeMs(1).toLine();
-        assertEquals("m d=\"SELECT 1\\nFROM t\\r\\n\" 1", line);
+        assertEquals("m d=\"SELECT 1\\\\nFROM t\\\\r\\\\n\" 1", line);
         assertFalse(line.contains("\n"));
     }
 
