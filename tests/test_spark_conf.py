@@ -32,7 +32,8 @@ def test_spark_defaults_enable_every_source_the_dashboards_need():
 
 
 def test_conf_command_points_the_sink_at_the_given_host(capsys):
-    assert cli.main(["conf", "--host", "metrics.example.com", "--port", "12003", "--period", "10"]) == 0
+    assert cli.main(["conf", "--host", "metrics.example.com", "--port", "12003", "--period", "10",
+                     "--no-annotator"]) == 0
     words = shlex.split(capsys.readouterr().out.replace("\\\n", " "))
     pairs = dict(w.split("=", 1) for w in words if w != "--conf")
     assert pairs[SINK + "host"] == "metrics.example.com"
@@ -48,3 +49,12 @@ def test_unreadable_or_malformed_properties_are_reported(tmp_path):
     bad.write_text("spark.ok=1\n=novalue\n")
     with pytest.raises(ConfError, match="bad.conf:2"):
         read_properties(bad)
+
+
+def test_conf_command_attaches_the_annotator_pointed_at_the_same_host(capsys):
+    assert cli.main(["conf", "--host", "metrics.example.com"]) == 0
+    words = shlex.split(capsys.readouterr().out.replace("\\\n", " "))
+    pairs = dict(w.split("=", 1) for w in words if "=" in w)
+    assert pairs["spark.extraListeners"] == "dev.sparkscope.annotator.AnnotatorListener"
+    assert pairs["spark.sparkscope.influx.url"] == "http://metrics.example.com:8186"
+    assert words[words.index("--jars") + 1].endswith("sparkscope-annotator.jar")

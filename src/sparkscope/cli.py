@@ -41,13 +41,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_conf(args: argparse.Namespace) -> int:
     settings = load_settings()
+    host = args.host or settings.graphite_host
     flags = sparkconf.conf_flags(
         settings.root / "spark-conf" / "spark-defaults.conf",
-        graphite_host=args.host or settings.graphite_host,
+        graphite_host=host,
         graphite_port=args.port or settings.graphite_port,
         prefix=args.prefix,
         period_s=args.period,
     )
+    if not args.no_annotator:
+        jar = annotator.jar_path(settings.root)
+        if not jar.is_file():
+            print(f"# the annotator jar is not built yet ({jar}): run ./sparkscope install", file=sys.stderr)
+        flags += [f"--jars {jar}", f"--conf spark.extraListeners={annotator.LISTENER_CLASS}",
+                  f"--conf spark.sparkscope.influx.url=http://{host}:{settings.events_port}"]
     print(" \\\n".join(flags))
     return 0
 
@@ -66,7 +73,10 @@ def install_all(settings: Settings) -> list[str]:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    return 2 if install_all(load_settings()) else 0
+    settings = load_settings()
+    missing = install_all(settings)
+    print(f"annotator: {annotator.ensure_annotator_jar(settings.root)}")
+    return 2 if missing else 0
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -86,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         .set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop the native stack started by up (by pid)").set_defaults(func=cmd_down)
     sub.add_parser("status", help="is each service running and answering?").set_defaults(func=cmd_status)
-    sub.add_parser("install", help="build and cache InfluxDB, Telegraf and Grafana (up does it too)") \
+    sub.add_parser("install", help="build InfluxDB, Telegraf, Grafana (cached; up does it too) and the annotator jar") \
         .set_defaults(func=cmd_install)
 
     conf = sub.add_parser("conf", help="print spark-submit --conf flags for your sparkscope host")
@@ -94,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--port", type=int, help="Graphite port (default: GRAPHITE_PORT)")
     conf.add_argument("--prefix", help="metric name prefix (default: spark)")
     conf.add_argument("--period", type=int, help="report period in seconds (default: 5)")
+    conf.add_argument("--no-annotator", action="store_true",
+                      help="metrics only: leave out the query/job/stage annotator listener")
     conf.set_defaults(func=cmd_conf)
 
     test = sub.add_parser("test", help="run the test suite (pytest; extra args are passed on)")
