@@ -11,12 +11,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
-from sparkscope import demo, tpcds
+from sparkscope import demo, native, tpcds
 from sparkscope.cli import build_parser
 from sparkscope.demo import DemoOptions, attribute_stages, parse_memory_mb, run_demo
 from sparkscope.tpcds import TpcdsError
@@ -255,7 +254,7 @@ def test_a_failing_query_makes_the_exit_code_non_zero_and_is_in_the_summary(fail
     assert "TPC-DS data sf=0.01: cached" in text
 
 
-def test_ctrl_c_stops_spark_says_what_ran_and_leaves_the_stack_up(stack, demo_run, tmp_path):
+def test_ctrl_c_stops_spark_says_what_ran_and_leaves_the_stack_up(stack):
     """The demo in a process of its own; SIGINT (what Ctrl-C sends) after the first query."""
     script = textwrap.dedent(f"""
         import sys
@@ -284,11 +283,11 @@ def test_ctrl_c_stops_spark_says_what_ran_and_leaves_the_stack_up(stack, demo_ru
     text = "\n".join(lines)
     assert proc.returncode == 130, text
     assert "interrupted: stopping Spark" in text
-    assert "(interrupted)" in text and "ran: q3" in text
+    assert "(interrupted)" in text and "ran: q3; stopped while q7 ran" in text
     assert "./sparkscope down stops it" in text
     for pgid in spark_pgids:
         assert not group_alive(pgid), f"Spark's process group {pgid} outlived the demo"
-    assert all(state == "up" for _, state, _ in demo.native.status(stack.settings)[:2])
+    assert all(state == "up" for _, state, _ in native.status(stack.settings)[:2])
 
 
 def settings_environ(settings) -> dict[str, str]:

@@ -81,6 +81,7 @@ class DemoResult:
     exit_code: int
     app_id: Optional[str] = None  # the applicationid tag in InfluxDB
     planned: int = 0
+    order: list[str] = field(default_factory=list)  # query names in the order they run
     results: list[QueryResult] = field(default_factory=list)
     interrupted: bool = False
     spark_exit: Optional[int] = None
@@ -225,12 +226,14 @@ def bring_up(settings: Settings, out: Out = print) -> str:
         if result.returncode != 0:
             raise DemoError(f"{' '.join(command)} exited {result.returncode}; see its messages above "
                             "(or stop Docker to use the native stack)")
-        ready = native.wait_until(lambda: database_exists(settings)
-                                  and native.tcp_open(settings.graphite_host, settings.graphite_port), 120, 1)
-        if not ready:
-            raise DemoError(f"the compose stack did not answer within 120 s (InfluxDB {settings.influx_url} "
-                            f"with database {settings.database}, Graphite {settings.graphite_host}:"
-                            f"{settings.graphite_port}); see docker compose logs")
+        # The same checks as the native runner's: Spark's metrics and events need
+        # InfluxDB (with its database) and Telegraf's listeners; Grafana may come later.
+        checks = native.health_checks(settings)
+        needed = [checks["influxdb"][0], checks["telegraf"][0], lambda: database_exists(settings)]
+        if not native.wait_until(lambda: all(check() for check in needed), 120, 1):
+            raise DemoError(f"the compose stack did not answer within 120 s ({checks['influxdb'][1]} with "
+                            f"database {settings.database}; {checks['telegraf'][1]}); see "
+                            f"{' '.join(compose_command())} logs")
         return "docker"
     out("stack: no Docker engine answers (docker info), using the native runner")
     native.up(settings, progress=out)
@@ -338,6 +341,7 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
     logs = settings.state_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     result = DemoResult(exit_code=0, planned=len(queries) * options.repetitions,
+                        order=[q.name for _ in range(options.repetitions) for q in queries],
                         log=logs / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.log")
     plan = {"data_dir": str(data), "tables": list(tpcds.TABLES), "repetitions": options.repetitions,
             "schema_cache": str(tpcds.schema_cache(data)),
@@ -568,7 +572,9 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         say(f"            FAILED {r.name}: {r.error}")
     if (result.interrupted or result.timed_out) and len(result.results) < result.planned:
         done = ", ".join(r.name for r in result.results) or "none"
-        say(f"            ran: {done}")
+        running = (f"; stopped while {result.order[len(result.results)]} ran"
+                   if "ready" in result.phases and len(result.results) < len(result.order) else "")
+        say(f"            ran: {done}{running}")
     say(f"  time      {result.wall_s:.1f} s in all: {_phases(result, query_time)}")
     say(f"  app       {result.app_id}  (tag applicationid in InfluxDB)")
     if result.spark_exit not in (0, None) and not (result.interrupted or result.timed_out):
@@ -592,7 +598,7 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         say(f"    missing: {', '.join(sorted(expected - set(result.peaks), key=_executor_key))}")
 
     if result.stragglers:
-        say(f"  straggler stages (slowest task >= 3x the median and >= 2 s over it), worst first:")
+        say("  straggler stages (slowest task >= 3x the median and >= 2 s over it), worst first:")
         for s in result.stragglers[:5]:
             say(f"    stage {s.get('stage_id')}.{s.get('attempt')}  {s['query']:<6} "
                 f"{_seconds(s.get('duration_ms'))}, {s.get('num_tasks')} tasks, median task "
@@ -617,7 +623,7 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         say(f"  Grafana   {settings.grafana_url}  dashboard uid {DASHBOARD_UID} (user {settings.grafana_user}, "
             "password in .env)")
         say("            Natively only Grafana's HTTP API runs, not its web UI (it is not built here):")
-        say(f"            this link works with the docker compose stack or any Grafana with dashboards/ imported:")
+        say("            this link works with the docker compose stack or any Grafana with dashboards/ imported:")
         say(f"            {link}")
         say(f"            curl -su \"{settings.grafana_user}:$(sed -n 's/^GRAFANA_ADMIN_PASSWORD=//p' {settings.root / '.env'})\" "
             f"{settings.grafana_url}/api/dashboards/uid/{DASHBOARD_UID}")
