@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from sparkscope import influx, native
+from sparkscope.annotator import annotator_properties, ensure_annotator_jar
 from sparkscope.grafana_api import Grafana
 from sparkscope.install import InstallError, ensure_grafana
 from sparkscope.sandbox import isolated_settings
-from sparkscope.settings import Settings
+from sparkscope.settings import ROOT, Settings
 from sparkscope.spark import run_submit, sparkscope_properties, submit_argv
 
 JOBS = Path(__file__).parent / "jobs"
@@ -99,11 +100,20 @@ def run_spark_job(stack: Stack, script: str, log_dir: Path, master: str = "local
 
 @pytest.fixture(scope="session")
 def metrics_run(stack: Stack, tmp_path_factory) -> SparkRun:
-    """One real Spark application in local-cluster mode (driver + executors 0, 1)."""
-    run = run_spark_job(stack, "metrics_job.py", tmp_path_factory.mktemp("spark"))
+    """One real Spark application in local-cluster mode (driver + executors 0, 1),
+    with the annotator, so that every dashboard panel has data."""
+    jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+    run = run_spark_job(stack, "metrics_job.py", tmp_path_factory.mktemp("spark"),
+                        conf=annotator_properties(stack.settings, jar))
     # The last reports leave each JVM at stop; Telegraf flushes every 2 s.
     stack.wait_for(
         f'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "executorid" WHERE "applicationid" = \'{run.app_id}\'',
         lambda s: s and {v[1] for v in s[0]["values"]} >= {"driver", "0", "1"},
+    )
+    # The annotator flushes the application's end as the driver stops.
+    stack.wait_for(
+        f"SELECT \"duration_ms\" FROM \"sparkscope_application\" WHERE \"applicationid\" = '{run.app_id}' "
+        "AND \"status\" = 'FINISHED'",
+        lambda s: bool(s),
     )
     return run

@@ -1,13 +1,18 @@
-"""A small real workload: shuffles, caches and keeps both executors busy for
-several sink periods, so that every executor reports activity and memory."""
+"""A small real workload: shuffles, caches, spills, writes and reads files,
+runs Python workers, and keeps both executors busy for several sink periods,
+so that every executor reports activity and memory on every dashboard panel."""
 
 import sys
+import tempfile
 import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-spark = SparkSession.builder.appName("sparkscope-test-metrics").getOrCreate()
+spark = (SparkSession.builder.appName("sparkscope-test-metrics")
+         # Spill every few thousand records: makes spill metrics non-zero on a small job.
+         .config("spark.shuffle.spill.numElementsForceSpillThreshold", "20000")
+         .getOrCreate())
 sc = spark.sparkContext
 print("APP_ID", sc.applicationId, flush=True)
 started = time.time()
@@ -17,6 +22,10 @@ cached = df.withColumn("v", F.sha2(F.col("id").cast("string"), 256)).cache()
 cached.count()  # fills storage memory (OnHeapUnifiedMemory includes it)
 for _ in range(2):
     cached.groupBy("k").agg(F.countDistinct("v")).collect()  # shuffle
+# A sort that spills, written to and read back from local files.
+out = tempfile.mkdtemp(prefix="sparkscope-metrics-job-")
+df.repartition(4).sortWithinPartitions(F.col("id").desc()).write.mode("overwrite").parquet(out)
+spark.read.parquet(out).groupBy("k").count().collect()
 
 
 def slow_partition(rows):

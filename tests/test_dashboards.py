@@ -1,0 +1,244 @@
+"""The dashboards in dashboards/: a lint of their rules, and every query of
+every panel run through Grafana's /api/ds/query against a real Spark run that
+shuffles, caches, spills and writes files (tests/jobs/metrics_job.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from sparkscope import dashboard_build, influx
+from sparkscope.grafana_api import frame_rows, substitute
+from sparkscope.settings import ROOT
+
+BOARDS = {path.name: json.loads(path.read_text()) for path in sorted((ROOT / "dashboards").glob("*.json"))}
+DATASOURCE_UIDS = {"sparkscope-influxdb", "__expr__"}
+RATE_FUNCTIONS = ("non_negative_derivative", "derivative", "difference", "non_negative_difference")
+SPARK_MEASUREMENTS = sorted({line.split(".", 4)[4] for line in
+                             (ROOT / "bench" / "spark-3.5.9-metric-names.txt").read_text().split()
+                             if line.count(".") >= 4})
+
+
+def panels(board: dict) -> list[dict]:
+    return [p for top in board["panels"] for p in [top, *top.get("panels", [])] if p["type"] != "row"]
+
+
+def selects(query: str) -> list[tuple[str, str]]:
+    """(select list, source) of every SELECT reading a measurement directly:
+    a SELECT over a subquery has no source of its own."""
+    out = []
+    for match in re.finditer(r"SELECT (.*?) FROM (\"[^\"]+\"|/(?:[^/\\]|\\.)+/|\()", query):
+        if match.group(2) != "(":
+            out.append((match.group(1), match.group(2)))
+    return out
+
+
+def measurements(source: str) -> list[str]:
+    if source.startswith("/"):
+        pattern = re.compile(source[1:-1])
+        matched = [m for m in SPARK_MEASUREMENTS if pattern.search(m)]
+        assert matched, f"{source} matches no measurement Spark sends"
+        return matched
+    return [source.strip('"')]
+
+
+def grouped_by_executor(query: str) -> bool:
+    """Whether the outermost SELECT gives one series per executor."""
+    outer = query.rsplit(")", 1)[-1] if "(SELECT" in query else query
+    return "GROUP BY" in outer and '"executorid"' in outer.split("GROUP BY", 1)[1]
+
+
+PANELS = [(name, panel) for name, board in BOARDS.items() for panel in panels(board)]
+PANEL_IDS = [f"{name}:{panel['title']}" for name, panel in PANELS]
+
+
+# ------------------------------------------------------------------ lint
+
+def test_checked_in_dashboards_are_what_the_builder_writes():
+    built = dashboard_build.build()
+    assert sorted(built) == sorted(BOARDS), "dashboards/ and dashboard_build.build() list different files"
+    for name, board in built.items():
+        assert (ROOT / "dashboards" / name).read_text() == dashboard_build.render(board), (
+            f"dashboards/{name} differs from src/sparkscope/dashboard_build.py: edit the builder, then run "
+            ".venv/bin/python -m sparkscope.dashboard_build")
+
+
+def test_dashboard_uids_and_titles_are_unique():
+    uids = [board["uid"] for board in BOARDS.values()]
+    titles = [board["title"] for board in BOARDS.values()]
+    assert len(set(uids)) == len(uids) and len(set(titles)) == len(titles)
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_panel_ids_are_unique_and_every_panel_fits_the_grid(name):
+    board = BOARDS[name]
+    ids = [p["id"] for top in board["panels"] for p in [top, *top.get("panels", [])]]
+    assert len(set(ids)) == len(ids), ids
+    for panel in panels(board):
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24 and grid["h"] > 0, panel["title"]
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_every_datasource_is_named_by_uid(name):
+    board = BOARDS[name]
+    refs = [p["datasource"] for p in panels(board)]
+    refs += [t["datasource"] for p in panels(board) for t in p["targets"]]
+    refs += [v["datasource"] for v in board["templating"]["list"] if "datasource" in v]
+    refs += [a["datasource"] for a in board["annotations"]["list"]]
+    assert refs and all(isinstance(r, dict) and r.get("uid") in DATASOURCE_UIDS for r in refs), refs
+
+
+@pytest.mark.parametrize("name,panel", PANELS, ids=PANEL_IDS)
+def test_every_panel_has_a_unit_and_a_description_naming_what_it_needs(name, panel):
+    assert panel["fieldConfig"]["defaults"].get("unit"), f"{panel['title']}: no unit"
+    description = panel.get("description", "")
+    assert len(description) > 60, f"{panel['title']}: description too short to say how to read it"
+    assert re.search(r"Needs |From Telegraf", description), f"{panel['title']}: says not which setting it needs"
+
+
+@pytest.mark.parametrize("name,panel", PANELS, ids=PANEL_IDS)
+def test_gauges_are_never_rated_and_counters_never_averaged(name, panel):
+    for target in panel["targets"]:
+        for select_list, source in selects(target.get("query", "")):
+            for measurement in measurements(source):
+                counter = dashboard_build.is_counter(measurement)
+                if counter:
+                    assert not re.search(r"\b(mean|median|sum)\(", select_list), (
+                        f"{panel['title']}: averages counter {measurement}: {select_list}")
+                else:
+                    assert not any(f"{fn}(" in select_list for fn in RATE_FUNCTIONS), (
+                        f"{panel['title']}: rate of gauge {measurement}: {select_list}")
+
+
+def test_counter_classification_matches_spark_names():
+    # Every Dropwizard counter Spark sends ends in .count; the cumulative
+    # ExecutorMetrics (GC time/count) and jvmCpuTime are counters too.
+    for measurement in SPARK_MEASUREMENTS:
+        if measurement.endswith(".count") or measurement in ("MinorGCCount", "jvmCpuTime"):
+            assert dashboard_build.is_counter(measurement), measurement
+        if measurement in ("JVMHeapMemory", "threadpool.activeTasks", "OnHeapUnifiedMemory", "heap.used"):
+            assert not dashboard_build.is_counter(measurement), measurement
+
+
+@pytest.mark.parametrize("name,panel", PANELS, ids=PANEL_IDS)
+def test_per_executor_graphs_are_labelled_by_executor(name, panel):
+    for target in panel["targets"]:
+        query = target.get("query", "")
+        if panel["type"] == "timeseries" and grouped_by_executor(query):
+            assert "$tag_executorid" in target.get("alias", ""), f"{panel['title']}: legend without executor id"
+
+
+# ------------------------------------------------------------------ real run
+
+@pytest.fixture(scope="module")
+def grafana(stack):
+    if stack.grafana is None:
+        pytest.skip("native Grafana unavailable: see test_grafana.py::test_native_grafana_was_built")
+    return stack.grafana
+
+
+def ui_variables(run) -> dict[str, str]:
+    """What the UI substitutes with Prefix=spark, Application=this run, Executor=All, Interval=auto
+    (10 s at the least)."""
+    return {"username": "spark", "applicationid": run.app_id, "executorid": ".*", "interval": "10s"}
+
+
+def executors_of(frames: list[dict]) -> set[str]:
+    found = set()
+    for frame in frames:
+        for field in frame["schema"]["fields"]:
+            if "executorid" in (field.get("labels") or {}):
+                found.add(field["labels"]["executorid"])
+    found |= {row["executorid"] for row in frame_rows(frames) if row.get("executorid")}
+    return found
+
+
+def non_empty(frames: list[dict]) -> bool:
+    for frame in frames:
+        values = frame.get("data", {}).get("values", [])
+        if any(v is not None for column in values[1:] for v in column):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("name,panel", PANELS, ids=PANEL_IDS)
+def test_every_panel_query_returns_data_for_the_run(stack, grafana, metrics_run, name, panel):
+    variables = ui_variables(metrics_run)
+    targets = [dict(t, query=substitute(t["query"], variables)) if "query" in t else dict(t)
+               for t in panel["targets"]]
+    for target in targets:
+        target.update(intervalMs=10_000, maxDataPoints=500)
+    frames = grafana.query(targets, str(metrics_run.started_ms - 60_000), str(metrics_run.ended_ms + 60_000))
+    for target in targets:
+        if target.get("hide"):
+            continue
+        got = frames.get(target["refId"], [])
+        assert non_empty(got), f"{panel['title']} {target['refId']}: no data: {target.get('query') or target}"
+        query = target.get("query", "")
+        if not grouped_by_executor(query):
+            continue
+        # One series per executor that sent the metric (all of them for most).
+        source = selects(query)[-1][1]
+        sent = influx.query(stack.settings.influx_url,
+                            f'SHOW TAG VALUES FROM {source} WITH KEY = "executorid" '
+                            f"WHERE \"applicationid\" = '{metrics_run.app_id}'", stack.settings.database)
+        expected = {value for series in sent for _, value in series["values"]}
+        assert expected >= {"0", "1"}, f"{source}: executors 0 and 1 sent nothing: {expected}"
+        assert executors_of(got) == expected, f"{panel['title']} {target['refId']}: {sorted(executors_of(got))}"
+
+
+def test_the_summary_numbers_agree_with_influxdb(stack, grafana, metrics_run):
+    """Spot-check that the summary's aggregation is right, not just non-empty:
+    peak heap of any executor = the max InfluxDB holds."""
+    board = BOARDS["spark-application.json"]
+    panel = next(p for p in panels(board) if p["title"] == "Peak memory, any executor")
+    target = dict(panel["targets"][0], query=substitute(panel["targets"][0]["query"], ui_variables(metrics_run)))
+    frames = grafana.query([target], str(metrics_run.started_ms - 60_000), str(metrics_run.ended_ms + 60_000))
+    shown = max(v for f in frames["A"] for v in f["data"]["values"][1] if v is not None)
+    stored = stack.influx(f"SELECT max(\"value\") FROM \"JVMHeapMemory\" WHERE \"applicationid\" = "
+                          f"'{metrics_run.app_id}' AND \"executorid\" != 'driver'")[0]["values"][0][1]
+    assert shown == stored > 50 * 2**20
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_variable_queries_offer_this_run_and_its_executors(grafana, metrics_run, name):
+    variables = ui_variables(metrics_run)
+    for variable in BOARDS[name]["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        target = {"refId": "A", "datasource": variable["datasource"], "rawQuery": True,
+                  "query": substitute(variable["query"], variables), "resultFormat": "table"}
+        frames = grafana.query([target], str(metrics_run.started_ms - 60_000),
+                               str(metrics_run.ended_ms + 60_000))["A"]
+        values = {row.get("value") or row.get("Value") for row in frame_rows(frames)}
+        values |= {v for f in frames for column in f["data"]["values"][1:] for v in column}
+        wanted = {"username": {"spark"}, "applicationid": {metrics_run.app_id},
+                  "executorid": {"0", "1", "driver"}}[variable["name"]]
+        assert wanted <= values, f"variable {variable['name']}: {values}"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_annotation_queries_run_and_show_the_runs_queries(grafana, metrics_run, name):
+    variables = ui_variables(metrics_run)
+    for annotation in BOARDS[name]["annotations"]["list"]:
+        target = dict(annotation["target"], refId="A", datasource=annotation["datasource"],
+                      query=substitute(annotation["target"]["query"], variables))
+        frames = grafana.query([target], str(metrics_run.started_ms - 60_000),
+                               str(metrics_run.ended_ms + 60_000))["A"]
+        rows = frame_rows(frames)
+        if annotation["name"] in ("SQL queries", "Jobs", "Stages", "Executors added/removed"):
+            assert rows and all(row.get("text") for row in rows), f"{annotation['name']}: {rows[:3]}"
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_grafana_serves_the_dashboard_as_provisioned(grafana, name):
+    local = BOARDS[name]
+    served = grafana.dashboard(local["uid"])
+    assert served["title"] == local["title"]
+    assert [p["title"] for p in panels(served)] == [p["title"] for p in panels(local)]
+    search = grafana.request(f"/api/search?query={local['title'].replace(' ', '%20')}")
+    assert [hit["uid"] for hit in search if hit.get("type") == "dash-db"] == [local["uid"]]
