@@ -262,8 +262,9 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
             "name": "interval", "label": "Interval", "type": "interval", "auto": True, "auto_count": 200,
             "auto_min": "10s", "query": "10s,30s,1m,5m,15m,1h", "refresh": 2, "hide": 0,
             "current": {"selected": False, "text": "auto", "value": "$__auto_interval_interval"},
-            "options": [], "description": "Bucket size of the graphs; keep it at or above the sink period "
-                                          "(spark.metrics.conf.*.sink.graphite.period, 10 s by default)."})
+            "options": [],
+            "description": "Bucket size of the graphs; keep it at or above the sink period "
+                           "(*.sink.graphite.period: 5 s in spark-conf/metrics.properties)."})
     else:
         out.append({"name": "interval", "type": "constant", "query": "1m", "hide": 2,
                     "label": "Interval", "options": [], "current": {"text": "1m", "value": "1m"}})
