@@ -265,9 +265,6 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
             "options": [],
             "description": "Bucket size of the graphs; keep it at or above the sink period "
                            "(*.sink.graphite.period: 5 s in spark-conf/metrics.properties)."})
-    else:
-        out.append({"name": "interval", "type": "constant", "query": "1m", "hide": 2,
-                    "label": "Interval", "options": [], "current": {"text": "1m", "value": "1m"}})
     return out
 
 
