@@ -152,6 +152,7 @@ class Panel:
     overrides: list[dict[str, Any]] = field(default_factory=list)
     min: Optional[float] = 0
     transformations: list[dict[str, Any]] = field(default_factory=list)
+    links: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -174,6 +175,8 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         defaults["min"] = panel.min
     if panel.decimals is not None:
         defaults["decimals"] = panel.decimals
+    if panel.links:
+        defaults["links"] = panel.links
     out: dict[str, Any] = {
         "id": panel_id,
         "type": panel.kind,
@@ -326,7 +329,14 @@ def _applications_table() -> Panel:
         [raw(query, result_format="table")], "none", kind="table", width=24, height=5,
         options={"sortBy": [{"displayName": "Time", "desc": True}]},
         overrides=[{"matcher": {"id": "byName", "options": "run time"},
-                    "properties": [{"id": "unit", "value": "ms"}]}])
+                    "properties": [{"id": "unit", "value": "ms"}]}],
+        # A click on a row opens that run, here or in the summary.
+        links=[{"title": "Live view of this application",
+                "url": "/d/sparkscope-executors?var-username=${username}"
+                       "&var-applicationid=${__data.fields.applicationid}&${__url_time_range}"},
+               {"title": "Summary of this application",
+                "url": "/d/sparkscope-application?var-username=${username}"
+                       "&var-applicationid=${__data.fields.applicationid}&${__url_time_range}"}])
 
 
 def live_rows() -> list[Row]:
