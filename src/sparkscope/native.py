@@ -94,6 +94,10 @@ class PidFile:
             return None
         if _start_ticks(pid) is None or _start_ticks(pid) != ticks:
             return None
+        # A service that exited at start stays a zombie until `up` (its parent)
+        # reaps it; it is not running, and up must not wait out the deadline.
+        if _zombie(pid):
+            return None
         return pid
 
     def clear(self) -> None:
