@@ -16,7 +16,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     settings = load_settings()
     if native.ensure_env_file(settings):
         settings = load_settings()
-    native.up(settings)
+    native.up(settings, only=tuple(args.services) or native.SERVICE_NAMES)
+    if args.services:
+        return 0
     print(f"\nGrafana  {settings.grafana_url}  (user {settings.grafana_user}, password in .env)")
     print("         Natively only Grafana's HTTP API runs (no web UI is built here); for the web UI")
     print("         use docker compose up -d, or point any Grafana at InfluxDB below.")
@@ -28,14 +30,14 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    native.down(load_settings())
+    native.down(load_settings(), only=tuple(args.services) or native.SERVICE_NAMES)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     rows = native.status(load_settings())
     for name, state, detail in rows:
-        print(f"{name:9} {state:9} {detail}")
+        print(f"{name:9} {state:9} " + detail.replace("\n", "\n" + " " * 20))
     return 0 if all(state == "up" for _, state, _ in rows) else 3
 
 
@@ -88,13 +90,23 @@ def cmd_test(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
 
 
+def service_name(text: str) -> str:
+    if text not in native.SERVICE_NAMES:
+        raise argparse.ArgumentTypeError(f"no service {text!r}: choose from {', '.join(native.SERVICE_NAMES)}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkscope", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    sub.add_parser("up", help="install (first run) and start InfluxDB, Telegraf and Grafana natively") \
-        .set_defaults(func=cmd_up)
-    sub.add_parser("down", help="stop the native stack started by up (by pid)").set_defaults(func=cmd_down)
+    up = sub.add_parser("up", help="install (first run) and start InfluxDB, Telegraf and Grafana natively")
+    down = sub.add_parser("down", help="stop the native stack started by up (by pid)")
+    for command, func in ((up, cmd_up), (down, cmd_down)):
+        # One service alone, e.g. restarting InfluxDB while Telegraf keeps its buffer.
+        command.add_argument("services", nargs="*", type=service_name, metavar="service",
+                             help=f"only these ({', '.join(native.SERVICE_NAMES)}; default: all)")
+        command.set_defaults(func=func)
     sub.add_parser("status", help="is each service running and answering?").set_defaults(func=cmd_status)
     sub.add_parser("install", help="build InfluxDB, Telegraf, Grafana (cached; up does it too) and the annotator jar") \
         .set_defaults(func=cmd_install)

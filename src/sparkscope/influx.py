@@ -13,6 +13,16 @@ class InfluxError(RuntimeError):
     """InfluxDB could not be reached or refused a request."""
 
 
+class WriteRefused(InfluxError):
+    """InfluxDB answered a write with an error: reason is its own text, e.g.
+    'engine: error writing WAL entry: write /...: no space left on device'."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(f"InfluxDB refused a write ({status}): {reason}")
+        self.status = status
+        self.reason = reason
+
+
 def _request(url: str, data: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
     req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
     try:
@@ -68,7 +78,11 @@ def write(base_url: str, database: str, lines: str, precision: str = "s") -> Non
     url = f"{base_url}/write?" + urllib.parse.urlencode({"db": database, "precision": precision})
     status, raw = _request(url, data=lines.encode())
     if status != 204:
-        raise InfluxError(f"InfluxDB refused a write ({status}): {raw[:300]!r}")
+        try:
+            reason = str(json.loads(raw)["error"])
+        except (ValueError, KeyError, TypeError):
+            reason = raw[:300].decode(errors="replace").strip() or "(no message)"
+        raise WriteRefused(status, reason)
 
 
 def database_statements(database: str, retention: str) -> list[str]:
