@@ -1,10 +1,15 @@
 """The stack survives its own parts failing while Spark runs: nothing is lost
 through an InfluxDB restart, the sink reconnects after a Telegraf restart,
-Grafana's provisioning comes back identical, and garbage on the Graphite
-port changes nothing. Each test uses its own stack, bounded in time."""
+Grafana's provisioning comes back identical, garbage on the Graphite port
+changes nothing, and a full or read-only disk under InfluxDB is reported by
+`sparkscope status` while Spark runs on. Each test uses its own stack,
+bounded in time."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import os
 import random
 import signal
@@ -17,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import native
+from sparkscope import cli, influx, native
 from sparkscope.grafana_api import Grafana, GrafanaError
 from sparkscope.spark import spark_env, sparkscope_properties, submit_argv
 
@@ -196,3 +201,139 @@ def test_grafana_refuses_anonymous_and_wrong_passwords(fault_stack):
             Grafana(settings.grafana_url, user, password).request("/api/datasources")
     assert Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password) \
         .request("/api/datasources")
+
+
+# --- InfluxDB's disk: full, read-only -------------------------------------------
+
+DISK_MB = 64
+
+
+@contextlib.contextmanager
+def small_disk(mount_point: Path, size_mb: int = DISK_MB):
+    """A tmpfs of size_mb mounted at mount_point: a filesystem that really fills
+    up (tmpfs has no blocks reserved for root) and really goes read-only (chmod
+    stops no one running as root). Unmounted afterwards whatever happened."""
+    if os.geteuid() != 0:
+        pytest.skip("the disk faults mount a small tmpfs under InfluxDB, which needs root")
+    mount_point.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0755",
+                              "sparkscope-test-disk", str(mount_point)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a {size_mb} MB tmpfs under InfluxDB here ({mounted.stderr.strip()}); "
+                    "the disk faults need root with CAP_SYS_ADMIN")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(mount_point)], capture_output=True)
+        if subprocess.run(["umount", str(mount_point)], capture_output=True).returncode != 0:
+            # Something still holds it open: detach it now, the kernel frees it when released.
+            subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
+
+
+def fill_disk(mount_point: Path) -> Path:
+    """Write a file until the filesystem has not one byte left; returns it."""
+    filler = mount_point / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        chunk = b"\0" * 2**20
+        while True:
+            try:
+                if os.write(fd, chunk) == 0:
+                    break
+            except OSError as err:
+                if err.errno != errno.ENOSPC:
+                    raise
+                if len(chunk) == 1:
+                    break
+                chunk = chunk[:len(chunk) // 2]  # the last, partly free block too
+    finally:
+        os.close(fd)
+    assert os.statvfs(mount_point).f_bavail == 0
+    return filler
+
+
+def status_of(settings, service: str) -> tuple[str, str]:
+    return next((state, detail) for name, state, detail in native.status(settings) if name == service)
+
+
+def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    with small_disk(state / "influxdb") as disk, throwaway_stack(state, only=("influxdb", "telegraf")) as settings:
+        stack = Stack(settings, None)
+        assert status_of(settings, "influxdb")[0] == "up"
+        telegraf_pid = native.PidFile(settings.state_dir, "telegraf").running_pid()
+        tap = GraphiteTap((settings.graphite_host, settings.graphite_port))
+        try:
+            job = SparkProcess(stack, tap.port, seconds=45, log=tmp_path / "spark.log")
+            wait_for_reports(stack, job.app_id, 3)
+            filler = fill_disk(disk)
+
+            # At once status sees the disk full (statvfs); a test write may still fit in
+            # the last, partly used block of a file, Spark's next ones do not.
+            state_now, detail = status_of(settings, "influxdb")
+            assert state_now == "degraded"
+            assert f"its disk is full (0 B free of {DISK_MB}.0 MB on {disk})" in detail
+            seen = []
+
+            def write_refused() -> bool:
+                seen.append(status_of(settings, "influxdb"))
+                return "InfluxDB says:" in seen[-1][1]
+
+            assert native.wait_until(write_refused, 30, 1), f"no write refused yet: {seen[-1]}"
+            state_now, detail = seen[-1]
+            print(f"\nsparkscope status with InfluxDB's disk full:\ninfluxdb  {state_now}  {detail}")
+            assert state_now == "degraded"
+            assert "refuses writes: its disk is full" in detail
+            assert "no space left on device" in detail  # InfluxDB's own words
+            assert f"df -h {disk}" in detail
+            assert "./sparkscope down influxdb && ./sparkscope up influxdb" in detail
+            monkeypatch.setattr(cli, "load_settings", lambda: settings)
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                assert cli.main(["status"]) == 3
+            assert "influxdb  degraded  " in out.getvalue()
+
+            job.wait(timeout_s=180)  # Spark never notices: it exits 0 (asserted in wait)
+
+            # The fix the message gives: free space, then restart InfluxDB alone.
+            filler.unlink()
+            monkeypatch.setenv("GRAFANA_ADMIN_PASSWORD", settings.grafana_password)  # no .env written
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert cli.main(["down", "influxdb"]) == 0
+                assert cli.main(["up", "influxdb"]) == 0
+            assert status_of(settings, "influxdb")[0] == "up"
+            influx.write(settings.influx_url, settings.database, f"after_disk_full ok=1i {int(time.time())}")
+            assert stack.influx('SELECT count("ok") FROM "after_disk_full"')[0]["values"][0][1] == 1
+
+            # Telegraf held what InfluxDB refused and delivers it now: nothing lost.
+            sent = tap.points(job.app_id)
+            stack.wait_for(f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{job.app_id}\'',
+                           lambda s: sum(x["values"][0][1] for x in s) >= len(sent), deadline_s=90)
+        finally:
+            tap.close()
+        assert stored_count(stack, job.app_id) == len(sent)
+        assert native.PidFile(settings.state_dir, "telegraf").running_pid() == telegraf_pid
+        print(f"{len(sent)} distinct points sent by Spark, all stored after the fix")
+
+
+def test_read_only_influxdb_disk_fails_up_at_once_and_status_says_why(tmp_path):
+    state = tmp_path / "state"
+    with small_disk(state / "influxdb") as disk, throwaway_stack(state, only=("influxdb",)) as settings:
+        influx.write(settings.influx_url, settings.database, f"before_read_only ok=1i {int(time.time())}")
+        native.down(settings, only=("influxdb",), progress=lambda _: None)
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+
+        started = time.monotonic()
+        with pytest.raises(native.StackError, match="read-only file system"):
+            native.up(settings, only=("influxdb",), progress=lambda _: None)
+        # InfluxDB exits at once; up must not wait out its 60 s health deadline.
+        assert time.monotonic() - started < 20
+        state_now, detail = status_of(settings, "influxdb")
+        print(f"\nsparkscope status with InfluxDB's disk read-only:\ninfluxdb  {state_now}  {detail}")
+        assert state_now == "down"
+        assert f"is on a read-only filesystem ({disk})" in detail
+
+        subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
+        native.up(settings, only=("influxdb",), progress=lambda _: None)
+        assert status_of(settings, "influxdb")[0] == "up"
+        assert influx.query(settings.influx_url, 'SELECT count("ok") FROM "before_read_only"',
+                            settings.database)[0]["values"][0][1] == 1
