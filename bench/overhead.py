@@ -60,6 +60,7 @@ class Run:
     cpu_s: float = 0.0  # all Spark processes (driver, executors, Python workers)
     stack_cpu_s: float = 0.0  # Telegraf and InfluxDB
     other_cores: float = 0.0  # everything else on the machine, mean cores busy during the run
+    forks: int = 0  # processes started on the machine during the run (Spark's own, mostly)
 
     @property
     def disturbed(self) -> bool:
@@ -100,6 +101,14 @@ def busy_seconds() -> float:
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
     return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
+def processes_started() -> int:
+    """Processes forked on the machine since boot (/proc/stat), e.g. Spark's pgrep calls."""
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("processes "):
+            return int(line.split()[1])
+    return 0
 
 
 def process_cpu_seconds(pids: list[int]) -> float:
@@ -145,6 +154,7 @@ def run_once(run: Run, conf: dict[str, str], plan_path: Path, last_name: str, pa
     argv = submit_argv(demo.DRIVER_SCRIPT, MASTER, conf, [str(plan_path)])
     spark_before, self_before = own_cpu_seconds()
     stack_before, busy_before = process_cpu_seconds(stack_pids), busy_seconds()
+    forks_before = processes_started()
     started = time.monotonic()
     pass_s: dict[int, float] = {}
     with open(log, "w") as err:
@@ -171,6 +181,7 @@ def run_once(run: Run, conf: dict[str, str], plan_path: Path, last_name: str, pa
                     print(f"      {label:9} {pass_s[rep]:6.2f} s", flush=True)
         code = proc.wait()
     run.wall_s = time.monotonic() - started
+    run.forks = processes_started() - forks_before
     spark_after, self_after = own_cpu_seconds()
     run.cpu_s = spark_after - spark_before
     run.stack_cpu_s = process_cpu_seconds(stack_pids) - stack_before
@@ -246,6 +257,8 @@ def report(runs: list[Run], queries: list[str], args: argparse.Namespace) -> Non
           f"with {med('with', 'cpu_s'):.1f} s, ratio {med('with', 'cpu_s') / med('without', 'cpu_s'):.3f}; "
           f"Telegraf + InfluxDB: {med('without', 'stack_cpu_s'):.1f} s idle, {med('with', 'stack_cpu_s'):.1f} s "
           f"while receiving")
+    print(f"Processes started on the machine per run, median: without {med('without', 'forks'):.0f}, "
+          f"with {med('with', 'forks'):.0f}")
 
 
 def main() -> int:
@@ -298,7 +311,7 @@ def main() -> int:
                          Path(tmp) / f"round{n}-{arm}.log", [p for p in stack_pids if p])
                 runs.append(run)
                 print(f"      queries {run.total_s:6.2f} s, spark-submit {run.wall_s:5.1f} s, Spark CPU "
-                      f"{run.cpu_s:5.1f} s, other work {run.other_cores:4.2f} cores"
+                      f"{run.cpu_s:5.1f} s, {run.forks} processes started, other work {run.other_cores:4.2f} cores"
                       f"{' (disturbed)' if run.disturbed else ''}  ({run.app_id})", flush=True)
     report(runs, names, args)
     print(f"\nbenchmark time {(time.monotonic() - started) / 60:.1f} min")
