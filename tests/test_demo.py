@@ -185,7 +185,14 @@ def test_demo_metrics_arrive_for_every_executor(stack, demo_run):
                               f"'{result.app_id}' GROUP BY \"executorid\"")
         peaks = {s["tags"]["executorid"]: s["values"][0][1] for s in series}
         assert set(peaks) == ALL_JVMS, f"{measurement}: {peaks}"
-        assert all(v > 0 for v in peaks.values()), f"{measurement}: {peaks}"
+        # The driver refreshes its ExecutorMetrics only at its heartbeat (first one 10-20 s after
+        # start), so this ~20 s demo gives it one or two samples. In local-cluster mode the
+        # executors are the driver's child processes, and Spark reports the whole process-tree
+        # sample as 0 when any process in the tree (an executor's own short-lived pgrep) exits
+        # while it is read: the driver's RSS can be 0 here. Its heap, and every executor's RSS,
+        # cannot; test_spark_metrics checks the driver's RSS on a longer job.
+        checked = {k: v for k, v in peaks.items() if measurement == "JVMHeapMemory" or k != "driver"}
+        assert all(v > 0 for v in checked.values()), f"{measurement}: {peaks}"
     assert set(result.peaks) == ALL_JVMS
 
 
