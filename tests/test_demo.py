@@ -185,8 +185,8 @@ def test_demo_metrics_arrive_for_every_executor(stack, demo_run):
                               f"'{result.app_id}' GROUP BY \"executorid\"")
         peaks = {s["tags"]["executorid"]: s["values"][0][1] for s in series}
         assert set(peaks) == ALL_JVMS, f"{measurement}: {peaks}"
-        # The driver refreshes its ExecutorMetrics only at its heartbeat (first one 10-20 s after
-        # start), so this ~20 s demo gives it one or two samples. In local-cluster mode the
+        # The driver refreshes its ExecutorMetrics only at its heartbeat (the demo sets 2 s), so
+        # this ~20 s demo gives it a handful of samples. In local-cluster mode the
         # executors are the driver's child processes, and Spark reports the whole process-tree
         # sample as 0 when any process in the tree (an executor's own short-lived pgrep) exits
         # while it is read: the driver's RSS can be 0 here. Its heap, and every executor's RSS,
@@ -264,7 +264,10 @@ def test_a_failing_query_makes_the_exit_code_non_zero_and_is_in_the_summary(fail
 def test_ctrl_c_stops_spark_says_what_ran_and_leaves_the_stack_up(stack):
     """The demo in a process of its own; SIGINT (what Ctrl-C sends) after the first query."""
     script = textwrap.dedent(f"""
-        import sys
+        import signal, sys
+        # As at a terminal: a shell that starts a job in the background without job
+        # control (CI runners may) makes it ignore SIGINT, and its children inherit that.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from sparkscope.demo import DemoOptions, run_demo
         from sparkscope.settings import load_settings
         settings = load_settings(environ={json.dumps(settings_environ(stack.settings))})

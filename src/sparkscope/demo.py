@@ -274,6 +274,10 @@ def spark_conf(settings: Settings, options: DemoOptions, jar: Path) -> dict[str,
         # and some queries broadcast tables of tens of MB: 1g (the default) runs
         # out building broadcasts (q35 at sf=0.1).
         "spark.driver.memory": DRIVER_MEMORY,
+        # The driver samples its own memory (heap, RSS, GC) only at its heartbeat, not at
+        # spark.executor.metrics.pollingInterval; the first one comes 1-2 intervals after
+        # start. At the default 10 s a 20 s demo run can end before the driver reports.
+        "spark.executor.heartbeatInterval": "2s",
     })
     conf.update(options.extra_conf)
     return conf
