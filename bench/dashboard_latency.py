@@ -4,7 +4,7 @@ application, through Grafana's /api/ds/query, as the UI runs them.
 
 A simulated application of N executors (default 100) plus a driver, each
 reporting the metric names a real Spark 3.5 JVM reports (the recording in
-spark-3.5.9-metric-names.txt) every 10 s for one hour, is sent over Graphite
+tests/data/spark-3.5.9-metric-names.txt) every 10 s for one hour, is sent over Graphite
 to the stack's Telegraf with back-dated timestamps (paced so Telegraf's
 buffer never overflows), then counted in InfluxDB. Each panel's queries then
 run together in one request per refresh, repeated; the script prints p50 and
@@ -30,13 +30,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from ingest import wait_stored  # noqa: E402
-from sparkscope.dashboard_build import is_counter  # noqa: E402
-from sparkscope.grafana_api import Grafana, substitute  # noqa: E402
-from sparkscope.sandbox import throwaway_stack  # noqa: E402
+from sparkscope.dashboards.queries import is_counter  # noqa: E402
+from support.grafana_api import Grafana, substitute  # noqa: E402
+from support.sandbox import throwaway_stack  # noqa: E402
 
-NAMES_FILE = ROOT / "bench" / "spark-3.5.9-metric-names.txt"
+NAMES_FILE = ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt"
 
 
 def recorded_paths(executor: str) -> list[str]:

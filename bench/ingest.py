@@ -2,7 +2,7 @@
 """Ingestion benchmark: simulated Spark executors speak Graphite to the stack.
 
 Each simulated executor sends the 192 metric names a real Spark 3.5 executor
-sends (recorded in spark-3.5.9-metric-names.txt), all at once every period,
+sends (recorded in tests/data/spark-3.5.9-metric-names.txt), all at once every period,
 over its own TCP connection, at a random phase within the period, as the
 GraphiteSink does. For each scale it reports points/s offered and stored,
 loss (sent minus stored, by count), and the CPU and peak RSS of Telegraf and
@@ -29,12 +29,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from sparkscope import influx, native  # noqa: E402
-from sparkscope.install import ensure_influxd  # noqa: E402
-from sparkscope.sandbox import free_port, throwaway_stack  # noqa: E402
+from sparkscope.build.go import ensure_influxd  # noqa: E402
+from sparkscope.process import stop_group, wait_until  # noqa: E402
+from sparkscope.stack import influx  # noqa: E402
+from sparkscope.stack.native import PidFile  # noqa: E402
+from support.sandbox import free_port, throwaway_stack  # noqa: E402
 
-NAMES_FILE = Path(__file__).with_name("spark-3.5.9-metric-names.txt")
+NAMES_FILE = ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SETTLE_S = 5.0
 
@@ -167,7 +170,7 @@ def start_influx_graphite(state: Path) -> tuple[subprocess.Popen, int, int]:
     proc = subprocess.Popen([str(influxd), "-config", str(conf)], env=env, stdout=subprocess.DEVNULL,
                             stderr=open(state / "influxd.log", "w"), start_new_session=True)
     url = f"http://127.0.0.1:{http_port}"
-    if not native.wait_until(lambda: influx.ping(url), 60):
+    if not wait_until(lambda: influx.ping(url), 60):
         raise RuntimeError(f"InfluxDB with [[graphite]] did not start; see {state / 'influxd.log'}")
     influx.ensure_database(url, "spark", "7d")
     return proc, http_port, graphite_port
@@ -194,7 +197,7 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-") as tmp:
         with throwaway_stack(Path(tmp) / "stack", only=("influxdb", "telegraf")) as settings:
-            pids = {n: native.PidFile(settings.state_dir, n).running_pid() for n in ("telegraf", "influxdb")}
+            pids = {n: PidFile(settings.state_dir, n).running_pid() for n in ("telegraf", "influxdb")}
             print(header, flush=True)
             for n in scales:
                 r = measure("telegraf->influxdb", (settings.graphite_host, settings.graphite_port),
@@ -212,7 +215,7 @@ def main() -> int:
                     print_row(r)
                     results.append(r)
             finally:
-                native.stop_pid(proc.pid)
+                stop_group(proc.pid, proc=proc)
     lossless = [r for r in results if r["path"] == "telegraf->influxdb" and r["lost"] == 0]
     if lossless:
         best = max(lossless, key=lambda r: r["offered_pts_s"])

@@ -37,11 +37,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from sparkscope import annotator, demo, native, tpcds  # noqa: E402
-from sparkscope.sandbox import throwaway_stack  # noqa: E402
-from sparkscope.settings import load_settings  # noqa: E402
-from sparkscope.spark import spark_env, sparkscope_properties, submit_argv  # noqa: E402
+from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
+from sparkscope.demo import command, run, tpcds  # noqa: E402
+from sparkscope.demo.options import DemoOptions  # noqa: E402
+from sparkscope.spark.conf import annotator_properties, sparkscope_properties  # noqa: E402
+from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
+from sparkscope.stack.native import PidFile  # noqa: E402
+from sparkscope.stack.settings import load_settings  # noqa: E402
+from support.sandbox import throwaway_stack  # noqa: E402
 
 MASTER = "local-cluster[2,1,1024]"
 # Ten quick queries at sf=0.1 (0.6 to 3 s each here, warm): star joins and
@@ -74,11 +79,11 @@ class Run:
 def conf_for(arm: str, settings, jar: Path, with_conf: dict[str, str]) -> dict[str, str]:
     """The demo's Spark settings; for 'without', minus everything sparkscope adds;
     for 'with', plus the --with-conf changes (to find which setting costs)."""
-    options = demo.DemoOptions(executors=2, executor_memory_mb=1024)
-    conf = demo.spark_conf(settings, options, jar)
+    options = DemoOptions(executors=2, executor_memory_mb=1024)
+    conf = run.spark_conf(settings, options, jar)
     conf["spark.app.name"] = f"sparkscope-bench-overhead-{arm}"
     if arm == "without":
-        ours = set(sparkscope_properties(settings)) | set(annotator.annotator_properties(settings, jar))
+        ours = set(sparkscope_properties(settings)) | set(annotator_properties(settings, jar))
         conf = {k: v for k, v in conf.items() if k not in ours}
     else:
         conf.update(with_conf)
@@ -151,7 +156,7 @@ def wait_for_quiet(max_wait_s: float, window_s: float = 3.0) -> float:
 
 def run_once(run: Run, conf: dict[str, str], plan_path: Path, last_name: str, passes: int,
              log: Path, stack_pids: list[int]) -> None:
-    argv = submit_argv(demo.DRIVER_SCRIPT, MASTER, conf, [str(plan_path)])
+    argv = submit_argv(run.DRIVER_SCRIPT, MASTER, conf, [str(plan_path)])
     spark_before, self_before = own_cpu_seconds()
     stack_before, busy_before = process_cpu_seconds(stack_pids), busy_seconds()
     forks_before = processes_started()
@@ -263,7 +268,7 @@ def report(runs: list[Run], queries: list[str], args: argparse.Namespace) -> Non
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=demo._scale_arg, default=0.1,
+    parser.add_argument("--scale", type=command._scale_arg, default=0.1,
                         help="TPC-DS scale factor (default %(default)s; data cached per scale)")
     parser.add_argument("--queries", default=DEFAULT_QUERIES, metavar="LIST",
                         help="comma list of TPC-DS queries (default %(default)s)")
@@ -286,7 +291,7 @@ def main() -> int:
     names = tpcds.select_queries(args.queries, tpcds.available_queries())
     queries = tpcds.load_queries(names)
     data = tpcds.ensure_data(base.cache_dir, args.scale)
-    jar = annotator.ensure_annotator_jar(ROOT)
+    jar = ensure_annotator_jar(ROOT)
     runs: list[Run] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-overhead-") as tmp, \
@@ -296,7 +301,7 @@ def main() -> int:
             "data_dir": str(data), "tables": list(tpcds.TABLES), "repetitions": args.passes + 1,
             "schema_cache": str(tpcds.schema_cache(data)),
             "queries": [{"name": q.name, "sql": q.sql} for q in queries]}))
-        stack_pids = [native.PidFile(settings.state_dir, n).running_pid() for n in ("influxdb", "telegraf")]
+        stack_pids = [PidFile(settings.state_dir, n).running_pid() for n in ("influxdb", "telegraf")]
         print(f"stack: InfluxDB {settings.influx_url}, Graphite {settings.graphite_host}:"
               f"{settings.graphite_port}; Spark logs in {tmp}", flush=True)
         for n in range(1, args.rounds + 1):

@@ -1,5 +1,6 @@
 """Shared fixtures: one native stack per test session, on free loopback ports,
-in a temporary state directory, stopped by the pids it started."""
+in a temporary state directory, stopped by the pids it started. Helpers the
+tests share live in support/."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import influx, native
-from sparkscope.annotator import annotator_properties, ensure_annotator_jar
-from sparkscope.grafana_api import Grafana
-from sparkscope.install import InstallError, ensure_grafana
-from sparkscope.sandbox import isolated_settings
-from sparkscope.settings import ROOT, Settings
-from sparkscope.spark import run_submit, sparkscope_properties, submit_argv
+from sparkscope.build import BuildError
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.build.grafana import ensure_grafana
+from sparkscope.spark.conf import annotator_properties, sparkscope_properties
+from sparkscope.spark.submit import run_submit, submit_argv
+from sparkscope.stack import SERVICE_NAMES, influx
+from sparkscope.stack.native import NativeBackend
+from sparkscope.stack.settings import ROOT, Settings
+from support.grafana_api import Grafana
+from support.sandbox import isolated_settings
 
 JOBS = Path(__file__).parent / "jobs"
 SINK_PERIOD_S = 1
@@ -57,18 +61,20 @@ def stack(tmp_path_factory) -> Stack:
     grafana: Grafana | None = None
     try:
         ensure_grafana(settings.cache_dir)
-        services = native.SERVICE_NAMES
-    except InstallError as err:
+        services = SERVICE_NAMES
+    except BuildError as err:
         GRAFANA_BUILD_ERROR.append(str(err))
-        warnings.warn(f"NATIVE GRAFANA UNAVAILABLE, panel queries go straight to InfluxDB: {err}")
+        warnings.warn(f"NATIVE GRAFANA UNAVAILABLE: every test through Grafana is skipped and "
+                      f"test_native_grafana_was_built fails: {err}")
         services = ("influxdb", "telegraf")
+    backend = NativeBackend(settings)
     try:
-        native.up(settings, only=services)
+        backend.up(only=services)
         if "grafana" in services:
             grafana = Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password)
         yield Stack(settings, grafana)
     finally:
-        native.down(settings)
+        backend.down()
 
 
 @dataclass

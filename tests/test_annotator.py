@@ -10,12 +10,13 @@ import time
 
 import pytest
 
-from sparkscope.annotator import annotator_properties, ensure_annotator_jar
-from sparkscope.grafana_api import frame_rows, substitute
-from sparkscope.settings import ROOT
-from sparkscope.spark import ensure_pyspark
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.spark.conf import annotator_properties
+from sparkscope.spark.submit import ensure_pyspark
+from sparkscope.stack.settings import ROOT
 
 from conftest import run_spark_job
+from support.grafana_api import frame_rows, substitute
 
 DASHBOARD = ROOT / "dashboards" / "spark-executors.json"
 SLACK_MS = 1500  # driver wall clock vs. listener event times

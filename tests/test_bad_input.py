@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 import time
 
-from sparkscope import native
+from sparkscope.stack import tcp_open
+from sparkscope.stack.native import PidFile
 
 
 def test_garbage_and_half_lines_leave_telegraf_up_and_good_lines_stored(stack):
@@ -34,5 +35,5 @@ def test_garbage_and_half_lines_leave_telegraf_up_and_good_lines_stored(stack):
     )
     stored = {x["tags"]["executorid"]: x["values"][0][1] for x in series}
     assert stored == {"0": 0, "1": 1, "2": 2, "3": 3, "5": 5}  # nothing from the bad lines
-    assert native.PidFile(stack.settings.state_dir, "telegraf").running_pid() is not None
-    assert native.tcp_open(stack.settings.graphite_host, stack.settings.graphite_port)
+    assert PidFile(stack.settings.state_dir, "telegraf").running_pid() is not None
+    assert tcp_open(stack.settings.graphite_host, stack.settings.graphite_port)

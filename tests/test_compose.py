@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from sparkscope.install import ensure_compose_validator
-from sparkscope.settings import ROOT
+from sparkscope.build.compose_validator import ensure_compose_validator
+from sparkscope.stack.settings import ROOT
 
 
 @pytest.fixture(scope="module")

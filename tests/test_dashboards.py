@@ -6,19 +6,20 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from sparkscope import dashboard_build, influx
-from sparkscope.grafana_api import frame_rows, substitute
-from sparkscope.settings import ROOT
+from sparkscope import dashboards
+from sparkscope.dashboards.queries import is_counter
+from sparkscope.stack import influx
+from sparkscope.stack.settings import ROOT
+from support.grafana_api import frame_rows, substitute
 
 BOARDS = {path.name: json.loads(path.read_text()) for path in sorted((ROOT / "dashboards").glob("*.json"))}
 DATASOURCE_UIDS = {"sparkscope-influxdb", "__expr__"}
 RATE_FUNCTIONS = ("non_negative_derivative", "derivative", "difference", "non_negative_difference")
 SPARK_MEASUREMENTS = sorted({line.split(".", 4)[4] for line in
-                             (ROOT / "bench" / "spark-3.5.9-metric-names.txt").read_text().split()
+                             (ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt").read_text().split()
                              if line.count(".") >= 4})
 
 
@@ -58,12 +59,12 @@ PANEL_IDS = [f"{name}:{panel['title']}" for name, panel in PANELS]
 # ------------------------------------------------------------------ lint
 
 def test_checked_in_dashboards_are_what_the_builder_writes():
-    built = dashboard_build.build()
-    assert sorted(built) == sorted(BOARDS), "dashboards/ and dashboard_build.build() list different files"
+    built = dashboards.build()
+    assert sorted(built) == sorted(BOARDS), "dashboards/ and sparkscope.dashboards.build() list different files"
     for name, board in built.items():
-        assert (ROOT / "dashboards" / name).read_text() == dashboard_build.render(board), (
-            f"dashboards/{name} differs from src/sparkscope/dashboard_build.py: edit the builder, then run "
-            ".venv/bin/python -m sparkscope.dashboard_build")
+        assert (ROOT / "dashboards" / name).read_text() == dashboards.render(board), (
+            f"dashboards/{name} differs from src/sparkscope/dashboards/: edit the builder, then run "
+            ".venv/bin/python -m sparkscope.dashboards")
 
 
 def test_dashboard_uids_and_titles_are_unique():
@@ -105,7 +106,7 @@ def test_gauges_are_never_rated_and_counters_never_averaged(name, panel):
     for target in panel["targets"]:
         for select_list, source in selects(target.get("query", "")):
             for measurement in measurements(source):
-                counter = dashboard_build.is_counter(measurement)
+                counter = is_counter(measurement)
                 if counter:
                     assert not re.search(r"\b(mean|median|sum)\(", select_list), (
                         f"{panel['title']}: averages counter {measurement}: {select_list}")
@@ -119,9 +120,9 @@ def test_counter_classification_matches_spark_names():
     # ExecutorMetrics (GC time/count) and jvmCpuTime are counters too.
     for measurement in SPARK_MEASUREMENTS:
         if measurement.endswith(".count") or measurement in ("MinorGCCount", "jvmCpuTime"):
-            assert dashboard_build.is_counter(measurement), measurement
+            assert is_counter(measurement), measurement
         if measurement in ("JVMHeapMemory", "threadpool.activeTasks", "OnHeapUnifiedMemory", "heap.used"):
-            assert not dashboard_build.is_counter(measurement), measurement
+            assert not is_counter(measurement), measurement
 
 
 @pytest.mark.parametrize("name,panel", PANELS, ids=PANEL_IDS)

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import demo, native, tpcds
 from sparkscope.cli import build_parser
-from sparkscope.demo import DemoOptions, attribute_stages, parse_memory_mb, run_demo
-from sparkscope.tpcds import TpcdsError
+from sparkscope.demo import command, tpcds
+from sparkscope.demo.options import DemoOptions, expected_executors, parse_memory_mb
+from sparkscope.demo.run import run_demo
+from sparkscope.demo.summary import attribute_stages
+from sparkscope.demo.tpcds import TpcdsError
+from sparkscope.stack.native import NativeBackend
 
 SMALLEST_SCALE = 0.01  # the generator goes lower, but dimension tables stay their size
 TWO_QUERIES = "q3,q7"
@@ -98,7 +101,7 @@ def test_bad_demo_arguments_are_refused_with_a_reason(argv, message, capsys):
 
 def test_demo_arguments_have_documented_defaults():
     args = build_parser().parse_args(["demo"])
-    options = demo.options_from_args(args)
+    options = command.options_from_args(args)
     assert (options.scale, options.queries, options.executors, options.executor_memory_mb,
             options.repetitions) == (0.1, None, 2, 1024, 1)
     assert options.spark_master == "local-cluster[2,1,1024]"
@@ -120,9 +123,9 @@ def test_an_unknown_query_fails_the_demo_before_the_stack_starts(capsys):
 
 
 def test_expected_executors_follow_the_master():
-    assert demo.expected_executors("local-cluster[3,1,1024]") == {"driver", "0", "1", "2"}
-    assert demo.expected_executors("local[2]") == {"driver"}
-    assert demo.expected_executors("spark://host:7077") is None
+    assert expected_executors("local-cluster[3,1,1024]") == {"driver", "0", "1", "2"}
+    assert expected_executors("local[2]") == {"driver"}
+    assert expected_executors("spark://host:7077") is None
 
 
 def test_straggler_stages_are_named_by_the_job_that_ran_them():
@@ -263,8 +266,9 @@ def test_ctrl_c_stops_spark_says_what_ran_and_leaves_the_stack_up(stack):
         # As at a terminal: a shell that starts a job in the background without job
         # control (CI runners may) makes it ignore SIGINT, and its children inherit that.
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        from sparkscope.demo import DemoOptions, run_demo
-        from sparkscope.settings import load_settings
+        from sparkscope.demo.options import DemoOptions
+        from sparkscope.demo.run import run_demo
+        from sparkscope.stack.settings import load_settings
         settings = load_settings(environ={json.dumps(settings_environ(stack.settings))})
         options = DemoOptions(scale={SMALLEST_SCALE}, queries="q3,q7,q19,q42,q52,q55", sink_period_s=1)
         sys.exit(run_demo(settings, options, "native").exit_code)
@@ -292,7 +296,7 @@ def test_ctrl_c_stops_spark_says_what_ran_and_leaves_the_stack_up(stack):
     assert "./sparkscope down stops it" in text
     for pgid in spark_pgids:
         assert not group_alive(pgid), f"Spark's process group {pgid} outlived the demo"
-    assert all(state == "up" for _, state, _ in native.status(stack.settings)[:2])
+    assert all(row.state == "up" for row in NativeBackend(stack.settings).status()[:2])
 
 
 def settings_environ(settings) -> dict[str, str]:

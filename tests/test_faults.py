@@ -22,13 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import cli, influx, native
-from sparkscope.grafana_api import Grafana, GrafanaError
-from sparkscope.spark import spark_env, sparkscope_properties, submit_argv
+from sparkscope import cli
+from sparkscope.process import quiet, wait_until
+from sparkscope.spark.conf import sparkscope_properties
+from sparkscope.spark.submit import spark_env, submit_argv
+from sparkscope.stack import StackError, influx
+from sparkscope.stack.native import NativeBackend, PidFile
 
 from conftest import JOBS, SINK_PERIOD_S, Stack
-from sparkscope.sandbox import throwaway_stack
-from graphite_tap import GraphiteTap
+from support.grafana_api import Grafana, GrafanaError
+from support.graphite_tap import GraphiteTap
+from support.sandbox import throwaway_stack
 
 OUTAGE_S = 20.0
 
@@ -86,11 +90,11 @@ def test_influxdb_restart_mid_run_loses_no_point(fault_stack, tmp_path):
     try:
         job = SparkProcess(stack, tap.port, seconds=OUTAGE_S + 25, log=tmp_path / "spark.log")
         wait_for_reports(stack, job.app_id, 3)
-        native.down(stack.settings, only=("influxdb",), progress=lambda _: None)
+        NativeBackend(stack.settings).down(only=("influxdb",), progress=quiet)
         down_at = int(time.time() * 1000)
         time.sleep(OUTAGE_S)  # the fault itself: InfluxDB stays away this long
         up_at = int(time.time() * 1000)
-        native.up(stack.settings, only=("influxdb",), progress=lambda _: None)
+        NativeBackend(stack.settings).up(only=("influxdb",), progress=quiet)
         job.wait(timeout_s=180)
         sent = tap.points(job.app_id)
         stack.wait_for(f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{job.app_id}\'',
@@ -109,8 +113,8 @@ def test_telegraf_restart_mid_run_leaves_a_bounded_gap(fault_stack, tmp_path):
     job = SparkProcess(stack, stack.settings.graphite_port, seconds=30, log=tmp_path / "spark.log")
     wait_for_reports(stack, job.app_id, 3)
     started = time.monotonic()
-    native.down(stack.settings, only=("telegraf",), progress=lambda _: None)
-    native.up(stack.settings, only=("telegraf",), progress=lambda _: None)
+    NativeBackend(stack.settings).down(only=("telegraf",), progress=quiet)
+    NativeBackend(stack.settings).up(only=("telegraf",), progress=quiet)
     restart_s = time.monotonic() - started
     job.wait(timeout_s=180)
     # The sink drops reports while nothing listens and reconnects at its next
@@ -133,15 +137,15 @@ def test_grafana_restart_brings_back_identical_provisioning(fault_stack):
     grafana = fault_stack.grafana
     before = grafana_state(grafana)
     assert before[0] and before[1]
-    native.down(fault_stack.settings, only=("grafana",), progress=lambda _: None)
-    native.up(fault_stack.settings, only=("grafana",), progress=lambda _: None)
+    NativeBackend(fault_stack.settings).down(only=("grafana",), progress=quiet)
+    NativeBackend(fault_stack.settings).up(only=("grafana",), progress=quiet)
     assert grafana_state(grafana) == before
 
 
 def test_fuzz_on_graphite_port_keeps_stack_up_and_good_lines_flowing(fault_stack):
     stack = fault_stack
     address = (stack.settings.graphite_host, stack.settings.graphite_port)
-    pid = native.PidFile(stack.settings.state_dir, "telegraf").running_pid()
+    pid = PidFile(stack.settings.state_dir, "telegraf").running_pid()
     rng = random.Random(20261122)
     now = int(time.time())
     payloads = [
@@ -166,10 +170,10 @@ def test_fuzz_on_graphite_port_keeps_stack_up_and_good_lines_flowing(fault_stack
     series = stack.wait_for("SELECT \"value\" FROM \"threadpool.activeTasks\" WHERE \"applicationid\" = "
                             "'app-20991231235959-0777' GROUP BY \"executorid\"", lambda s: len(s) == 10)
     assert sorted(x["values"][0][1] for x in series) == list(range(10))
-    assert native.PidFile(stack.settings.state_dir, "telegraf").running_pid() == pid
+    assert PidFile(stack.settings.state_dir, "telegraf").running_pid() == pid
     for name in ("nan", "inf", "ninf"):
         assert not stack.influx(f'SELECT * FROM "{name}"'), f"non-finite {name} was stored"
-    assert all(state == "up" for _, state, _ in native.status(stack.settings))
+    assert all(row.state == "up" for row in NativeBackend(stack.settings).status())
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -253,7 +257,7 @@ def fill_disk(mount_point: Path) -> Path:
 
 
 def status_of(settings, service: str) -> tuple[str, str]:
-    return next((state, detail) for name, state, detail in native.status(settings) if name == service)
+    return next((row.state, row.detail) for row in NativeBackend(settings).status() if row.name == service)
 
 
 def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_path, monkeypatch):
@@ -261,7 +265,7 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
     with small_disk(state / "influxdb") as disk, throwaway_stack(state, only=("influxdb", "telegraf")) as settings:
         stack = Stack(settings, None)
         assert status_of(settings, "influxdb")[0] == "up"
-        telegraf_pid = native.PidFile(settings.state_dir, "telegraf").running_pid()
+        telegraf_pid = PidFile(settings.state_dir, "telegraf").running_pid()
         tap = GraphiteTap((settings.graphite_host, settings.graphite_port))
         try:
             job = SparkProcess(stack, tap.port, seconds=45, log=tmp_path / "spark.log")
@@ -279,7 +283,7 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
                 seen.append(status_of(settings, "influxdb"))
                 return "InfluxDB says:" in seen[-1][1]
 
-            assert native.wait_until(write_refused, 30, 1), f"no write refused yet: {seen[-1]}"
+            assert wait_until(write_refused, 30, 1), f"no write refused yet: {seen[-1]}"
             state_now, detail = seen[-1]
             print(f"\nsparkscope status with InfluxDB's disk full:\ninfluxdb  {state_now}  {detail}")
             assert state_now == "degraded"
@@ -290,7 +294,7 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
             monkeypatch.setattr(cli, "load_settings", lambda: settings)
             with contextlib.redirect_stdout(io.StringIO()) as out:
                 assert cli.main(["status"]) == 3
-            assert "influxdb  degraded  " in out.getvalue()
+            assert "influxdb  native   degraded  " in out.getvalue()
 
             job.wait(timeout_s=180)  # Spark never notices: it exits 0 (asserted in wait)
 
@@ -311,7 +315,7 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
         finally:
             tap.close()
         assert stored_count(stack, job.app_id) == len(sent)
-        assert native.PidFile(settings.state_dir, "telegraf").running_pid() == telegraf_pid
+        assert PidFile(settings.state_dir, "telegraf").running_pid() == telegraf_pid
         print(f"{len(sent)} distinct points sent by Spark, all stored after the fix")
 
 
@@ -319,12 +323,12 @@ def test_read_only_influxdb_disk_fails_up_at_once_and_status_says_why(tmp_path):
     state = tmp_path / "state"
     with small_disk(state / "influxdb") as disk, throwaway_stack(state, only=("influxdb",)) as settings:
         influx.write(settings.influx_url, settings.database, f"before_read_only ok=1i {int(time.time())}")
-        native.down(settings, only=("influxdb",), progress=lambda _: None)
+        NativeBackend(settings).down(only=("influxdb",), progress=quiet)
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
 
         started = time.monotonic()
-        with pytest.raises(native.StackError, match="read-only file system"):
-            native.up(settings, only=("influxdb",), progress=lambda _: None)
+        with pytest.raises(StackError, match="read-only file system"):
+            NativeBackend(settings).up(only=("influxdb",), progress=quiet)
         # InfluxDB exits at once; up must not wait out its 60 s health deadline.
         assert time.monotonic() - started < 20
         state_now, detail = status_of(settings, "influxdb")
@@ -333,7 +337,7 @@ def test_read_only_influxdb_disk_fails_up_at_once_and_status_says_why(tmp_path):
         assert f"is on a read-only filesystem ({disk})" in detail
 
         subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
-        native.up(settings, only=("influxdb",), progress=lambda _: None)
+        NativeBackend(settings).up(only=("influxdb",), progress=quiet)
         assert status_of(settings, "influxdb")[0] == "up"
         assert influx.query(settings.influx_url, 'SELECT count("ok") FROM "before_read_only"',
                             settings.database)[0]["values"][0][1] == 1

@@ -7,8 +7,10 @@ import shutil
 
 import pytest
 
-from sparkscope import native
-from sparkscope.settings import ROOT, SettingsError, load_settings
+from sparkscope.process import quiet
+from sparkscope.stack import StackError
+from sparkscope.stack.native import NativeBackend
+from sparkscope.stack.settings import ROOT, SettingsError, ensure_env_file, load_settings
 
 
 @pytest.fixture
@@ -50,14 +52,14 @@ def test_malformed_env_line_names_file_and_line(root):
 
 def test_up_refuses_the_placeholder_password(root):
     settings = load_settings(root, {"GRAFANA_ADMIN_PASSWORD": "change-me"})
-    with pytest.raises(native.StackError, match="placeholder"):
-        native.up(settings)
+    with pytest.raises(StackError, match="placeholder"):
+        NativeBackend(settings).up(progress=quiet)
 
 
 def test_up_writes_a_private_env_with_a_random_password_when_none_exists(root, monkeypatch):
     monkeypatch.delenv("GRAFANA_ADMIN_PASSWORD", raising=False)
-    assert native.ensure_env_file(load_settings(root, {}), progress=lambda _: None)
+    assert ensure_env_file(load_settings(root, {}), progress=lambda _: None)
     written = load_settings(root, {})
     assert not written.password_is_placeholder and len(written.grafana_password) >= 20
     assert (root / ".env").stat().st_mode & 0o077 == 0
-    assert not native.ensure_env_file(written, progress=lambda _: None)  # never overwrites
+    assert not ensure_env_file(written, progress=lambda _: None)  # never overwrites

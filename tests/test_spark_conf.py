@@ -8,8 +8,8 @@ import shlex
 import pytest
 
 from sparkscope import cli
-from sparkscope.settings import ROOT
-from sparkscope.sparkconf import ConfError, SINK, conf_flags, read_properties
+from sparkscope.spark.conf import SINK, ConfError, conf_flags, read_properties
+from sparkscope.stack.settings import ROOT
 
 DEFAULTS = ROOT / "spark-conf" / "spark-defaults.conf"
 METRICS = ROOT / "spark-conf" / "metrics.properties"

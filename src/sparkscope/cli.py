@@ -1,4 +1,4 @@
-"""The sparkscope command line: up, down, status, conf, install, test."""
+"""The sparkscope command line: up, down, status, conf, install, test, demo."""
 
 from __future__ import annotations
 
@@ -6,45 +6,56 @@ import argparse
 import subprocess
 import sys
 
-from sparkscope import annotator, install, native, sparkconf
-from sparkscope.influx import InfluxError
-from sparkscope.install import InstallError
-from sparkscope.settings import Settings, SettingsError, load_settings
+from sparkscope.build import BuildError
+from sparkscope.build.annotator_jar import ensure_annotator_jar, jar_path
+from sparkscope.build.go import ensure_influxd, ensure_telegraf
+from sparkscope.build.grafana import ensure_grafana
+from sparkscope.demo import command as demo_command
+from sparkscope.errors import SparkscopeError
+from sparkscope.spark.conf import LISTENER_CLASS, conf_flags
+from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
+from sparkscope.stack.settings import Settings, ensure_env_file, load_settings
 
 
 def cmd_up(args: argparse.Namespace) -> int:
     settings = load_settings()
-    if native.ensure_env_file(settings):
+    if ensure_env_file(settings):
         settings = load_settings()
-    native.up(settings, only=tuple(args.services) or native.SERVICE_NAMES)
+    stack = open_stack(settings, args.backend)
+    stack.up(only=tuple(args.services) or SERVICE_NAMES)
     if args.services:
         return 0
     print(f"\nGrafana  {settings.grafana_url}  (user {settings.grafana_user}, password in .env)")
-    print("         Natively only Grafana's HTTP API runs (no web UI is built here); for the web UI")
-    print("         use docker compose up -d, or point any Grafana at InfluxDB below.")
+    if stack.name == "native":
+        print("         Natively only Grafana's HTTP API runs (no web UI is built here); for the web UI")
+        print("         use ./sparkscope up --backend compose, or point any Grafana at InfluxDB below.")
     print(f"InfluxDB {settings.influx_url}  database {settings.database}")
     print(f"Graphite {settings.graphite_host}:{settings.graphite_port}  <- Spark sends here")
+    print(f"\nStack    {stack.name} backend; ./sparkscope status, ./sparkscope down")
     print("\nAttach Spark:  spark-submit --properties-file spark-conf/spark-defaults.conf ...")
     print("          or:  ./sparkscope conf --host <this host>   (prints --conf flags)")
     return 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    native.down(load_settings(), only=tuple(args.services) or native.SERVICE_NAMES)
+    open_stack(load_settings(), args.backend).down(only=tuple(args.services) or SERVICE_NAMES)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    rows = native.status(load_settings())
-    for name, state, detail in rows:
-        print(f"{name:9} {state:9} " + detail.replace("\n", "\n" + " " * 20))
-    return 0 if all(state == "up" for _, state, _ in rows) else 3
+    rows = open_stack(load_settings(), args.backend).status()
+    for row in rows:
+        line = f"{row.name:9} {row.backend:8} {row.state:9} {row.process:24} {row.url:24} {row.version}"
+        print(line.rstrip() + (f"  {row.data}" if row.data else ""))
+        for detail in filter(None, row.detail.split("\n")):
+            print(" " * 10 + detail)
+    return 0 if all(row.state == "up" for row in rows) else 3
 
 
 def cmd_conf(args: argparse.Namespace) -> int:
     settings = load_settings()
     host = args.host or settings.graphite_host
-    flags = sparkconf.conf_flags(
+    flags = conf_flags(
         settings.root / "spark-conf" / "spark-defaults.conf",
         graphite_host=host,
         graphite_port=args.port or settings.graphite_port,
@@ -52,10 +63,10 @@ def cmd_conf(args: argparse.Namespace) -> int:
         period_s=args.period,
     )
     if not args.no_annotator:
-        jar = annotator.jar_path(settings.root)
+        jar = jar_path(settings.root)
         if not jar.is_file():
             print(f"# the annotator jar is not built yet ({jar}): run ./sparkscope install", file=sys.stderr)
-        flags += [f"--jars {jar}", f"--conf spark.extraListeners={annotator.LISTENER_CLASS}",
+        flags += [f"--jars {jar}", f"--conf spark.extraListeners={LISTENER_CLASS}",
                   f"--conf spark.sparkscope.influx.url=http://{host}:{settings.events_port}"]
     print(" \\\n".join(flags))
     return 0
@@ -64,11 +75,10 @@ def cmd_conf(args: argparse.Namespace) -> int:
 def install_all(settings: Settings) -> list[str]:
     """Build or find every native component; returns what could not be had."""
     missing = []
-    for name, ensure in (("influxd", install.ensure_influxd), ("telegraf", install.ensure_telegraf),
-                         ("grafana", install.ensure_grafana)):
+    for name, ensure in (("influxd", ensure_influxd), ("telegraf", ensure_telegraf), ("grafana", ensure_grafana)):
         try:
             print(f"{name}: {ensure(settings.cache_dir)}")
-        except InstallError as err:
+        except BuildError as err:
             print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr)
             missing.append(name)
     return missing
@@ -77,7 +87,7 @@ def install_all(settings: Settings) -> list[str]:
 def cmd_install(args: argparse.Namespace) -> int:
     settings = load_settings()
     missing = install_all(settings)
-    print(f"annotator: {annotator.ensure_annotator_jar(settings.root)}")
+    print(f"annotator: {ensure_annotator_jar(settings.root)}")
     return 2 if missing else 0
 
 
@@ -86,13 +96,13 @@ def cmd_test(args: argparse.Namespace) -> int:
     # Builds happen here, with progress on the terminal, rather than silently
     # inside a test fixture. A missing Grafana is reported by the suite itself.
     install_all(settings)
-    print(f"annotator: {annotator.ensure_annotator_jar(settings.root)}")
+    print(f"annotator: {ensure_annotator_jar(settings.root)}")
     return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
 
 
 def service_name(text: str) -> str:
-    if text not in native.SERVICE_NAMES:
-        raise argparse.ArgumentTypeError(f"no service {text!r}: choose from {', '.join(native.SERVICE_NAMES)}")
+    if text not in SERVICE_NAMES:
+        raise argparse.ArgumentTypeError(f"no service {text!r}: choose from {', '.join(SERVICE_NAMES)}")
     return text
 
 
@@ -100,14 +110,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sparkscope", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    up = sub.add_parser("up", help="install (first run) and start InfluxDB, Telegraf and Grafana natively")
-    down = sub.add_parser("down", help="stop the native stack started by up (by pid)")
-    for command, func in ((up, cmd_up), (down, cmd_down)):
+    up = sub.add_parser("up", help="start InfluxDB, Telegraf and Grafana (docker compose, or natively: "
+                                   "built on first run)")
+    down = sub.add_parser("down", help="stop the stack that up started (either backend)")
+    status = sub.add_parser("status", help="each service: backend, process, health, URL, version; "
+                                           "InfluxDB's size and series (exit 3 unless all are up)")
+    for command, func in ((up, cmd_up), (down, cmd_down), (status, cmd_status)):
+        command.add_argument("--backend", choices=BACKENDS,
+                             help="native (local processes) or compose (docker compose); default: the one "
+                                  "running, else compose when a Docker engine answers")
+        command.set_defaults(func=func)
+    for command in (up, down):
         # One service alone, e.g. restarting InfluxDB while Telegraf keeps its buffer.
         command.add_argument("services", nargs="*", type=service_name, metavar="service",
-                             help=f"only these ({', '.join(native.SERVICE_NAMES)}; default: all)")
-        command.set_defaults(func=func)
-    sub.add_parser("status", help="is each service running and answering?").set_defaults(func=cmd_status)
+                             help=f"only these ({', '.join(SERVICE_NAMES)}; default: all)")
     sub.add_parser("install", help="build InfluxDB, Telegraf, Grafana (cached; up does it too) and the annotator jar") \
         .set_defaults(func=cmd_install)
 
@@ -123,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     test = sub.add_parser("test", help="run the test suite (pytest; extra args are passed on)")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     test.set_defaults(func=cmd_test)
-    from sparkscope import demo; demo.register(sub)  # noqa: E702 (one line, owned by demo.py)
+    demo_command.register(sub)
     return parser
 
 
@@ -136,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         args.pytest_args = unknown + args.pytest_args
     try:
         return args.func(args)
-    except (SettingsError, InstallError, native.StackError, InfluxError, sparkconf.ConfError) as err:
+    except SparkscopeError as err:
         print(f"sparkscope {args.command}: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparkscope.install import InstallError, Progress, run_with_progress
-from sparkscope.settings import Settings
-from sparkscope.sparkconf import read_properties, with_endpoint
+from sparkscope.build import BuildError
+from sparkscope.process import Progress, run_logged
 
 
 def spark_home() -> Path:
@@ -29,11 +28,13 @@ def ensure_pyspark(version: str, cache_dir: Path, progress: Progress = print) ->
         return home
     progress(f"installing pyspark {version} into {venv} (first use only, ~450 MB)")
     log = cache_dir / "venvs" / f"pyspark-{version}.log"
-    run_with_progress([sys.executable, "-m", "venv", "--clear", str(venv)], log, "python -m venv", progress)
-    run_with_progress([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                       f"pyspark=={version}"], log, f"pip install pyspark=={version}", progress)
+    for argv, label in (([sys.executable, "-m", "venv", "--clear", str(venv)], "python -m venv"),
+                        ([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                          f"pyspark=={version}"], f"pip install pyspark=={version}")):
+        if run_logged(argv, log, label, progress).returncode != 0:
+            raise BuildError(f"{label} failed; see {log}")
     if not (home / "bin" / "spark-submit").is_file():
-        raise InstallError(f"pyspark {version} installed but {home}/bin/spark-submit is missing; see {log}")
+        raise BuildError(f"pyspark {version} installed but {home}/bin/spark-submit is missing; see {log}")
     (venv / ".ready").touch()
     return home
 
@@ -45,13 +46,6 @@ def spark_env(home: Path | None = None) -> dict[str, str]:
     # local and local-cluster runs: keep every Spark port on loopback.
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return env
-
-
-def sparkscope_properties(settings: Settings, period_s: int | None = None) -> dict[str, str]:
-    """spark-conf/spark-defaults.conf pointed at this stack's Graphite listener."""
-    props = read_properties(settings.root / "spark-conf" / "spark-defaults.conf")
-    return with_endpoint(props, graphite_host=settings.graphite_host,
-                         graphite_port=settings.graphite_port, period_s=period_s)
 
 
 def submit_argv(script: Path, master: str, conf: dict[str, str], args: list[str] = (),

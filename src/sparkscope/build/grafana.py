@@ -5,9 +5,9 @@ serves is a pseudo-version of the main branch (2023-06-09).  There is no
 frontend build, so the result serves the HTTP API (health, provisioning,
 dashboards, /api/ds/query, annotations) but not the web UI.
 
-Run as a script to build into a cache dir and print the homepath:
+Run as a module to build into a cache dir and print the homepath:
 
-    python3 src/sparkscope/grafana_build.py [CACHE_DIR]
+    .venv/bin/python -m sparkscope.build.grafana [CACHE_DIR]
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import fcntl
 import json
 import os
 import pathlib
-import shlex
 import shutil
 import signal
 import subprocess
@@ -25,8 +24,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import IO, Any
+from collections.abc import Iterator
+from typing import Any
+
+from sparkscope.build import BuildError
+from sparkscope.build.go import go_env
+from sparkscope.process import Progress, log_tail, run_logged
 
 GRAFANA_MODULE = "github.com/grafana/grafana"
 GRAFANA_MODULE_VERSION = "v1.9.2-0.20230609164553-81d85ce8028d"
@@ -35,12 +38,6 @@ GRAFANA_MODULE_VERSION = "v1.9.2-0.20230609164553-81d85ce8028d"
 WIRE = "github.com/google/wire/cmd/wire@v0.7.0"
 HEARTBEAT_SECONDS = 30.0
 MARKER = ".sparkscope-complete"
-
-Progress = Callable[[str], None]
-
-
-class GrafanaBuildError(RuntimeError):
-    """Grafana could not be built; the message says why and what to do next."""
 
 
 def grafana_home(cache_dir: pathlib.Path) -> pathlib.Path:
@@ -81,7 +78,7 @@ def ensure_grafana(cache_dir: pathlib.Path, progress: Progress = print) -> pathl
         # Holding the lock means any build dir left over was abandoned (killed build).
         for stale in cache_dir.glob(f".grafana-{GRAFANA_MODULE_VERSION}.building-*"):
             _rmtree(stale)
-        go = _find_go()
+        env = go_env(cgo=True)
         log_path = build_log_path(cache_dir)
         work = pathlib.Path(
             tempfile.mkdtemp(prefix=f".grafana-{GRAFANA_MODULE_VERSION}.building-", dir=cache_dir)
@@ -90,8 +87,9 @@ def ensure_grafana(cache_dir: pathlib.Path, progress: Progress = print) -> pathl
         progress(f"Building Grafana {GRAFANA_MODULE}@{GRAFANA_MODULE_VERSION} (about 8 min cold)")
         progress(f"  full build output: {log_path}")
         try:
-            with _sigterm_as_interrupt(), log_path.open("w", encoding="utf-8") as log:
-                staged = _build(go, work, log, log_path, progress)
+            log_path.write_text("", encoding="utf-8")
+            with _sigterm_as_interrupt():
+                staged = _build(env, work, log_path, progress)
             if home.exists():  # a homepath without marker: not ours to trust
                 _rmtree(home)
             # Same filesystem, so the cache appears complete or not at all.
@@ -102,24 +100,22 @@ def ensure_grafana(cache_dir: pathlib.Path, progress: Progress = print) -> pathl
     return home
 
 
-def _build(
-    go: str, work: pathlib.Path, log: IO[str], log_path: pathlib.Path, progress: Progress
-) -> pathlib.Path:
-    env = _go_env()
+def _build(env: dict[str, str], work: pathlib.Path, log_path: pathlib.Path, progress: Progress) -> pathlib.Path:
     spec = f"{GRAFANA_MODULE}@{GRAFANA_MODULE_VERSION}"
 
     progress("[1/5] fetching the Grafana module from the Go module proxy")
     info_path = work / "download.json"
     with info_path.open("w", encoding="utf-8") as info_out:
-        rc = _run([go, "mod", "download", "-json", spec], work, env, log, progress,
+        rc = _run(["go", "mod", "download", "-json", spec], work, env, log_path, progress,
                   "go mod download (grafana)", stdout=info_out, check=False)
     info = _parse_download(info_path.read_text(encoding="utf-8"))
-    log.write(json.dumps(info, indent=1) + "\n")
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(json.dumps(info, indent=1) + "\n")
     if rc != 0 or info.get("Error") or not info.get("Dir"):
-        raise GrafanaBuildError(
+        raise BuildError(
             f"!!! The Go module proxy did not serve {spec} !!!\n"
             f"  go said: {info.get('Error') or 'exit status ' + str(rc)}\n"
-            f"  GOPROXY={env.get('GOPROXY') or _go_env_value(go, 'GOPROXY')}\n"
+            f"  GOPROXY={env.get('GOPROXY') or _go_env_value(env, 'GOPROXY')}\n"
             "The proxy refuses every Grafana release tag (403); this pseudo-version is the "
             "only one known to download. If it is gone, Grafana cannot be built natively here: "
             "run Grafana another way (e.g. the grafana/grafana-oss image) and check the "
@@ -133,24 +129,23 @@ def _build(
     _make_writable(src)
 
     progress("[3/5] downloading Grafana's Go dependencies")
-    _run([go, "mod", "download"], src, env, log, progress, "go mod download", log_path=log_path)
+    _run(["go", "mod", "download"], src, env, log_path, progress, "go mod download")
 
     progress("[4/5] generating dependency injection code (wire)")
-    _run([go, "run", WIRE, "gen", "-tags", "oss", "./pkg/server"], src, env, log, progress,
-         "wire gen", log_path=log_path)
+    _run(["go", "run", WIRE, "gen", "-tags", "oss", "./pkg/server"], src, env, log_path, progress, "wire gen")
 
     progress("[5/5] compiling the grafana binary (the long step)")
     home = work / "home"
     (home / "bin").mkdir(parents=True)
-    _run([go, "build", "-tags", "oss", "-ldflags", _ldflags(src), "-o",
+    _run(["go", "build", "-tags", "oss", "-ldflags", _ldflags(src), "-o",
           str(home / "bin" / "grafana"), "./pkg/cmd/grafana"],
-         src, env, log, progress, "go build", log_path=log_path)
+         src, env, log_path, progress, "go build")
 
     progress("assembling the homepath (conf, emails, core plugin manifests)")
     _assemble(src, home)
     (home / MARKER).write_text(
         json.dumps({"module": GRAFANA_MODULE, "version": GRAFANA_MODULE_VERSION,
-                    "go": _go_env_value(go, "GOVERSION"), "built": time.time()}) + "\n",
+                    "go": _go_env_value(env, "GOVERSION"), "built": time.time()}) + "\n",
         encoding="utf-8",
     )
     return home
@@ -186,66 +181,28 @@ def _ldflags(src: pathlib.Path) -> str:
             f"-X main.buildBranch=main -X main.buildstamp={int(time.time())}")
 
 
-def _run(
-    args: list[str],
-    cwd: pathlib.Path,
-    env: dict[str, str],
-    log: IO[str],
-    progress: Progress,
-    label: str,
-    *,
-    stdout: IO[str] | None = None,
-    check: bool = True,
-    log_path: pathlib.Path | None = None,
-) -> int:
-    log.write(f"\n$ (cd {shlex.quote(str(cwd))} && {shlex.join(args)})\n")
-    log.flush()
-    started = time.monotonic()
-    # Own process group, so an interrupt can stop go and all the compilers it spawned.
-    proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=stdout or log, stderr=log,
-                            stdin=subprocess.DEVNULL, process_group=0)
-    try:
-        while True:
-            try:
-                rc = proc.wait(timeout=HEARTBEAT_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                progress(f"  ... {label} still running, {_fmt(time.monotonic() - started)} elapsed")
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    elapsed = time.monotonic() - started
-    log.write(f"# exit status {rc} after {elapsed:.1f}s\n")
-    log.flush()
-    if rc == 0:
-        progress(f"  {label} done in {_fmt(elapsed)}")
-    elif check:
-        raise GrafanaBuildError(
-            f"Building Grafana failed: `{' '.join(args[1:4])} ...` exited with status {rc}.\n"
+def _run(args: list[str], cwd: pathlib.Path, env: dict[str, str], log_path: pathlib.Path,
+         progress: Progress, label: str, *, stdout: Any = None, check: bool = True) -> int:
+    done = run_logged(args, log_path, label, progress, env=env, cwd=cwd, stdout=stdout,
+                      heartbeat_s=HEARTBEAT_SECONDS)
+    if done.returncode != 0 and check:
+        raise BuildError(
+            f"Building Grafana failed: `{' '.join(args[1:4])} ...` exited with status {done.returncode}.\n"
             f"{_hint(log_path)}"
-            f"Last lines of the log:\n{_tail(log_path)}\n"
+            f"Last lines of the log:\n{log_tail(log_path, indent='  ')}\n"
             f"Full output: {log_path}. Fix the cause and run again; the Go build cache "
             "keeps finished work, so a retry is faster."
         )
-    return rc
+    return done.returncode
 
 
-def _hint(log_path: pathlib.Path | None) -> str:
-    text = _tail(log_path, 200)
+def _hint(log_path: pathlib.Path) -> str:
+    text = log_tail(log_path, 200)
     if "C compiler" in text or "cgo:" in text:
         return "Grafana needs cgo (sqlite): install gcc and keep CGO_ENABLED=1.\n"
     if "403 Forbidden" in text or "dial tcp" in text or "proxyconnect" in text:
         return "A dependency could not be downloaded: check GOPROXY and network access.\n"
     return ""
-
-
-def _tail(log_path: pathlib.Path | None, lines: int = 15) -> str:
-    if log_path is None or not log_path.exists():
-        return ""
-    text = log_path.read_text(encoding="utf-8", errors="replace")
-    return "\n".join("  " + line for line in text.splitlines()[-lines:])
 
 
 def _parse_download(text: str) -> dict[str, Any]:
@@ -257,27 +214,8 @@ def _parse_download(text: str) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def _find_go() -> str:
-    go = shutil.which("go")
-    if go is None:
-        raise GrafanaBuildError(
-            "`go` is not on PATH, so Grafana cannot be built. Install Go (1.26 is known to "
-            "work), e.g. into /usr/local/go, add its bin directory to PATH and run again."
-        )
-    return go
-
-
-def _go_env() -> dict[str, str]:
-    env = dict(os.environ)  # keeps the user's GOFLAGS, GOPROXY, GOCACHE...
-    # Never fetch another toolchain because of go.mod's go/toolchain lines.
-    env["GOTOOLCHAIN"] = "local"
-    # A go.work above the cache dir must not pull the build into someone's workspace.
-    env["GOWORK"] = "off"
-    return env
-
-
-def _go_env_value(go: str, name: str) -> str:
-    out = subprocess.run([go, "env", name], capture_output=True, text=True, env=_go_env())
+def _go_env_value(env: dict[str, str], name: str) -> str:
+    out = subprocess.run(["go", "env", name], capture_output=True, text=True, env=env)
     return out.stdout.strip()
 
 
@@ -345,7 +283,7 @@ def main(argv: list[str]) -> int:
 
     try:
         home = ensure_grafana(cache_dir, progress)
-    except GrafanaBuildError as error:
+    except BuildError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -10,8 +10,10 @@ import socket
 from pathlib import Path
 from typing import Iterator
 
-from sparkscope import native
-from sparkscope.settings import ROOT, Settings, load_settings
+from sparkscope.process import quiet
+from sparkscope.stack import SERVICE_NAMES
+from sparkscope.stack.native import NativeBackend
+from sparkscope.stack.settings import ROOT, Settings, load_settings
 
 
 def free_port(pair_offset: int | None = None) -> int:
@@ -53,10 +55,11 @@ def isolated_settings(state_dir: Path) -> Settings:
 
 
 @contextlib.contextmanager
-def throwaway_stack(state_dir: Path, only: tuple[str, ...] = native.SERVICE_NAMES) -> Iterator[Settings]:
+def throwaway_stack(state_dir: Path, only: tuple[str, ...] = SERVICE_NAMES) -> Iterator[Settings]:
     settings = isolated_settings(state_dir)
+    backend = NativeBackend(settings)
     try:
-        native.up(settings, only=only, progress=lambda _: None)
+        backend.up(only=only, progress=quiet)
         yield settings
     finally:
-        native.down(settings, progress=lambda _: None)
+        backend.down(progress=quiet)

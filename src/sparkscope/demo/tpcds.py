@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from sparkscope.errors import SparkscopeError
+
 Progress = Callable[[str], None]
 
 DEFAULT_SCALE = 0.1
@@ -51,7 +53,7 @@ QUERY_FIXES: dict[str, tuple[tuple[str, str], ...]] = {
 _QUERY_NAME = re.compile(r"^q\d+[a-z]?$")
 
 
-class TpcdsError(ValueError):
+class TpcdsError(SparkscopeError):
     """A TPC-DS setting or file the demo cannot use; the message says what to do."""
 
 

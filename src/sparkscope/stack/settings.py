@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from sparkscope.errors import SparkscopeError
+from sparkscope.process import Progress
+
+ROOT = Path(__file__).resolve().parents[3]
 PLACEHOLDER_PASSWORD = "change-me"
 _RETENTION = re.compile(r"^(INF|(\d+(ns|u|µ|ms|s|m|h|d|w))+)$")
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 
 
-class SettingsError(ValueError):
+class SettingsError(SparkscopeError):
     """A setting has a value the stack cannot use; the message says which and why."""
 
 
@@ -121,3 +125,17 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         database=database,
         retention=retention,
     )
+
+
+def ensure_env_file(settings: Settings, progress: Progress = print) -> bool:
+    """Write .env with a random Grafana password when the user has none yet."""
+    env_path = settings.root / ".env"
+    if env_path.exists() or os.environ.get("GRAFANA_ADMIN_PASSWORD"):
+        return False
+    template = (settings.root / ".env.example").read_text()
+    password = secrets.token_urlsafe(18)
+    env_path.write_text(template.replace(f"GRAFANA_ADMIN_PASSWORD={PLACEHOLDER_PASSWORD}",
+                                         f"GRAFANA_ADMIN_PASSWORD={password}"))
+    env_path.chmod(0o600)
+    progress(f"wrote {env_path} with a random Grafana admin password (user {settings.grafana_user})")
+    return True

@@ -1,4 +1,4 @@
-"""Grafana's HTTP API as the tests, the demo and `status` use it.
+"""Grafana's HTTP API as the tests and the benchmarks use it.
 
 Panels are run the way Grafana's UI runs them: template variables
 ($applicationid ...) are substituted here, as the browser would, and the
@@ -14,7 +14,7 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 
 class GrafanaError(RuntimeError):
@@ -65,26 +65,6 @@ def substitute(query: str, variables: dict[str, str]) -> str:
         return variables.get(name, match.group(0))
 
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, query)
-
-
-def panel_targets(dashboard: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """(panel, target) for every query of every panel, rows included."""
-    for panel in dashboard.get("panels", []):
-        for inner in [panel, *panel.get("panels", [])]:
-            for target in inner.get("targets", []):
-                yield inner, target
-
-
-def series_names(frames: list[dict[str, Any]]) -> list[str]:
-    """Display names of the non-empty series in a /api/ds/query answer."""
-    names = []
-    for frame in frames:
-        values = frame.get("data", {}).get("values", [])
-        if len(values) < 2 or not any(v is not None for v in values[1]):
-            continue
-        field = frame["schema"]["fields"][1]
-        names.append(field.get("config", {}).get("displayNameFromDS") or frame["schema"].get("name", ""))
-    return names
 
 
 def frame_rows(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""Reads spark-conf/ and turns it into spark-submit flags for a given endpoint."""
+"""What attaches sparkscope to Spark: spark-conf/ pointed at a stack, and the
+annotator listener, as properties or spark-submit flags."""
 
 from __future__ import annotations
 
@@ -6,11 +7,16 @@ import re
 import shlex
 from pathlib import Path
 
+from sparkscope.errors import SparkscopeError
+from sparkscope.stack.settings import Settings
+
+LISTENER_CLASS = "dev.sparkscope.annotator.AnnotatorListener"
+
 SINK = "spark.metrics.conf.*.sink.graphite."
 _LINE = re.compile(r"^\s*([^\s=:]+)\s*[=:\s]\s*(.*?)\s*$")
 
 
-class ConfError(ValueError):
+class ConfError(SparkscopeError):
     """A Spark properties file could not be read."""
 
 
@@ -46,3 +52,20 @@ def conf_flags(defaults_file: Path, **endpoint) -> list[str]:
     """`--conf key=value` flags equivalent to --properties-file defaults_file."""
     props = with_endpoint(read_properties(defaults_file), **endpoint)
     return [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in props.items()]
+
+
+def sparkscope_properties(settings: Settings, period_s: int | None = None) -> dict[str, str]:
+    """spark-conf/spark-defaults.conf pointed at this stack's Graphite listener."""
+    props = read_properties(settings.root / "spark-conf" / "spark-defaults.conf")
+    return with_endpoint(props, graphite_host=settings.graphite_host,
+                         graphite_port=settings.graphite_port, period_s=period_s)
+
+
+def annotator_properties(settings: Settings, jar: Path) -> dict[str, str]:
+    """Spark settings that attach the listener and point it at this stack's
+    Telegraf events listener (which writes to InfluxDB's database)."""
+    return {
+        "spark.jars": str(jar),
+        "spark.extraListeners": LISTENER_CLASS,
+        "spark.sparkscope.influx.url": settings.events_url,
+    }

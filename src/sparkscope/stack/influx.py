@@ -6,10 +6,13 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from sparkscope.errors import SparkscopeError
 
 
-class InfluxError(RuntimeError):
+class InfluxError(SparkscopeError):
     """InfluxDB could not be reached or refused a request."""
 
 
@@ -24,12 +27,17 @@ class WriteRefused(InfluxError):
 
 
 def _request(url: str, data: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
+    status, body, _ = _exchange(url, data, timeout)
+    return status, body
+
+
+def _exchange(url: str, data: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes, Any]:
     req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, resp.read()
+            return resp.status, resp.read(), resp.headers
     except urllib.error.HTTPError as err:
-        return err.code, err.read()
+        return err.code, err.read(), err.headers
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise InfluxError(
@@ -43,6 +51,35 @@ def ping(base_url: str, timeout: float = 2.0) -> bool:
     except InfluxError:
         return False
     return status == 204
+
+
+def server_version(base_url: str, timeout: float = 2.0) -> Optional[str]:
+    """What InfluxDB says it is (X-Influxdb-Version of /ping); None when it does not
+    answer or does not know (a `go install` build says "unknown")."""
+    try:
+        status, _, headers = _exchange(f"{base_url}/ping", timeout=timeout)
+    except InfluxError:
+        return None
+    version = headers.get("X-Influxdb-Version") if status == 204 else None
+    return None if version in (None, "", "unknown") else version
+
+
+@dataclass
+class DatabaseStats:
+    size_bytes: int  # TSM files of its shards (diskBytes), WAL not counted
+    series: int
+
+
+def database_stats(base_url: str, database: str) -> DatabaseStats:
+    """Size and series count of a database, from InfluxDB's own statistics
+    (SHOW STATS), so it reads the same natively and in a container."""
+    shards = query(base_url, "SHOW STATS FOR 'shard'")
+    size = sum(row[s["columns"].index("diskBytes")] for s in shards
+               if s.get("tags", {}).get("database") == database for row in s.get("values", []))
+    databases = query(base_url, "SHOW STATS FOR 'database'")
+    series = sum(row[s["columns"].index("numSeries")] for s in databases
+                 if s.get("tags", {}).get("database") == database for row in s.get("values", []))
+    return DatabaseStats(int(size), int(series))
 
 
 def query(base_url: str, statement: str, database: str | None = None, epoch: str = "ms",

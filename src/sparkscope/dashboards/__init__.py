@@ -1,0 +1,61 @@
+"""The Grafana dashboards in dashboards/, written as code.
+
+Dashboards are data, checked in as JSON so that Grafana provisions them as
+they are; this package is where they are edited: queries.py (the InfluxQL rules),
+layout.py (panels to JSON), live.py and summary.py (one module per
+dashboard, one function per row). It keeps every panel to the
+same rules (unit, description, legend by executor, gauges read with
+mean/max/last and counters with non_negative_derivative) that a hand-edited
+JSON file of forty panels would drift from. Regenerate after a change:
+
+    .venv/bin/python -m sparkscope.dashboards
+
+tests/test_dashboards.py fails when the checked-in files differ from what
+this package writes, and runs every panel query against a real Spark run.
+
+Schema: schemaVersion 38 (Grafana 10.0, what the native build serves), which
+Grafana 12 (the compose image) migrates on load.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sparkscope.dashboards import live, summary
+from sparkscope.dashboards.layout import dashboard
+from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
+from sparkscope.stack.settings import ROOT
+
+DASHBOARDS_DIR = ROOT / "dashboards"
+
+
+def build() -> dict[str, dict[str, Any]]:
+    """File name in dashboards/ -> dashboard JSON."""
+    return {
+        "spark-executors.json": dashboard(
+            LIVE_UID, "Spark executors (live)",
+            "One Spark application while it runs, per executor: tasks, CPU, memory, GC, shuffle, spill "
+            "and I/O, with SQL queries, jobs and stages as annotations.",
+            live.rows(), with_executors=True, time_from="now-30m", refresh="10s"),
+        "spark-application.json": dashboard(
+            SUMMARY_UID, "Spark application summary",
+            "One Spark application over its whole run: peak memory per executor against its configured "
+            "size, where task time went, the slowest and most skewed stages. Set the time range to cover "
+            "the run.",
+            summary.rows(), with_executors=False, time_from="now-6h", refresh=""),
+    }
+
+
+def render(board: dict[str, Any]) -> str:
+    return json.dumps(board, indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0]) if argv else DASHBOARDS_DIR
+    for name, board in build().items():
+        (out / name).write_text(render(board))
+        print(f"wrote {out / name}")
+    return 0
+

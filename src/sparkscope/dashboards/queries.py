@@ -1,0 +1,111 @@
+"""InfluxQL for the panels, to the rules of DESIGN.md: gauges are read with
+mean/max/last, counters with non_negative_derivative (rates) or max (totals),
+never averaged; every query is per application and, where it says so, per
+executor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DATASOURCE = {"type": "influxdb", "uid": "sparkscope-influxdb"}
+EXPRESSION = {"type": "__expr__", "uid": "__expr__"}
+
+# Counters: cumulative since the executor started. Read with
+# non_negative_derivative (rates) or max (totals), never mean.
+COUNTER_SUFFIXES = (".count",)
+COUNTER_MEASUREMENTS = {
+    "jvmCpuTime", "MinorGCCount", "MinorGCTime", "MajorGCCount", "MajorGCTime", "TotalGCTime",
+    "G1-Young-Generation.count", "G1-Young-Generation.time", "G1-Old-Generation.count",
+    "G1-Old-Generation.time",
+    "net",  # Telegraf: bytes_recv and bytes_sent are cumulative per interface
+}
+# Hadoop FileSystem statistics: Dropwizard gauges whose value only grows.
+COUNTER_PATTERNS = ("filesystem.",)
+
+APP = '"applicationid" =~ /^$applicationid$/'
+EXECUTORS = f'{APP} AND "executorid" =~ /^$executorid$/'
+NOT_DRIVER = f"{APP} AND \"executorid\" != 'driver'"
+
+# Spark settings named in panel descriptions.
+NEEDS_SINK = "Needs the Graphite sink (spark-conf/metrics.properties)."
+NEEDS_EXECUTOR_METRICS = ("Needs spark.metrics.executorMetricsSource.enabled=true (the default) and the "
+                          "Graphite sink; polled every spark.executor.metrics.pollingInterval.")
+NEEDS_PROCESS_TREE = ("Needs spark.executor.processTreeMetrics.enabled=true (Linux /proc only) and "
+                      "the Graphite sink.")
+NEEDS_APP_STATUS = "Needs spark.metrics.appStatusSource.enabled=true (driver) and the Graphite sink."
+NEEDS_ANNOTATOR = ("Needs the sparkscope annotator: --jars sparkscope-annotator.jar and "
+                   "spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener.")
+NEEDS_TELEGRAF = "From Telegraf's host inputs on the machine running the stack, not Spark."
+
+
+def is_counter(measurement: str) -> bool:
+    return (measurement.endswith(COUNTER_SUFFIXES) or measurement in COUNTER_MEASUREMENTS
+            or measurement.startswith(COUNTER_PATTERNS))
+
+
+def gauge(measurement: str, alias: str = "$tag_executorid", agg: str = "mean",
+          where: str = EXECUTORS) -> dict[str, Any]:
+    """A gauge per executor: mean (or max) of each interval."""
+    return target(f'SELECT {agg}("value") FROM {source(measurement)} WHERE {where} AND $timeFilter '
+                   f'GROUP BY time($interval), "executorid" fill(none)', alias)
+
+
+def rate(measurement: str, alias: str = "$tag_executorid", per: str = "1s", scale: str = "",
+         where: str = EXECUTORS) -> dict[str, Any]:
+    """A counter per executor as a rate: its increase per `per`, times `scale`."""
+    return target(f'SELECT non_negative_derivative(max("value"), {per}){scale} FROM {source(measurement)} '
+                   f'WHERE {where} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)',
+                   alias)
+
+
+def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
+                where: str = EXECUTORS) -> dict[str, Any]:
+    """A counter's rate summed over the selected executors."""
+    inner = (f'SELECT non_negative_derivative(max("value"), {per}){scale} AS "r" FROM {source(measurement)} '
+             f'WHERE {where} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)')
+    return target(f'SELECT sum("r") FROM ({inner}) WHERE $timeFilter GROUP BY time($interval) fill(none)',
+                   alias)
+
+
+def total(measurement: str, alias: str, where: str = NOT_DRIVER, scale: str = "") -> dict[str, Any]:
+    """A counter's total over the application: each executor's last (max)
+    value, summed. Counters start at 0 when an executor starts."""
+    inner = (f'SELECT max("value"){scale} AS "v" FROM {source(measurement)} WHERE {where} AND $timeFilter '
+             'GROUP BY "executorid"')
+    return target(f'SELECT sum("v") FROM ({inner})', alias)
+
+
+def peak(measurement: str, alias: str, where: str = NOT_DRIVER) -> dict[str, Any]:
+    return target(f'SELECT max("value") FROM {source(measurement)} WHERE {where} AND $timeFilter', alias)
+
+
+def per_executor_peak(measurement: str, column: str) -> dict[str, Any]:
+    """One table column: each executor's highest value. sum() of the single
+    maximum gives every column the same time, so a merge joins them by
+    executor."""
+    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {EXECUTORS} AND $timeFilter '
+             'GROUP BY "executorid"')
+    made = target(f'SELECT sum("v") AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
+    made["resultFormat"] = "table"
+    return made
+
+
+def raw(query: str, alias: str = "", result_format: str = "time_series") -> dict[str, Any]:
+    made = target(query, alias)
+    made["resultFormat"] = result_format
+    return made
+
+
+def source(measurement: str) -> str:
+    """A measurement name, or a /regex/ matching several."""
+    return measurement if measurement.startswith("/") else f'"{measurement}"'
+
+
+def target(query: str, alias: str) -> dict[str, Any]:
+    return {"datasource": DATASOURCE, "rawQuery": True, "resultFormat": "time_series",
+            "query": query, "alias": alias}
+
+
+def math(expression: str) -> dict[str, Any]:
+    """A Grafana server-side expression over the panel's other queries ($A, $B)."""
+    return {"datasource": EXPRESSION, "type": "math", "expression": expression}

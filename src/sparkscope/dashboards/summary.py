@@ -1,0 +1,145 @@
+"""The application summary: one run whole. One function per row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkscope.dashboards.layout import Panel, Row
+from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS, NEEDS_PROCESS_TREE,
+                                           NEEDS_SINK, NOT_DRIVER, math, peak, per_executor_peak, raw, target,
+                                           total)
+
+
+def _peak_table(title: str, description: str, columns: list[tuple[str, str]], unit: str,
+                overrides: list[dict[str, Any]] = ()) -> Panel:
+    panel = Panel(title, description, [per_executor_peak(m, name) for m, name in columns], unit,
+                  kind="table", width=24, height=7,
+                  options={"sortBy": [{"displayName": "executorid", "desc": False}]}, overrides=list(overrides))
+    # One row per executor: join the columns, drop the (shared) time.
+    panel.transformations = [{"id": "merge", "options": {}},
+                             {"id": "organize", "options": {"excludeByName": {"Time": True}}}]
+    return panel
+
+
+def _stage_table(title: str, description: str, sort_by: str) -> Panel:
+    query = ('SELECT "stage_id", "attempt", "name", "duration_ms" AS "duration", "num_tasks" AS "tasks", '
+             '"task_p50_ms" AS "median task", "task_max_ms" AS "slowest task", "skew_ratio" AS "max / median", '
+             '"slowest_executor" AS "slowest on", "gc_max_ms" AS "max GC", "fetch_wait_max_ms" AS "max fetch wait", '
+             f'"straggler", "status" FROM "sparkscope_stage" WHERE {APP} AND "status" <> \'RUNNING\' '
+             'AND $timeFilter')
+    ms = ["duration", "median task", "slowest task", "max GC", "max fetch wait"]
+    return Panel(title, description, [raw(query, result_format="table")], "none", kind="table", width=24,
+                 height=8, options={"sortBy": [{"displayName": sort_by, "desc": True}]},
+                 overrides=[{"matcher": {"id": "byName", "options": name},
+                             "properties": [{"id": "unit", "value": "ms"}]} for name in ms]
+                 + [{"matcher": {"id": "byName", "options": "max / median"},
+                     "properties": [{"id": "decimals", "value": 1}]}])
+
+
+BYTES_COLUMNS = [
+    ("JVMHeapMemory", "heap used"), ("heap.max", "heap max"),
+    ("ProcessTreeJVMRSSMemory", "JVM RSS"), ("ProcessTreePythonRSSMemory", "Python RSS"),
+    ("ProcessTreeOtherRSSMemory", "other RSS"),
+    ("OnHeapUnifiedMemory", "unified on-heap"), ("OnHeapExecutionMemory", "execution on-heap"),
+    ("OnHeapStorageMemory", "storage on-heap"), ("OffHeapUnifiedMemory", "unified off-heap"),
+]
+
+
+def app_row() -> Row:
+    return Row("The application", [
+        Panel("Run time",
+              "Wall-clock time from application start to end (empty while it runs). " + NEEDS_ANNOTATOR,
+              [target(f'SELECT max("duration_ms") FROM "sparkscope_application" WHERE {APP} AND $timeFilter',
+                       "run time")], "ms", kind="stat", width=4, height=4),
+        Panel("Executors used",
+              "Executors (driver excluded) that reported metrics during the run. " + NEEDS_EXECUTOR_METRICS,
+              [target('SELECT count("v") FROM (SELECT max("value") AS "v" FROM "JVMHeapMemory" WHERE '
+                       f'{NOT_DRIVER} AND $timeFilter GROUP BY "executorid")', "executors")],
+              "none", kind="stat", width=4, height=4, decimals=0),
+        Panel("Task time",
+              "Total task run time and CPU time over all executors. " + NEEDS_SINK,
+              [total("runTime.count", "run time"), total("cpuTime.count", "CPU time", scale=" / 1000000")],
+              "ms", kind="stat", width=4, height=4),
+        Panel("GC share of task time",
+              "JVM GC time during tasks over task run time (jvmGCTime / runTime), all executors. "
+              + NEEDS_SINK,
+              [total("jvmGCTime.count", "GC"), total("runTime.count", "run"), math("$A / $B")],
+              "percentunit", kind="stat", width=4, height=4, hidden_refs=("A", "B"), decimals=1),
+        Panel("Failed tasks and stages",
+              "Failed tasks and stages over the run (driver's appStatus source). " + NEEDS_APP_STATUS,
+              [target(f'SELECT max("value") FROM "tasks.failedTasks.count" WHERE {APP} AND $timeFilter',
+                       "failed tasks"),
+               target(f'SELECT max("value") FROM "stages.failedStages.count" WHERE {APP} AND $timeFilter',
+                       "failed stages")], "none", kind="stat", width=4, height=4, decimals=0),
+        Panel("Peak memory, any executor",
+              "Highest heap used and highest JVM RSS of any executor over the run. " + NEEDS_PROCESS_TREE,
+              [peak("JVMHeapMemory", "heap"), peak("ProcessTreeJVMRSSMemory", "RSS")], "bytes",
+              kind="stat", width=4, height=4),
+    ])
+
+
+def memory_row() -> Row:
+    return Row("Memory: what each executor really needed", [
+        _peak_table(
+            "Peak memory per executor",
+            "The highest value each memory metric reached on each executor over the run, beside the "
+            "configured heap (heap max, about spark.executor.memory). Size executors from these: heap "
+            "used near heap max with GC time = too small; RSS JVM + Python + other is what the cluster "
+            "manager sees against spark.executor.memory + spark.executor.memoryOverhead. "
+            + NEEDS_EXECUTOR_METRICS + " RSS: " + NEEDS_PROCESS_TREE,
+            BYTES_COLUMNS, "bytes"),
+    ])
+
+
+def work_row() -> Row:
+    return Row("Work: task time per executor and in all", [
+        Panel("Task time by component, all executors",
+              "Where task time went over the run, summed over executors: run time, and within it CPU, GC, "
+              "deserialization, shuffle fetch wait, shuffle write, result serialization. " + NEEDS_SINK,
+              [total("runTime.count", "run time"), total("cpuTime.count", "CPU", scale=" / 1000000"),
+               total("jvmGCTime.count", "GC"), total("deserializeTime.count", "deserialize"),
+               total("shuffleFetchWaitTime.count", "shuffle fetch wait"),
+               total("shuffleWriteTime.count", "shuffle write", scale=" / 1000000"),
+               total("resultSerializationTime.count", "result serialization")],
+              "ms", kind="bargauge", width=24, height=7,
+              options={"displayMode": "basic", "orientation": "horizontal", "showUnfilled": True,
+                       "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}),
+        _peak_table(
+            "Work per executor",
+            "Totals per executor over the run: task run time and GC time (ms), succeeded tasks, shuffle "
+            "read and written, spilled to disk. An executor far above the others did more work: skewed "
+            "partitions or a slow node. " + NEEDS_SINK,
+            [("runTime.count", "run time"), ("jvmGCTime.count", "GC time"),
+             ("succeededTasks.count", "tasks"), ("shuffleTotalBytesRead.count", "shuffle read"),
+             ("shuffleBytesWritten.count", "shuffle written"), ("diskBytesSpilled.count", "spilled to disk")],
+            "none",
+            overrides=[{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": unit}]}
+                       for name, unit in [("run time", "ms"), ("GC time", "ms"), ("shuffle read", "bytes"),
+                                          ("shuffle written", "bytes"), ("spilled to disk", "bytes")]]),
+    ])
+
+
+def stages_row() -> Row:
+    return Row("Stages and queries", [
+        _stage_table("Slowest stages",
+                     "Completed and failed stages, slowest first: duration, tasks, median and slowest task, "
+                     "where the slowest ran. " + NEEDS_ANNOTATOR, "duration"),
+        _stage_table("Most skewed stages",
+                     "Stages by skew (slowest task / median task), worst first. straggler = true when the "
+                     "slowest task is far above the median (spark.sparkscope.straggler.* settings): look at "
+                     "its partitioning or at the executor named. " + NEEDS_ANNOTATOR, "max / median"),
+        Panel("SQL queries",
+              "SQL queries (executions) of the run with status and duration; the description is the query "
+              "text or the job description set by the application. " + NEEDS_ANNOTATOR,
+              [raw('SELECT "execution_id", "duration_ms" AS "duration", "status", "description" '
+                   f'FROM "sparkscope_query" WHERE {APP} AND "status" <> \'RUNNING\' AND $timeFilter',
+                   result_format="table")],
+              "none", kind="table", width=24, height=8,
+              options={"sortBy": [{"displayName": "duration", "desc": True}]},
+              overrides=[{"matcher": {"id": "byName", "options": "duration"},
+                          "properties": [{"id": "unit", "value": "ms"}]}]),
+    ])
+
+
+def rows() -> list[Row]:
+    return [app_row(), memory_row(), work_row(), stages_row()]

@@ -1,0 +1,100 @@
+"""`sparkscope demo`: a TPC-DS run you can watch, in one command.
+
+Brings the stack up (either backend, as `up` would), generates TPC-DS data
+offline (cached per scale), runs the queries on Spark in local-cluster mode
+(real executor JVMs) with the Graphite sink and the annotator attached,
+prints each query as it finishes, then a summary read back from InfluxDB:
+peak heap and RSS per executor, straggler stages with their queries, and
+where to look.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Callable, Optional
+
+from sparkscope.demo import tpcds
+from sparkscope.demo.options import DemoOptions, parse_memory_mb
+from sparkscope.demo.run import plan_queries, run_demo
+from sparkscope.demo.tpcds import TpcdsError
+from sparkscope.process import Progress
+from sparkscope.stack import Backend, open_stack
+from sparkscope.stack.settings import Settings, ensure_env_file, load_settings
+
+
+# --- arguments ----------------------------------------------------------------------
+
+def _scale_arg(text: str) -> float:
+    try:
+        return tpcds.parse_scale(text)
+    except TpcdsError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _positive_int(what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        if not text.strip().isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number >= 1 (got {text!r})")
+        return int(text)
+    return parse
+
+
+def _memory_arg(text: str) -> int:
+    try:
+        return parse_memory_mb(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    demo = subparsers.add_parser(
+        "demo", help="bring the stack up and run TPC-DS on Spark with sparkscope attached",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--scale", type=_scale_arg, default=tpcds.DEFAULT_SCALE,
+                      help="TPC-DS scale factor, > 0; 1 is about 1 GB of raw data "
+                           "(default %(default)s; generated once, cached per scale)")
+    demo.add_argument("--queries", metavar="LIST",
+                      help="comma list of queries to run, e.g. q1,q3,q14a (default: all of them)")
+    demo.add_argument("--executors", type=_positive_int("--executors"), default=2,
+                      help="executor JVMs in local-cluster mode (default %(default)s)")
+    demo.add_argument("--executor-memory", type=_memory_arg, default=1024, metavar="SIZE",
+                      help="memory per executor, e.g. 1g, 1536m (default 1g)")
+    demo.add_argument("--repetitions", type=_positive_int("--repetitions"), default=1,
+                      help="run the query list this many times (default %(default)s)")
+    demo.add_argument("--master", help="Spark master URL instead of local-cluster, e.g. "
+                                       "spark://host:7077 (executors must see the data directory "
+                                       "at the same path)")
+    demo.add_argument("--query-dir", type=Path, metavar="DIR",
+                      help="run your own .sql files from DIR instead of the TPC-DS set "
+                           "(a file name is a query name)")
+    demo.add_argument("--backend", choices=("native", "compose"),
+                      help="run the stack natively or with docker compose (default: the one running, "
+                           "else compose when a Docker engine answers)")
+    demo.set_defaults(func=cmd_demo)
+    return demo
+
+
+def options_from_args(args: argparse.Namespace) -> DemoOptions:
+    return DemoOptions(scale=args.scale, queries=args.queries, executors=args.executors,
+                       executor_memory_mb=args.executor_memory, repetitions=args.repetitions,
+                       master=args.master, query_dir=args.query_dir)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+    # Fail on a bad --queries before minutes of stack start-up.
+    plan_queries(options)
+    settings = load_settings()
+    if ensure_env_file(settings):
+        settings = load_settings()
+    stack = bring_up(settings, getattr(args, "backend", None))
+    return run_demo(settings, options, stack.name).exit_code
+
+
+def bring_up(settings: Settings, backend: Optional[str] = None, out: Progress = print) -> Backend:
+    """Start the stack (idempotent) with the backend `up` would choose."""
+    stack = open_stack(settings, backend)
+    out(f"stack: {stack.name} backend" + (" (a Docker engine answers)" if stack.name == "compose" else ""))
+    stack.up(progress=out)
+    return stack

@@ -1,0 +1,186 @@
+"""The demo's workload: spark-submit of the TPC-DS driver script, its
+progress as it goes, stopped in order on Ctrl-C or at a time limit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.demo import tpcds
+from sparkscope.demo.options import DemoError, DemoOptions, DemoResult, QueryResult
+from sparkscope.demo.summary import collect_from_influx, print_summary
+from sparkscope.process import log_tail, start_group, stop_group
+from sparkscope.spark.conf import annotator_properties, sparkscope_properties
+from sparkscope.spark.submit import spark_env, submit_argv
+from sparkscope.stack import influx
+from sparkscope.stack.settings import Settings
+
+Out = Callable[[str], None]
+
+DRIVER_SCRIPT = Path(__file__).parent / "tpcds_driver.py"
+APP_NAME = "sparkscope-demo-tpcds"  # no dots: it may become spark.metrics.namespace
+DRIVER_MEMORY = "2g"
+STOP_GRACE_S = 10.0  # SIGTERM lets Spark stop its executors and the annotator flush
+
+
+def plan_queries(options: DemoOptions) -> list[tpcds.Query]:
+    directory = options.query_dir
+    if directory is not None and not directory.is_dir():
+        raise DemoError(f"--query-dir {directory} is not a directory")
+    names = tpcds.select_queries(options.queries, tpcds.available_queries(directory))
+    return tpcds.load_queries(names, directory)
+
+
+def spark_conf(settings: Settings, options: DemoOptions, jar: Path) -> dict[str, str]:
+    conf = sparkscope_properties(settings, period_s=options.sink_period_s)
+    conf.update(annotator_properties(settings, jar))
+    conf.update({
+        "spark.app.name": APP_NAME,
+        "spark.executor.memory": f"{options.executor_memory_mb}m",
+        # The progress bar would only fill the log; the demo prints per query.
+        "spark.ui.showConsoleProgress": "false",
+        # Not ./spark-warehouse in the user's working directory.
+        "spark.sql.warehouse.dir": str(settings.state_dir / "spark-warehouse"),
+        # In local-cluster mode the driver JVM also hosts the master and workers,
+        # and some queries broadcast tables of tens of MB: 1g (the default) runs
+        # out building broadcasts (q35 at sf=0.1).
+        "spark.driver.memory": DRIVER_MEMORY,
+        # The driver samples its own memory (heap, RSS, GC) only at its heartbeat, not at
+        # spark.executor.metrics.pollingInterval; the first one comes 1-2 intervals after
+        # start. At the default 10 s a 20 s demo run can end before the driver reports.
+        "spark.executor.heartbeatInterval": "2s",
+    })
+    conf.update(options.extra_conf)
+    return conf
+
+
+def _line(result: QueryResult, index: int, total: int, name_width: int, reps: int) -> str:
+    label = result.name if reps == 1 else f"{result.name} #{result.repetition}"
+    width = len(str(total))
+    text = f"[{index:>{width}}/{total}] {label:<{name_width}} {result.status:>6} {result.seconds:5.1f} s"
+    if result.error:
+        text += f"  {result.error}"
+    return text
+
+
+def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native", out: Out = print) -> DemoResult:
+    """Generate data, run the queries, print progress and the summary.
+
+    The stack must be up (bring_up); stack_kind only changes where-to-look hints.
+    """
+    def say(text: str) -> None:
+        out(text)
+        if out is print:
+            sys.stdout.flush()
+
+    queries = plan_queries(options)
+    if not influx.ping(settings.influx_url):
+        raise DemoError(f"InfluxDB does not answer at {settings.influx_url}: is the stack up? "
+                        "run ./sparkscope up")
+    data = tpcds.ensure_data(settings.cache_dir, options.scale, progress=say)
+    jar = ensure_annotator_jar(settings.root, progress=say)
+    master = options.spark_master
+    if not master.startswith("local"):
+        say(f"note: executors of {master} read the data at {data}: it must be on a filesystem they share")
+
+    logs = settings.state_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    result = DemoResult(exit_code=0, planned=len(queries) * options.repetitions,
+                        order=[q.name for _ in range(options.repetitions) for q in queries],
+                        log=logs / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.log")
+    plan = {"data_dir": str(data), "tables": list(tpcds.TABLES), "repetitions": options.repetitions,
+            "schema_cache": str(tpcds.schema_cache(data)),
+            "queries": [{"name": q.name, "sql": q.sql} for q in queries]}
+    plan_file = tempfile.NamedTemporaryFile("w", suffix=".json", prefix="sparkscope-demo-", delete=False)
+    with plan_file:
+        json.dump(plan, plan_file)
+    argv = submit_argv(DRIVER_SCRIPT, master, spark_conf(settings, options, jar), [plan_file.name])
+
+    say(f"\nTPC-DS sf={tpcds.scale_label(options.scale)}: {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"
+        f"{f' x {options.repetitions}' if options.repetitions > 1 else ''} on {master}; Spark's log: {result.log}")
+    name_width = max(len(q.name) for q in queries) + (3 if options.repetitions > 1 else 0)
+    started = time.monotonic()
+    proc: Optional[subprocess.Popen] = None
+    timer: Optional[threading.Timer] = None
+    timed_out = threading.Event()
+    try:
+        # Its own session: a Ctrl-C reaches the demo only, which then stops Spark
+        # in order instead of every JVM dying mid-write.
+        proc = start_group(argv, result.log, env=spark_env(), cwd=settings.state_dir, stdout=subprocess.PIPE)
+        if options.timeout_s:
+            def on_timeout() -> None:
+                timed_out.set()
+                stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=out)
+            timer = threading.Timer(options.timeout_s, on_timeout)
+            timer.daemon = True
+            timer.start()
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                event = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(event, dict):
+                continue
+            if event.get("event") == "app":
+                result.app_id = event.get("metrics_id") or event.get("app_id")
+                result.phases["app"] = time.monotonic() - started
+                say(f"application {event.get('app_id')} (Spark {event.get('spark_version')}) started "
+                    f"in {time.monotonic() - started:.1f} s")
+            elif event.get("event") == "ready":
+                result.phases["ready"] = time.monotonic() - started
+                say(f"tables registered in {event.get('seconds', 0):.1f} s; the first queries also warm "
+                    "up the executor JVMs")
+            elif event.get("event") == "query":
+                qr = QueryResult(name=event["name"], repetition=event.get("repetition", 1),
+                                 status=event.get("status", "FAILED"), seconds=float(event.get("seconds", 0)),
+                                 rows=event.get("rows"), error=event.get("error"),
+                                 start_ms=event.get("start_ms", 0), end_ms=event.get("end_ms", 0))
+                result.results.append(qr)
+                say(_line(qr, len(result.results), result.planned, name_width, options.repetitions))
+                result.phases["done"] = time.monotonic() - started
+        result.spark_exit = proc.wait()
+    except KeyboardInterrupt:
+        result.interrupted = True
+        say(f"\ninterrupted: stopping Spark (process group {proc.pid if proc else '-'}) ...")
+        if proc is not None:
+            stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=out)
+            result.spark_exit = proc.poll()
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if proc is not None and proc.poll() is None:
+            stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=out)
+        Path(plan_file.name).unlink(missing_ok=True)
+    result.wall_s = time.monotonic() - started
+    if timed_out.is_set():
+        result.timed_out = True
+        say(f"\nstopped: the workload ran past its {options.timeout_s:.0f} s limit")
+
+    if result.app_id is None:
+        if result.interrupted:
+            say("interrupted before the Spark application started: no query ran; the stack keeps running")
+            result.exit_code = 130
+            return result
+        tail = log_tail(result.log, 20)
+        raise DemoError(f"spark-submit exited {result.spark_exit} before the application started; "
+                        f"last lines of {result.log}:\n{tail}")
+    try:
+        collect_from_influx(settings, result, master, wait=not (result.interrupted or result.timed_out))
+    except KeyboardInterrupt:
+        result.interrupted = True  # stop waiting for the last reports; summarize what arrived
+    except influx.InfluxError as err:
+        result.influx_error = str(err)
+    print_summary(settings, options, result, stack_kind, say)
+    if result.interrupted:
+        result.exit_code = 130
+    elif result.failed or result.spark_exit != 0 or len(result.results) < result.planned:
+        result.exit_code = 1
+    return result

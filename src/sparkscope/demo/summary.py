@@ -1,0 +1,204 @@
+"""After the run: what arrived in InfluxDB (peak memory per executor, straggler
+stages and the queries they ran for), and the summary that says where to look."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Optional
+
+from sparkscope.dashboards import LIVE_UID
+from sparkscope.demo.options import DemoOptions, DemoResult, QueryResult, executor_key, expected_executors
+from sparkscope.stack import influx
+from sparkscope.stack.settings import Settings
+
+Out = Callable[[str], None]
+
+METRICS_WAIT_S = 20.0  # the sink's last report at stop, plus Telegraf's flush
+
+
+def _q(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def executor_peaks(settings: Settings, app_id: str) -> dict[str, dict[str, float]]:
+    peaks: dict[str, dict[str, float]] = {}
+    for measurement in ("JVMHeapMemory", "ProcessTreeJVMRSSMemory"):
+        series = influx.query(settings.influx_url,
+                              f'SELECT max("value") FROM "{measurement}" WHERE "applicationid" = '
+                              f"'{_q(app_id)}' GROUP BY \"executorid\"", settings.database)
+        for s in series:
+            peaks.setdefault(s["tags"]["executorid"], {})[measurement] = s["values"][0][1]
+    return peaks
+
+
+def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(zip(s["columns"], values)) for s in series for values in s.get("values", [])]
+
+
+def annotations(settings: Settings, app_id: str, measurement: str, where: str = "") -> list[dict[str, Any]]:
+    statement = (f'SELECT * FROM "{measurement}" WHERE "applicationid" = \'{_q(app_id)}\' '
+                 f"AND \"status\" <> 'RUNNING'{where}")
+    return _rows(influx.query(settings.influx_url, statement, settings.database))
+
+
+def collect_from_influx(settings: Settings, result: DemoResult, master: str, wait: bool = True) -> None:
+    """Peak memory per executor and straggler stages of the run, once they arrived.
+
+    The last metric reports leave each JVM as it stops, then wait for
+    Telegraf's flush; the annotator writes the application's end last.
+    """
+    expected = expected_executors(master)
+    deadline = time.monotonic() + (METRICS_WAIT_S if wait else 0)
+    seen: set[str] = set()
+    stable_since = time.monotonic()
+    while True:
+        result.peaks = executor_peaks(settings, result.app_id)
+        finished = annotations(settings, result.app_id, "sparkscope_application")
+        have_all = set(result.peaks) >= expected if expected is not None else (
+            set(result.peaks) == seen and time.monotonic() - stable_since > 6)
+        if set(result.peaks) != seen:
+            seen, stable_since = set(result.peaks), time.monotonic()
+        if (have_all and finished) or time.monotonic() >= deadline:
+            break
+        time.sleep(1)
+    stages = annotations(settings, result.app_id, "sparkscope_stage", " AND \"straggler\" = 'true'")
+    if stages:
+        jobs = annotations(settings, result.app_id, "sparkscope_job")
+        queries = annotations(settings, result.app_id, "sparkscope_query")
+        result.stragglers = attribute_stages(stages, jobs, queries, result.results)
+
+
+def _query_name(description: Optional[str]) -> Optional[str]:
+    if description and description.startswith("TPC-DS "):
+        return description[len("TPC-DS "):].split()[0]
+    return None
+
+
+def attribute_stages(stages: list[dict[str, Any]], jobs: list[dict[str, Any]],
+                     queries: list[dict[str, Any]], results: list[QueryResult] = ()) -> list[dict[str, Any]]:
+    """Each stage with the TPC-DS query it ran for, worst excess first.
+
+    Stage points carry no job id, so a stage belongs to the job whose
+    region (time .. end_time_ms) holds the stage's submission time; the job
+    names its query by description (TPC-DS qN), or by execution_id through
+    the query's own point. The demo runs one query at a time, so its own
+    per-query windows settle what the annotations cannot.
+    """
+    by_execution = {str(q.get("execution_id")): q.get("description") for q in queries}
+    out = []
+    for stage in stages:
+        start = stage["time"]
+        holders = [j for j in jobs if j["time"] <= start <= (j.get("end_time_ms") or math.inf)]
+        name = None
+        for job in sorted(holders, key=lambda j: -j["time"]):
+            name = _query_name(job.get("description")) or _query_name(
+                by_execution.get(str(job.get("execution_id"))))
+            if name:
+                break
+        if name is None:
+            name = next((r.name for r in results if r.start_ms <= start <= r.end_ms), "?")
+        excess = (stage.get("task_max_ms") or 0) - (stage.get("task_p50_ms") or 0)
+        out.append({**stage, "query": name, "excess_ms": excess})
+    return sorted(out, key=lambda s: -s["excess_ms"])
+
+# --- the summary ------------------------------------------------------------------------
+
+def _size(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 2**30:.2f} GB" if value >= 2**30 else f"{value / 2**20:.0f} MB"
+
+
+def _seconds(ms: Optional[float]) -> str:
+    return "-" if ms is None else f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+def _phases(result: DemoResult, query_time: float) -> str:
+    app, ready, done = (result.phases.get(k) for k in ("app", "ready", "done"))
+    parts = []
+    if app is not None:
+        parts.append(f"Spark start {app:.1f} s")
+    if app is not None and ready is not None:
+        parts.append(f"tables {ready - app:.1f} s")
+    parts.append(f"queries {query_time:.1f} s")
+    if done is not None:
+        parts.append(f"stop {max(0.0, result.wall_s - done):.1f} s")
+    return ", ".join(parts)
+
+
+def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, stack_kind: str, say: Out) -> None:
+    ok = [r for r in result.results if r.status == "ok"]
+    failed = result.failed
+    query_time = sum(r.seconds for r in result.results)
+    say("\nSummary")
+    state = " (interrupted)" if result.interrupted else " (stopped at the time limit)" if result.timed_out else ""
+    say(f"  queries   {len(result.results)} of {result.planned} run{state}: {len(ok)} ok, {len(failed)} failed")
+    for r in failed:
+        say(f"            FAILED {r.name}: {r.error}")
+    if (result.interrupted or result.timed_out) and len(result.results) < result.planned:
+        done = ", ".join(r.name for r in result.results) or "none"
+        running = (f"; stopped while {result.order[len(result.results)]} ran"
+                   if "ready" in result.phases and len(result.results) < len(result.order) else "")
+        say(f"            ran: {done}{running}")
+    say(f"  time      {result.wall_s:.1f} s in all: {_phases(result, query_time)}")
+    say(f"  app       {result.app_id}  (tag applicationid in InfluxDB)")
+    if result.spark_exit not in (0, None) and not (result.interrupted or result.timed_out):
+        say(f"  spark-submit exited {result.spark_exit}: see {result.log}")
+
+    say("  peak memory per executor (JVMHeapMemory, ProcessTreeJVMRSSMemory):")
+    if result.influx_error:
+        say(f"    not read: {result.influx_error}")
+    elif result.peaks:
+        for executor in sorted(result.peaks, key=executor_key):
+            p = result.peaks[executor]
+            say(f"    {executor:<8} heap {_size(p.get('JVMHeapMemory')):>9}   RSS "
+                f"{_size(p.get('ProcessTreeJVMRSSMemory')):>9}")
+        if options.spark_master.startswith("local-cluster") and "driver" in result.peaks:
+            say("    (the driver's RSS counts its process tree: in local-cluster mode that holds the "
+                "executor JVMs and Python too)")
+    else:
+        say("    none arrived: is Telegraf up (./sparkscope status) and GRAPHITE_PORT reachable?")
+    expected = expected_executors(options.spark_master)
+    if expected and result.peaks and not set(result.peaks) >= expected and not result.interrupted:
+        say(f"    missing: {', '.join(sorted(expected - set(result.peaks), key=executor_key))}")
+
+    if result.stragglers:
+        say("  straggler stages (slowest task >= 3x the median and >= 2 s over it), worst first:")
+        for s in result.stragglers[:5]:
+            say(f"    stage {s.get('stage_id')}.{s.get('attempt')}  {s['query']:<6} "
+                f"{_seconds(s.get('duration_ms'))}, {s.get('num_tasks')} tasks, median task "
+                f"{_seconds(s.get('task_p50_ms'))}, slowest {_seconds(s.get('task_max_ms'))} on executor "
+                f"{s.get('slowest_executor')}")
+        if len(result.stragglers) > 5:
+            say(f"    ... {len(result.stragglers) - 5} more")
+    else:
+        say("  straggler stages: none (a stage is one when its slowest task took >= 3x the median "
+            "and >= 2 s longer)")
+
+    say("\nWhere to look")
+    app = result.app_id or ""
+    start_ms = min((r.start_ms for r in result.results), default=int(time.time() * 1000)) - 60_000
+    end_ms = max((r.end_ms for r in result.results), default=int(time.time() * 1000)) + 60_000
+    link = (f"{settings.grafana_url}/d/{LIVE_UID}?var-username=spark&var-applicationid={app}"
+            f"&from={start_ms}&to={end_ms}")
+    if stack_kind == "compose":
+        say(f"  Grafana   {link}")
+        say(f"            dashboard uid {LIVE_UID}, user {settings.grafana_user}, password in .env")
+    else:
+        say(f"  Grafana   {settings.grafana_url}  dashboard uid {LIVE_UID} (user {settings.grafana_user}, "
+            "password in .env)")
+        say("            Natively only Grafana's HTTP API runs, not its web UI (it is not built here):")
+        say("            this link works with the docker compose stack or any Grafana with dashboards/ imported:")
+        say(f"            {link}")
+        say(f"            curl -su \"{settings.grafana_user}:$(sed -n 's/^GRAFANA_ADMIN_PASSWORD=//p' {settings.root / '.env'})\" "
+            f"{settings.grafana_url}/api/dashboards/uid/{LIVE_UID}")
+    say(f"  InfluxDB  {settings.influx_url}  database {settings.database}, e.g.:")
+    say(f"            curl -sG {settings.influx_url}/query --data-urlencode db={settings.database} "
+        f"--data-urlencode \"q=SELECT max(value) FROM JVMHeapMemory WHERE applicationid='{app}' "
+        f"GROUP BY executorid\"")
+    say(f"            curl -sG {settings.influx_url}/query --data-urlencode db={settings.database} "
+        f"--data-urlencode \"q=SELECT text FROM sparkscope_query WHERE applicationid='{app}' "
+        f"AND status <> 'RUNNING'\"")
+    if result.interrupted:
+        say("  The stack keeps running; ./sparkscope down stops it.")

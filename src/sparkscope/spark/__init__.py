@@ -1,0 +1,1 @@
+"""Attaching sparkscope to Spark: the properties (conf.py) and spark-submit (submit.py)."""

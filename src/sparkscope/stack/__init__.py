@@ -1,0 +1,267 @@
+"""The stack: InfluxDB, Telegraf and Grafana, run by one of two backends
+behind one interface, so that `up`, `down`, `status`, `demo` and the tests
+do not care which:
+
+- native.py: local processes built from source, started by pid;
+- compose.py: docker compose (`docker compose` v2 or `docker-compose` v1).
+
+Which backend runs the stack is recorded in the state dir at `up`, so that
+`down` and `status` find it again; `--backend` overrides the choice, which is
+otherwise compose when a Docker engine answers, else native. Both read the
+same config files and settings (settings.py); what they share, health checks,
+versions, InfluxDB's statistics and the wait for health, lives in Backend.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from sparkscope.errors import SparkscopeError
+from sparkscope.process import Progress, wait_until
+from sparkscope.stack import influx
+from sparkscope.stack.influx_storage import human_size, influx_write_problem
+from sparkscope.stack.settings import Settings
+
+SERVICE_NAMES = ("influxdb", "telegraf", "grafana")
+BACKENDS = ("native", "compose")
+HEALTH_DEADLINE_S = {"influxdb": 60.0, "telegraf": 30.0, "grafana": 120.0}
+
+
+class StackError(SparkscopeError):
+    """The stack could not be started or stopped; the message says what to do next."""
+
+
+@dataclass
+class ServiceStatus:
+    name: str
+    backend: str
+    state: str  # up | degraded (InfluxDB answers but cannot store points) | unhealthy | down
+    process: str  # "pid 1234", "container sparkscope-influxdb-1", or "-"
+    url: str
+    version: str = "-"
+    data: str = ""  # InfluxDB: its database's size and series count
+    detail: str = ""  # what is wrong and what to do; may span lines
+
+
+# --- what both backends check --------------------------------------------------------
+
+def tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def grafana_health(url: str) -> Optional[dict]:
+    """Grafana's /api/health when its database is ok (it then serves the API), else None."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/health", timeout=2) as resp:
+            body = json.loads(resp.read())
+            return body if resp.status == 200 and body.get("database") == "ok" else None
+    except (OSError, ValueError):
+        return None
+
+
+def health_checks(settings: Settings) -> dict[str, tuple[Callable[[], bool], str]]:
+    """Per service: a check that it answers, and the address users reach it at."""
+    return {
+        "influxdb": (lambda: influx.ping(settings.influx_url), settings.influx_url),
+        "telegraf": (lambda: tcp_open(settings.graphite_host, settings.graphite_port)
+                     and tcp_open(settings.graphite_host, settings.events_port),
+                     f"tcp://{settings.graphite_bind}:{settings.graphite_port} (Graphite), "
+                     f"{settings.events_url} (annotator events)"),
+        "grafana": (lambda: grafana_health(settings.grafana_url) is not None, settings.grafana_url),
+    }
+
+
+# --- the interface -------------------------------------------------------------------------
+
+class Backend:
+    """One way of running the stack. A backend says how to start, stop and find
+    each service; waiting for health, the database, the record of which backend
+    runs and the status rows are the same for both."""
+
+    name = ""
+    starts_together = False
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    # what a backend provides
+    def _start(self, names: tuple[str, ...], progress: Progress) -> dict[str, str]:
+        """Start these services (none of them running); returns each one's process label."""
+        raise NotImplementedError
+
+    def _stop(self, names: tuple[str, ...], progress: Progress, everything: bool = False) -> None:
+        """Stop these running services; everything: the whole stack was asked to stop."""
+        raise NotImplementedError
+
+    def processes(self) -> dict[str, Optional[str]]:
+        """Each service's process label ("pid 1234", "container x") while it runs, else None."""
+        raise NotImplementedError
+
+    def log_hint(self, name: str) -> str:
+        """Where the service's log is, as a user would look."""
+        raise NotImplementedError
+
+    def log_excerpt(self, name: str) -> str:
+        """The end of the service's log for an error message, or where to read it."""
+        return self.log_hint(name)
+
+    def versions(self) -> dict[str, str]:
+        """What each service is, when the service itself does not say (Telegraf)."""
+        return {}
+
+    def _ready(self) -> None:
+        """Checks before anything starts (e.g. the binaries are built)."""
+
+    # the same for both
+    def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        settings = self.settings
+        if settings.password_is_placeholder:
+            raise StackError("GRAFANA_ADMIN_PASSWORD is the placeholder from .env.example: set your own in "
+                             ".env (or delete .env and ./sparkscope up writes one with a random password)")
+        other = recorded_backend(settings)
+        if other not in (None, self.name) and any(open_stack(settings, other).processes().values()):
+            raise StackError(f"the {other} stack is running; stop it first (./sparkscope down), then "
+                             f"./sparkscope up --backend {self.name}")
+        self._ready()
+        checks = health_checks(settings)
+        running = self.processes()
+        wanted = [name for name in SERVICE_NAMES if name in only]
+        for name in wanted:
+            healthy, address = checks[name]
+            if running.get(name) is None and healthy():
+                raise StackError(f"{name}: something else already answers at {address}; stop it or change "
+                                 f"its port in .env")
+        record_backend(settings, self.name)
+        for name in wanted:
+            if running.get(name) is not None and checks[name][0]():
+                progress(f"{name:9} already running  {checks[name][1]}")
+        to_start = tuple(n for n in wanted if running.get(n) is None or not checks[n][0]())
+        # Natively each service starts once the one before answers (InfluxDB first,
+        # so its database exists before Telegraf writes); compose orders them itself.
+        groups = [to_start] if self.starts_together else [(n,) for n in to_start]
+        for group in filter(None, groups):
+            started = time.monotonic()
+            labels = self._start(group, progress)
+            for name in group:
+                self._wait_healthy(name, started)
+                if name == "influxdb":
+                    influx.ensure_database(settings.influx_url, settings.database, settings.retention)
+                progress(f"{name:9} up in {time.monotonic() - started:4.1f} s  {labels.get(name, '')}  "
+                         f"{checks[name][1]}")
+
+    def _wait_healthy(self, name: str, started: float) -> None:
+        healthy, address = health_checks(self.settings)[name]
+        deadline = HEALTH_DEADLINE_S[name] - (time.monotonic() - started)
+        # A service that exits at start is not running: fail at once, not at the deadline.
+        answered = wait_until(lambda: healthy() or self.processes().get(name) is None, max(deadline, 1.0))
+        if answered and healthy():
+            return
+        exited = self.processes().get(name) is None
+        self._stop((name,), lambda _: None)
+        reason = "exited at start" if exited else f"did not answer at {address} within {HEALTH_DEADLINE_S[name]:.0f} s"
+        raise StackError(f"{name} {reason}; {self.log_excerpt(name)}")
+
+    def down(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        running = self.processes()
+        names = tuple(n for n in reversed(SERVICE_NAMES) if n in only)
+        self._stop(tuple(n for n in names if running.get(n) is not None), progress,
+                   everything=set(only) >= set(SERVICE_NAMES))
+        for name in names:
+            progress(f"{name:9} {'stopped (' + running[name] + ')' if running.get(name) else 'not running'}")
+        if not any(self.processes().values()):
+            forget_backend(self.settings)
+
+    def status(self) -> list[ServiceStatus]:
+        settings = self.settings
+        checks = health_checks(settings)
+        running = self.processes()
+        versions = self.versions()
+        rows = []
+        for name in SERVICE_NAMES:
+            healthy, address = checks[name]
+            row = ServiceStatus(name, self.name, "down", running.get(name) or "-", address,
+                                versions.get(name, "-"))
+            if running.get(name) is None:
+                row.detail = f"not running ({self.log_hint(name)}); start it: ./sparkscope up {name}"
+            elif not healthy():
+                row.state = "unhealthy"
+                row.detail = f"runs but does not answer at {address}; {self.log_hint(name)}"
+            else:
+                row.state = "up"
+                if name == "influxdb":
+                    self._influx_row(row)
+                elif name == "grafana":
+                    row.version = (grafana_health(settings.grafana_url) or {}).get("version", row.version)
+            rows.append(row)
+        return rows
+
+    def _influx_row(self, row: ServiceStatus) -> None:
+        settings = self.settings
+        row.version = influx.server_version(settings.influx_url) or row.version
+        try:
+            stats = influx.database_stats(settings.influx_url, settings.database)
+            row.data = f"database {settings.database}: {human_size(stats.size_bytes)}, {stats.series:,} series"
+        except influx.InfluxError as err:
+            row.data = f"database {settings.database}: no statistics ({err})"
+        problem = influx_write_problem(settings)
+        if problem:
+            row.state, row.detail = "degraded", f"answers queries but {problem}"
+
+
+# --- which backend -----------------------------------------------------------------------
+
+def docker_engine_answers() -> bool:
+    """A Docker engine answers (`docker info` succeeds), not merely a docker CLI."""
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def recorded_backend(settings: Settings) -> Optional[str]:
+    try:
+        name = (settings.state_dir / "backend").read_text().strip()
+    except OSError:
+        return None
+    return name if name in BACKENDS else None
+
+
+def record_backend(settings: Settings, name: str) -> None:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    (settings.state_dir / "backend").write_text(name + "\n")
+
+
+def forget_backend(settings: Settings) -> None:
+    (settings.state_dir / "backend").unlink(missing_ok=True)
+
+
+def choose_backend(settings: Settings, requested: Optional[str] = None) -> str:
+    """--backend if given, else the one recorded at up, else compose when a Docker engine answers."""
+    if requested:
+        if requested not in BACKENDS:
+            raise StackError(f"no backend {requested!r}: choose {' or '.join(BACKENDS)}")
+        return requested
+    return recorded_backend(settings) or ("compose" if docker_engine_answers() else "native")
+
+
+def open_stack(settings: Settings, backend: Optional[str] = None) -> Backend:
+    name = choose_backend(settings, backend)
+    if name == "compose":
+        from sparkscope.stack.compose import ComposeBackend
+        return ComposeBackend(settings)
+    from sparkscope.stack.native import NativeBackend
+    return NativeBackend(settings)

@@ -1,0 +1,157 @@
+"""The native backend: InfluxDB, Telegraf and Grafana as local processes.
+
+They run with the same config files Docker mounts (influxdb/, telegraf/,
+grafana/, dashboards/); only paths and listen addresses differ, and those go
+in through each program's own environment-variable overrides. Every process
+is started in a session of its own, its pid recorded in <state>/pids, and
+stopped by that pid only.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from sparkscope.build.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
+from sparkscope.build.grafana import ensure_grafana, grafana_command
+from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group
+from sparkscope.stack import SERVICE_NAMES, Backend
+from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
+from sparkscope.stack.settings import Settings
+
+
+@dataclass
+class Service:
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    dirs: list[Path] = field(default_factory=list)  # created before it starts
+
+
+class PidFile:
+    def __init__(self, state_dir: Path, name: str):
+        self.path = state_dir / "pids" / f"{name}.pid"
+
+    def write(self, pid: int) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(f"{pid} {start_ticks(pid) or ''}\n")
+
+    def running_pid(self) -> Optional[int]:
+        """The recorded pid if that very process still runs, else None."""
+        try:
+            pid_text, _, ticks = self.path.read_text().strip().partition(" ")
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            return None
+        if start_ticks(pid) is None or start_ticks(pid) != ticks:
+            return None
+        # A service that exited at start stays a zombie until `up` (its parent)
+        # reaps it; it is not running, and up must not wait out the deadline.
+        return None if is_zombie(pid) else pid
+
+    def clear(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+# --- how each service runs: one function per service -----------------------------------
+
+def _base_env() -> dict[str, str]:
+    # The user's own INFLUXDB_* / GF_* variables would override our config files.
+    return {k: v for k, v in os.environ.items() if not k.startswith(("INFLUXDB_", "GF_"))}
+
+
+def influxdb_service(settings: Settings, progress: Progress) -> Service:
+    influxd = ensure_influxd(settings.cache_dir, progress)
+    dirs = influx_dirs(settings.state_dir)
+    return Service("influxdb", [str(influxd), "-config", str(settings.root / "influxdb" / "influxdb.conf")], {
+        **_base_env(),
+        **{key: str(path) for key, path in dirs.items()},
+        "INFLUXDB_HTTP_BIND_ADDRESS": f"{settings.http_bind}:{settings.influxdb_port}",
+        # The backup RPC port sits two above the HTTP port (8086 -> 8088),
+        # so two stacks on one machine never collide on it.
+        "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{settings.influxdb_port + 2}",
+    })
+
+
+def telegraf_service(settings: Settings, progress: Progress) -> Service:
+    telegraf = ensure_telegraf(settings.cache_dir, progress)
+    return Service("telegraf", [str(telegraf), "--config", str(settings.root / "telegraf" / "telegraf.conf")], {
+        **_base_env(),
+        "INFLUX_URL": settings.influx_url,
+        "SPARKSCOPE_DB": settings.database,
+        "GRAPHITE_LISTEN": f"{settings.graphite_bind}:{settings.graphite_port}",
+        "EVENTS_LISTEN": f"{settings.graphite_bind}:{settings.events_port}",
+    })
+
+
+def grafana_service(settings: Settings, progress: Progress) -> Service:
+    home = ensure_grafana(settings.cache_dir, progress)
+    root, state = settings.root, settings.state_dir / "grafana"
+    return Service("grafana", grafana_command(home, root / "grafana" / "grafana.ini"), {
+        **_base_env(),
+        "INFLUX_URL": settings.influx_url,
+        "SPARKSCOPE_DB": settings.database,
+        "GF_PATHS_DATA": str(state / "data"),
+        "GF_PATHS_LOGS": str(state / "logs"),
+        "GF_PATHS_PLUGINS": str(state / "plugins"),
+        "GF_PATHS_PROVISIONING": str(root / "grafana" / "provisioning"),
+        "GF_SERVER_HTTP_ADDR": settings.http_bind,
+        "GF_SERVER_HTTP_PORT": str(settings.grafana_port),
+        "GF_SECURITY_ADMIN_USER": settings.grafana_user,
+        "GF_SECURITY_ADMIN_PASSWORD": settings.grafana_password,
+        "SPARKSCOPE_DASHBOARDS_DIR": str(root / "dashboards"),
+        "GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH": str(root / "dashboards" / "spark-executors.json"),
+    }, dirs=[state / "data", state / "logs", state / "plugins"])
+
+
+SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
+
+
+class NativeBackend(Backend):
+    name = "native"
+
+    def log_path(self, name: str) -> Path:
+        return self.settings.state_dir / "logs" / f"{name}.log"
+
+    def log_hint(self, name: str) -> str:
+        return f"log: {self.log_path(name)}"
+
+    def log_excerpt(self, name: str) -> str:
+        return f"last log lines ({self.log_path(name)}):\n{log_tail(self.log_path(name))}"
+
+    def processes(self) -> dict[str, Optional[str]]:
+        pids = {name: PidFile(self.settings.state_dir, name).running_pid() for name in SERVICE_NAMES}
+        return {name: f"pid {pid}" if pid else None for name, pid in pids.items()}
+
+    def versions(self) -> dict[str, str]:
+        # InfluxDB built by `go install` says "unknown" itself; Grafana says its own.
+        return {"influxdb": INFLUXD_VERSION, "telegraf": TELEGRAF_VERSION}
+
+    def _start(self, names: tuple[str, ...], progress: Progress) -> dict[str, str]:
+        labels = {}
+        for name in names:
+            service = SERVICES[name](self.settings, progress)
+            for directory in service.dirs:
+                directory.mkdir(parents=True, exist_ok=True)
+            proc = start_group(service.argv, self.log_path(name), env=service.env, cwd=self.settings.state_dir)
+            PidFile(self.settings.state_dir, name).write(proc.pid)
+            labels[name] = f"pid {proc.pid}"
+        return labels
+
+    def _stop(self, names: tuple[str, ...], progress: Progress, everything: bool = False) -> None:
+        for name in names:
+            pidfile = PidFile(self.settings.state_dir, name)
+            pid = pidfile.running_pid()
+            if pid is not None:
+                stop_group(pid)
+            pidfile.clear()
+
+    def status(self):
+        rows = super().status()
+        for row in rows:
+            if row.name == "influxdb" and row.state == "down":
+                problem = influx_disk_problem(self.settings)  # why it cannot start
+                row.detail += f"\n{problem}" if problem else ""
+        return rows

@@ -1,1 +1,0 @@
-"""Driver scripts that spark-submit runs (not imported by the CLI)."""
