@@ -1,0 +1,163 @@
+"""Builds and installs: apt waits for a busy lock instead of failing, the
+process helper stops what it started, Telegraf is built with the plugins its
+config uses, and the package runs on the oldest Python it declares."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkscope.build import BuildError, apt
+from sparkscope.build.go import TELEGRAF_PLUGINS, plugins_in_config
+from sparkscope.process import group_alive, run_logged, start_group, stop_group
+from sparkscope.stack.settings import ROOT
+
+
+# --- apt and its lock ------------------------------------------------------------------
+
+@pytest.fixture
+def fake_apt(tmp_path, monkeypatch):
+    """An apt-get that reports the dpkg lock held for its first `busy` calls."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "apt-get"
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        echo "$@" >> {tmp_path}/calls
+        n=$(wc -l < {tmp_path}/calls)
+        if [ "$n" -le "$(cat {tmp_path}/busy)" ]; then
+          echo "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)" >&2
+          exit 100
+        fi
+        if [ -f {tmp_path}/broken ] && [ "$3" = install ]; then echo "E: Unable to locate package $7" >&2; exit 100; fi
+        echo "Setting up docker-compose"
+        """))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(apt, "RETRY_S", 0.1)
+    if os.geteuid() != 0:
+        pytest.skip("apt_install runs only as root")
+    return tmp_path
+
+
+def test_apt_waits_for_a_busy_lock_and_says_so(fake_apt):
+    (fake_apt / "busy").write_text("2")
+    messages: list[str] = []
+    apt.apt_install(["docker-compose"], messages.append, deadline_s=30, log=fake_apt / "apt.log")
+    calls = (fake_apt / "calls").read_text().splitlines()
+    assert [c.split()[2] for c in calls] == ["update", "update", "update", "install"]
+    assert all(re.match(r"-o DPkg::Lock::Timeout=\d+ ", c) for c in calls)
+    assert sum("apt is busy (another apt or dpkg runs); waiting for its lock" in m for m in messages) == 1
+
+
+def test_apt_gives_up_at_the_deadline_with_the_next_step(fake_apt):
+    (fake_apt / "busy").write_text("1000")
+    started = time.monotonic()
+    with pytest.raises(BuildError, match=r"still holds its lock after waiting; let it finish"):
+        apt.apt_install(["docker-compose"], lambda _: None, deadline_s=1.5, log=fake_apt / "apt.log")
+    assert time.monotonic() - started < 10
+
+
+def test_apt_fails_at_once_for_anything_but_the_lock(fake_apt):
+    (fake_apt / "busy").write_text("0")
+    (fake_apt / "broken").touch()
+    with pytest.raises(BuildError, match="Unable to locate package"):
+        apt.apt_install(["no-such-package"], lambda _: None, deadline_s=60, log=fake_apt / "apt.log")
+    assert len((fake_apt / "calls").read_text().splitlines()) == 2  # update, install: no retry
+
+
+# --- processes ----------------------------------------------------------------------------
+
+def test_stop_group_ends_the_children_too_and_sigkills_what_ignores_sigterm(tmp_path):
+    # A leader that ignores SIGTERM, with a child that ignores it as well.
+    script = "trap '' TERM; sleep 300 & sleep 300"
+    proc = start_group(["sh", "-c", script], tmp_path / "log")
+    time.sleep(0.3)
+    started = time.monotonic()
+    stop_group(proc.pid, deadline_s=1.0, proc=proc)
+    assert not group_alive(proc.pid)
+    assert 0.9 < time.monotonic() - started < 8
+    assert proc.returncode == -9
+
+
+def test_run_logged_reports_progress_and_keeps_the_output(tmp_path):
+    messages: list[str] = []
+    done = run_logged(["sh", "-c", "echo building; sleep 0.5; echo built"], tmp_path / "build.log", "make x",
+                      messages.append, heartbeat_s=0.2)
+    assert done.returncode == 0
+    assert any(m.startswith("  make x: still working") for m in messages) and messages[-1].startswith("  make x: done")
+    log = (tmp_path / "build.log").read_text()
+    assert "building\nbuilt\n" in log and "# exit status 0" in log
+
+
+def test_an_interrupted_build_leaves_no_process_behind(tmp_path):
+    def interrupt(_line: str) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_logged(["sh", "-c", f"sleep 300 & echo $! > {tmp_path}/child; wait"], tmp_path / "log", "long",
+                   interrupt, heartbeat_s=0.3)
+    child = int((tmp_path / "child").read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+# --- Telegraf's plugins ------------------------------------------------------------------
+
+def test_telegraf_is_built_with_exactly_the_plugins_its_config_uses():
+    needed = plugins_in_config((ROOT / "telegraf" / "telegraf.conf").read_text())
+    assert needed == set(TELEGRAF_PLUGINS), (
+        f"telegraf.conf needs {sorted(needed - set(TELEGRAF_PLUGINS))} that the build lacks, and the build has "
+        f"{sorted(set(TELEGRAF_PLUGINS) - needed)} that the config does not use: edit TELEGRAF_PLUGINS in "
+        "src/sparkscope/build/go.py")
+
+
+def test_plugins_are_read_from_sections_and_data_formats():
+    conf = '[[inputs.socket_listener]]\n  data_format = "graphite"\n[[outputs.file]]\n#[[inputs.cpu]]\n'
+    assert plugins_in_config(conf) == {"inputs.socket_listener", "parsers.graphite", "outputs.file"}
+
+
+# --- the oldest Python declared -------------------------------------------------------------
+
+def oldest_python() -> str | None:
+    declared = re.search(r'requires-python = ">=(\d+\.\d+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    candidates = [*sorted(str(p) for p in Path.home().glob(f".pyenv/versions/{declared}.*/bin/python{declared}")),
+                  shutil.which(f"python{declared}")]
+    for candidate in filter(None, candidates):  # a pyenv shim may exist without its version
+        if subprocess.run([candidate, "--version"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+def test_the_cli_runs_on_the_oldest_python_declared(tmp_path):
+    python = oldest_python()
+    if python is None:
+        pytest.skip("the oldest Python pyproject.toml declares is not installed here")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}", "HOME": str(tmp_path),
+           "GRAFANA_ADMIN_PASSWORD": "x-test", "SPARKSCOPE_STATE_DIR": str(tmp_path / "state")}
+    # Every module imports (no third-party package needed) ...
+    modules = sorted({".".join(p.relative_to(ROOT / "src").with_suffix("").parts).replace(".__init__", "")
+                      for p in (ROOT / "src" / "sparkscope").rglob("*.py") if p.name not in ("__main__.py",)})
+    modules = [m for m in modules if not m.endswith("tpcds_driver")]  # runs inside spark-submit only
+    script = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n"
+    imported = subprocess.run([python, "-c", script, *modules, "support.sandbox"],
+                              env=env, capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    # ... the CLI answers, and the process helper starts and stops a group on it.
+    conf = subprocess.run([python, "-m", "sparkscope", "conf", "--no-annotator"], env=env, capture_output=True,
+                          text=True)
+    assert conf.returncode == 0 and "spark.metrics.conf.*.sink.graphite.class=" in conf.stdout, conf.stderr
+    helper = ("from pathlib import Path; from sparkscope.process import run_logged, start_group, stop_group, group_alive\n"
+              f"d = run_logged(['true'], Path('{tmp_path}/log'), 'true', print)\nassert d.returncode == 0\n"
+              f"p = start_group(['sleep', '30'], Path('{tmp_path}/log'))\nstop_group(p.pid, 5, proc=p)\n"
+              "assert not group_alive(p.pid)\n")
+    ran = subprocess.run([python, "-c", helper], env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
