@@ -31,7 +31,6 @@ TELEGRAF_PLUGINS = (
     "inputs.mem",
     "inputs.diskio",
     "inputs.net",
-    "inputs.procstat",
     "processors.starlark",
     "outputs.influxdb",
     "parsers.graphite",
