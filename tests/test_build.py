@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path

@@ -21,6 +21,7 @@ from sparkscope.demo.options import DemoOptions, expected_executors, parse_memor
 from sparkscope.demo.run import run_demo
 from sparkscope.demo.summary import attribute_stages
 from sparkscope.demo.tpcds import TpcdsError
+from sparkscope.process import group_alive
 from sparkscope.stack.native import NativeBackend
 
 SMALLEST_SCALE = 0.01  # the generator goes lower, but dimension tables stay their size
@@ -322,11 +323,3 @@ def spark_groups_of(parent: int) -> set[int]:
         if int(fields[1]) == parent:  # ppid
             groups.add(int(fields[2]))  # pgrp
     return groups - {parent}
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
-from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS, NEEDS_PROCESS_TREE,
-                                           NEEDS_SINK, NEEDS_TELEGRAF, NOT_DRIVER, gauge, math, peak, rate, raw,
-                                           summed_rate, target, total)
+from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
+                                           NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF, NOT_DRIVER, gauge,
+                                           peak, rate, raw, summed_rate, target)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 
 
@@ -49,25 +50,19 @@ def summary_row() -> Row:
                        f'{NOT_DRIVER} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)) '
                        'WHERE $timeFilter GROUP BY time($interval) fill(none)', "executors")],
               "none", kind="stat", width=3, height=4, decimals=0, options={"graphMode": "area"}),
-        Panel("Task time",
-              "Total time tasks ran and, of it, CPU time, summed over all executors since they started "
-              "(executor source: runTime, cpuTime). Task time well above CPU time means tasks wait: on "
-              "I/O, shuffle fetch, GC or locks. " + NEEDS_SINK,
-              [total("runTime.count", "run time"), total("cpuTime.count", "CPU time", scale=" / 1000000")],
-              "ms", kind="stat", width=4, height=4),
-        Panel("GC share of task time",
-              "JVM GC time during tasks over task run time, all executors (jvmGCTime / runTime). Above 10% "
-              "the executors are short of heap: raise spark.executor.memory or cut cached data. " + NEEDS_SINK,
-              [total("jvmGCTime.count", "GC"), total("runTime.count", "run"), math("$A / $B")],
-              "percentunit", kind="stat", width=3, height=4, hidden_refs=("A", "B"), decimals=1),
-        Panel("Failed tasks and stages",
-              "Failed tasks and failed stages of the application so far (driver's appStatus source). "
-              + NEEDS_APP_STATUS,
-              [target(f'SELECT max("value") FROM "tasks.failedTasks.count" WHERE {APP} AND $timeFilter',
-                       "failed tasks"),
-               target(f'SELECT max("value") FROM "stages.failedStages.count" WHERE {APP} AND $timeFilter',
-                       "failed stages")],
-              "none", kind="stat", width=3, height=4, decimals=0),
+        shared.task_time(
+            "Total time tasks ran and, of it, CPU time, summed over all executors since they started "
+            "(executor source: runTime, cpuTime). Task time well above CPU time means tasks wait: on "
+            "I/O, shuffle fetch, GC or locks. " + NEEDS_SINK,
+            width=4),
+        shared.gc_share_of_task_time(
+            "JVM GC time during tasks over task run time, all executors (jvmGCTime / runTime). Above 10% "
+            "the executors are short of heap: raise spark.executor.memory or cut cached data. " + NEEDS_SINK,
+            width=3),
+        shared.failed_tasks_and_stages(
+            "Failed tasks and failed stages of the application so far (driver's appStatus source). "
+            + NEEDS_APP_STATUS,
+            width=3),
         Panel("Peak executor heap",
               "Highest JVM heap used by any executor in the time range (ExecutorMetrics JVMHeapMemory); "
               "compare with spark.executor.memory. " + NEEDS_EXECUTOR_METRICS,

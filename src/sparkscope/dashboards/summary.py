@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
-from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS, NEEDS_PROCESS_TREE,
-                                           NEEDS_SINK, NOT_DRIVER, math, peak, per_executor_peak, raw, target,
-                                           total)
+from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
+                                           NEEDS_PROCESS_TREE, NEEDS_SINK, NOT_DRIVER, peak,
+                                           per_executor_peak, raw, target, total)
 
 
 def _peak_table(title: str, description: str, columns: list[tuple[str, str]], unit: str,
@@ -56,21 +57,16 @@ def app_row() -> Row:
               [target('SELECT count("v") FROM (SELECT max("value") AS "v" FROM "JVMHeapMemory" WHERE '
                        f'{NOT_DRIVER} AND $timeFilter GROUP BY "executorid")', "executors")],
               "none", kind="stat", width=4, height=4, decimals=0),
-        Panel("Task time",
-              "Total task run time and CPU time over all executors. " + NEEDS_SINK,
-              [total("runTime.count", "run time"), total("cpuTime.count", "CPU time", scale=" / 1000000")],
-              "ms", kind="stat", width=4, height=4),
-        Panel("GC share of task time",
-              "JVM GC time during tasks over task run time (jvmGCTime / runTime), all executors. "
-              + NEEDS_SINK,
-              [total("jvmGCTime.count", "GC"), total("runTime.count", "run"), math("$A / $B")],
-              "percentunit", kind="stat", width=4, height=4, hidden_refs=("A", "B"), decimals=1),
-        Panel("Failed tasks and stages",
-              "Failed tasks and stages over the run (driver's appStatus source). " + NEEDS_APP_STATUS,
-              [target(f'SELECT max("value") FROM "tasks.failedTasks.count" WHERE {APP} AND $timeFilter',
-                       "failed tasks"),
-               target(f'SELECT max("value") FROM "stages.failedStages.count" WHERE {APP} AND $timeFilter',
-                       "failed stages")], "none", kind="stat", width=4, height=4, decimals=0),
+        shared.task_time(
+            "Total task run time and CPU time over all executors. " + NEEDS_SINK,
+            width=4),
+        shared.gc_share_of_task_time(
+            "JVM GC time during tasks over task run time (jvmGCTime / runTime), all executors. "
+            + NEEDS_SINK,
+            width=4),
+        shared.failed_tasks_and_stages(
+            "Failed tasks and stages over the run (driver's appStatus source). " + NEEDS_APP_STATUS,
+            width=4),
         Panel("Peak memory, any executor",
               "Highest heap used and highest JVM RSS of any executor over the run. " + NEEDS_PROCESS_TREE,
               [peak("JVMHeapMemory", "heap"), peak("ProcessTreeJVMRSSMemory", "RSS")], "bytes",

@@ -62,21 +62,16 @@ class Settings:
     retention: str
 
     @property
-    def _http_host(self) -> str:
-        # A wildcard bind is reached through loopback from this machine.
-        return "127.0.0.1" if self.http_bind in ("0.0.0.0", "", "::") else self.http_bind
-
-    @property
     def influx_url(self) -> str:
-        return f"http://{self._http_host}:{self.influxdb_port}"
+        return f"http://{reachable(self.http_bind)}:{self.influxdb_port}"
 
     @property
     def grafana_url(self) -> str:
-        return f"http://{self._http_host}:{self.grafana_port}"
+        return f"http://{reachable(self.http_bind)}:{self.grafana_port}"
 
     @property
     def graphite_host(self) -> str:
-        return "127.0.0.1" if self.graphite_bind in ("0.0.0.0", "", "::") else self.graphite_bind
+        return reachable(self.graphite_bind)
 
     @property
     def events_url(self) -> str:
@@ -86,6 +81,11 @@ class Settings:
     @property
     def password_is_placeholder(self) -> bool:
         return self.grafana_password in ("", PLACEHOLDER_PASSWORD)
+
+
+def reachable(bind: str) -> str:
+    """The address this machine reaches a listener at: a wildcard bind through loopback."""
+    return "127.0.0.1" if bind in ("0.0.0.0", "", "::") else bind
 
 
 def _port(values: dict[str, str], key: str) -> int:
