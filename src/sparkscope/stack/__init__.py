@@ -120,9 +120,6 @@ class Backend:
         """What each service is, when the service itself does not say (Telegraf)."""
         return {}
 
-    def _ready(self) -> None:
-        """Checks before anything starts (e.g. the binaries are built)."""
-
     # the same for both
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         settings = self.settings
@@ -133,7 +130,6 @@ class Backend:
         if other not in (None, self.name) and any(open_stack(settings, other).processes().values()):
             raise StackError(f"the {other} stack is running; stop it first (./sparkscope down), then "
                              f"./sparkscope up --backend {self.name}")
-        self._ready()
         checks = health_checks(settings)
         running = self.processes()
         wanted = [name for name in SERVICE_NAMES if name in only]
