@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 from sparkscope.build.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
-from sparkscope.build.grafana import ensure_grafana, grafana_command
+from sparkscope.build.grafana import grafana_command
+from sparkscope.build.grafana_ui import ensure_grafana_with_ui
 from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group
 from sparkscope.stack import SERVICE_NAMES, Backend
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
@@ -87,7 +88,7 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
 
 
 def grafana_service(settings: Settings, progress: Progress) -> Service:
-    home = ensure_grafana(settings.cache_dir, progress)
+    home = ensure_grafana_with_ui(settings.cache_dir, progress)
     root, state = settings.root, settings.state_dir / "grafana"
     return Service("grafana", grafana_command(home, root / "grafana" / "grafana.ini"), {
         **_base_env(),

@@ -1,0 +1,22 @@
+"""Debian's Chromium, for looking at the dashboards in a real browser (the
+browser tests, `sparkscope screenshots`). Playwright drives it; its own
+browser download is never used (it cannot work offline)."""
+
+from __future__ import annotations
+
+from sparkscope.browser import find_chromium
+from sparkscope.build import BuildError
+from sparkscope.build.apt import apt_install
+from sparkscope.process import Progress
+
+
+def ensure_chromium(progress: Progress = print) -> str:
+    found = find_chromium()
+    if found:
+        return found
+    progress("installing Debian's chromium for the browser checks (once, about a minute)")
+    apt_install(["chromium"], progress)
+    found = find_chromium()
+    if found is None:
+        raise BuildError("apt-get installed chromium but no chromium is on PATH: check /usr/bin/chromium")
+    return found
