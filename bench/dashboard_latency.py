@@ -92,8 +92,9 @@ def time_panels(grafana: Grafana, board: dict, variables: dict[str, str], repeat
                 time_from: str) -> list[tuple[str, list[float]]]:
     out = []
     for panel in panels(board):
-        targets = [dict(t, query=substitute(t["query"], variables)) if "query" in t else dict(t)
-                   for t in panel["targets"]]
+        now_ms = int(time.time() * 1000)
+        targets = [dict(t, query=substitute(t["query"], board, variables, now_ms - 3_600_000, now_ms))
+                   if "query" in t else dict(t) for t in panel["targets"]]
         for t in targets:
             t.update(intervalMs=20_000, maxDataPoints=1200)
         grafana.query(targets, time_from)  # warm: the first run reads from disk
@@ -132,7 +133,7 @@ def main() -> int:
         stored = wait_stored(settings.influx_url, settings.database, app_id, sent, deadline_s=600)
         print(f"stored {stored:,} of {sent:,} points", flush=True)
 
-        variables = {"username": "spark", "applicationid": app_id, "executorid": ".*", "interval": "20s"}
+        variables = {"username": ".*", "applicationid": app_id, "executorid": ".*", "interval": "20s"}
         window = f"now-{int(args.hours * 60)}m"
         print(f"\n{'dashboard':<26} {'panel':<46} {'p50 ms':>8} {'p95 ms':>8}")
         rows = []

@@ -15,7 +15,7 @@ import pytest
 
 from sparkscope.build import BuildError
 from sparkscope.build.annotator_jar import ensure_annotator_jar
-from sparkscope.build.grafana import ensure_grafana
+from sparkscope.build.grafana_ui import ensure_grafana_with_ui
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
 from sparkscope.stack import SERVICE_NAMES, influx
@@ -60,7 +60,7 @@ def stack(tmp_path_factory) -> Stack:
     settings = isolated_settings(tmp_path_factory.mktemp("state"))
     grafana: Grafana | None = None
     try:
-        ensure_grafana(settings.cache_dir)
+        ensure_grafana_with_ui(settings.cache_dir)
         services = SERVICE_NAMES
     except BuildError as err:
         GRAFANA_BUILD_ERROR.append(str(err))

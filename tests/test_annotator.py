@@ -42,7 +42,7 @@ def annotation_rows(stack, run, name: str) -> list[dict]:
     """Run one of the dashboard's annotation queries as Grafana would."""
     dashboard = json.loads(DASHBOARD.read_text())
     annotation = next(a for a in dashboard["annotations"]["list"] if a["name"] == name)
-    query = substitute(annotation["target"]["query"], {"applicationid": run.app_id, "username": "spark"})
+    query = substitute(annotation["target"]["query"], dashboard, {"applicationid": run.app_id, "username": ".*"})
     target = {"refId": "A", "datasource": annotation["datasource"], "query": query,
               "rawQuery": True, "resultFormat": "table"}
     window = (str(run.started_ms - 60_000), str(run.ended_ms + 60_000))

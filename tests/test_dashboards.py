@@ -13,7 +13,8 @@ from sparkscope import dashboards
 from sparkscope.dashboards.queries import is_counter
 from sparkscope.stack import influx
 from sparkscope.stack.settings import ROOT
-from support.grafana_api import frame_rows, substitute
+from support.grafana_api import (BROWSER_BUILTINS, SERVER_MACROS, defined_variables, frame_rows, substitute,
+                                 used_variables)
 
 BOARDS = {path.name: json.loads(path.read_text()) for path in sorted((ROOT / "dashboards").glob("*.json"))}
 DATASOURCE_UIDS = {"sparkscope-influxdb", "__expr__"}
@@ -65,6 +66,34 @@ def test_checked_in_dashboards_are_what_the_builder_writes():
         assert (ROOT / "dashboards" / name).read_text() == dashboards.render(board), (
             f"dashboards/{name} differs from src/sparkscope/dashboards/: edit the builder, then run "
             ".venv/bin/python -m sparkscope.dashboards")
+
+
+def queries_of(board: dict) -> list[tuple[str, str]]:
+    """(where, text) of every query and link URL in a dashboard."""
+    out = [(f"panel {p['title']}", t["query"]) for p in panels(board) for t in p["targets"] if "query" in t]
+    out += [(f"panel {p['title']} link", link["url"]) for p in panels(board)
+            for link in p["fieldConfig"]["defaults"].get("links", [])]
+    out += [(f"variable {v['name']}", v["query"]) for v in board["templating"]["list"] if v["type"] == "query"]
+    out += [(f"annotation {a['name']}", a["target"]["query"]) for a in board["annotations"]["list"]]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_every_variable_a_query_uses_is_defined_by_its_dashboard_or_grafana(name):
+    # Grafana leaves an undefined $name as literal text, so such a query
+    # silently matches nothing: the summary's tables once used $executorid.
+    board = BOARDS[name]
+    known = defined_variables(board) | set(BROWSER_BUILTINS) | set(SERVER_MACROS) | {"__data", "__value",
+                                                                                       "__url_time_range"}
+    undefined = {(where, var) for where, text in queries_of(board) for var in used_variables(text) - known}
+    assert not undefined, f"{name}: variables it does not define: {sorted(undefined)}"
+
+
+def test_the_lint_catches_an_undefined_variable():
+    board = json.loads(json.dumps(BOARDS["spark-application.json"]))
+    board["panels"][1]["targets"][0]["query"] += " AND \"executorid\" =~ /^$executorid$/"
+    used = {var for _, text in queries_of(board) for var in used_variables(text)}
+    assert "executorid" in used - defined_variables(board)
 
 
 def test_dashboard_uids_and_titles_are_unique():
@@ -143,9 +172,13 @@ def grafana(stack):
 
 
 def ui_variables(run) -> dict[str, str]:
-    """What the UI substitutes with Prefix=spark, Application=this run, Executor=All, Interval=auto
-    (10 s at the least)."""
-    return {"username": "spark", "applicationid": run.app_id, "executorid": ".*", "interval": "10s"}
+    """What the UI substitutes with Prefix=All, Application=this run, Executor=All, Interval=auto
+    (10 s at the least); substitute() uses only those the dashboard defines."""
+    return {"username": ".*", "applicationid": run.app_id, "executorid": ".*", "interval": "10s"}
+
+
+def run_window(run) -> tuple[int, int]:
+    return run.started_ms - 60_000, run.ended_ms + 60_000
 
 
 def executors_of(frames: list[dict]) -> set[str]:
@@ -168,12 +201,14 @@ def non_empty(frames: list[dict]) -> bool:
 
 @pytest.mark.parametrize("name,panel", PANELS, ids=PANEL_IDS)
 def test_every_panel_query_returns_data_for_the_run(stack, grafana, metrics_run, name, panel):
-    variables = ui_variables(metrics_run)
-    targets = [dict(t, query=substitute(t["query"], variables)) if "query" in t else dict(t)
-               for t in panel["targets"]]
+    board, (start, end) = BOARDS[name], run_window(metrics_run)
+    # The live dashboard's "now" panels read the end of the range: end it mid-run there.
+    end = (metrics_run.started_ms + metrics_run.ended_ms) // 2 if "now" in panel["title"] else end
+    targets = [dict(t, query=substitute(t["query"], board, ui_variables(metrics_run), start, end))
+               if "query" in t else dict(t) for t in panel["targets"]]
     for target in targets:
         target.update(intervalMs=10_000, maxDataPoints=500)
-    frames = grafana.query(targets, str(metrics_run.started_ms - 60_000), str(metrics_run.ended_ms + 60_000))
+    frames = grafana.query(targets, str(start), str(end))
     for target in targets:
         if target.get("hide"):
             continue
@@ -196,9 +231,11 @@ def test_the_summary_numbers_agree_with_influxdb(stack, grafana, metrics_run):
     """Spot-check that the summary's aggregation is right, not just non-empty:
     peak heap of any executor = the max InfluxDB holds."""
     board = BOARDS["spark-application.json"]
-    panel = next(p for p in panels(board) if p["title"] == "Peak memory, any executor")
-    target = dict(panel["targets"][0], query=substitute(panel["targets"][0]["query"], ui_variables(metrics_run)))
-    frames = grafana.query([target], str(metrics_run.started_ms - 60_000), str(metrics_run.ended_ms + 60_000))
+    panel = next(p for p in panels(board) if p["title"] == "Peak memory")
+    start, end = run_window(metrics_run)
+    target = dict(panel["targets"][0],
+                  query=substitute(panel["targets"][0]["query"], board, ui_variables(metrics_run), start, end))
+    frames = grafana.query([target], str(start), str(end))
     shown = max(v for f in frames["A"] for v in f["data"]["values"][1] if v is not None)
     stored = stack.influx(f"SELECT max(\"value\") FROM \"JVMHeapMemory\" WHERE \"applicationid\" = "
                           f"'{metrics_run.app_id}' AND \"executorid\" != 'driver'")[0]["values"][0][1]
@@ -207,14 +244,14 @@ def test_the_summary_numbers_agree_with_influxdb(stack, grafana, metrics_run):
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
 def test_variable_queries_offer_this_run_and_its_executors(grafana, metrics_run, name):
-    variables = ui_variables(metrics_run)
-    for variable in BOARDS[name]["templating"]["list"]:
+    board, (start, end) = BOARDS[name], run_window(metrics_run)
+    for variable in board["templating"]["list"]:
         if variable["type"] != "query":
             continue
         target = {"refId": "A", "datasource": variable["datasource"], "rawQuery": True,
-                  "query": substitute(variable["query"], variables), "resultFormat": "table"}
-        frames = grafana.query([target], str(metrics_run.started_ms - 60_000),
-                               str(metrics_run.ended_ms + 60_000))["A"]
+                  "query": substitute(variable["query"], board, ui_variables(metrics_run), start, end),
+                  "resultFormat": "table"}
+        frames = grafana.query([target], str(start), str(end))["A"]
         values = {row.get("value") or row.get("Value") for row in frame_rows(frames)}
         values |= {v for f in frames for column in f["data"]["values"][1:] for v in column}
         wanted = {"username": {"spark"}, "applicationid": {metrics_run.app_id},
@@ -224,12 +261,11 @@ def test_variable_queries_offer_this_run_and_its_executors(grafana, metrics_run,
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
 def test_annotation_queries_run_and_show_the_runs_queries(grafana, metrics_run, name):
-    variables = ui_variables(metrics_run)
-    for annotation in BOARDS[name]["annotations"]["list"]:
+    board, (start, end) = BOARDS[name], run_window(metrics_run)
+    for annotation in board["annotations"]["list"]:
         target = dict(annotation["target"], refId="A", datasource=annotation["datasource"],
-                      query=substitute(annotation["target"]["query"], variables))
-        frames = grafana.query([target], str(metrics_run.started_ms - 60_000),
-                               str(metrics_run.ended_ms + 60_000))["A"]
+                      query=substitute(annotation["target"]["query"], board, ui_variables(metrics_run), start, end))
+        frames = grafana.query([target], str(start), str(end))["A"]
         rows = frame_rows(frames)
         if annotation["name"] in ("SQL queries", "Jobs", "Stages", "Executors added/removed"):
             assert rows and all(row.get("text") for row in rows), f"{annotation['name']}: {rows[:3]}"

@@ -219,8 +219,10 @@ def test_demo_summary_says_what_ran_and_where_to_look(stack, demo_run):
     assert "queries   2 of 2 run: 2 ok, 0 failed" in text
     for jvm in ALL_JVMS:
         assert any(line.split()[:2] == [jvm, "heap"] for line in lines), text
-    assert "sparkscope-executors" in text and stack.settings.grafana_url in text
-    assert "Natively only Grafana's HTTP API runs" in text
+    # A link that opens the live dashboard on this run, over its own time range.
+    link = f"{stack.settings.grafana_url}/d/sparkscope-executors?var-applicationid={result.app_id}&from="
+    assert link in text, text
+    assert "web UI could not be built" not in text  # the suite's Grafana has its UI
     assert f"applicationid='{result.app_id}'" in text  # the InfluxQL hint names this run
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
 
 from sparkscope.build import BuildError
 from sparkscope.build.annotator_jar import ensure_annotator_jar, jar_path
 from sparkscope.build.go import ensure_influxd, ensure_telegraf
-from sparkscope.build.grafana import ensure_grafana
+from sparkscope.build.chromium import ensure_chromium
+from sparkscope.build.grafana import grafana_home
+from sparkscope.build.grafana_ui import ensure_grafana_with_ui, has_ui
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
 from sparkscope.spark.conf import LISTENER_CLASS, conf_flags
@@ -26,9 +29,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     if args.services:
         return 0
     print(f"\nGrafana  {settings.grafana_url}  (user {settings.grafana_user}, password in .env)")
-    if stack.name == "native":
-        print("         Natively only Grafana's HTTP API runs (no web UI is built here); for the web UI")
-        print("         use ./sparkscope up --backend compose, or point any Grafana at InfluxDB below.")
+    if stack.name == "native" and not has_ui(grafana_home(settings.cache_dir)):
+        print("         !!! Only Grafana's HTTP API runs: its web UI could not be built (see above).")
+        print("         !!! ./sparkscope install retries; ./sparkscope up --backend compose has the UI.")
     print(f"InfluxDB {settings.influx_url}  database {settings.database}")
     print(f"Graphite {settings.graphite_host}:{settings.graphite_port}  <- Spark sends here")
     print(f"\nStack    {stack.name} backend; ./sparkscope status, ./sparkscope down")
@@ -72,12 +75,31 @@ def cmd_conf(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_screenshots(args: argparse.Namespace) -> int:
+    from sparkscope.browser import dashboard_screenshots, newest_run
+    from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
+
+    settings = load_settings()
+    app, started_ms, ended_ms = newest_run(settings.influx_url, settings.database, args.app)
+    window = f"var-applicationid={app}&from={started_ms - 30_000}&to={ended_ms + 30_000}"
+    views = {"live": f"/d/{LIVE_UID}?{window}", "summary": f"/d/{SUMMARY_UID}?{window}"}
+    print(f"opening both dashboards for {app} in Chromium ...")
+    for path in dashboard_screenshots(settings.grafana_url, settings.grafana_user, settings.grafana_password,
+                                      views, Path(args.out)):
+        print(f"wrote {path}")
+    return 0
+
+
 def install_all(settings: Settings) -> list[str]:
     """Build or find every native component; returns what could not be had."""
     missing = []
-    for name, ensure in (("influxd", ensure_influxd), ("telegraf", ensure_telegraf), ("grafana", ensure_grafana)):
+    steps = (("influxd", lambda: ensure_influxd(settings.cache_dir)),
+             ("telegraf", lambda: ensure_telegraf(settings.cache_dir)),
+             ("grafana", lambda: ensure_grafana_with_ui(settings.cache_dir)),
+             ("chromium", ensure_chromium))
+    for name, ensure in steps:
         try:
-            print(f"{name}: {ensure(settings.cache_dir)}")
+            print(f"{name}: {ensure()}")
         except BuildError as err:
             print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr)
             missing.append(name)
@@ -136,6 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="metrics only: leave out the query/job/stage annotator listener")
     conf.set_defaults(func=cmd_conf)
 
+    shots = sub.add_parser("screenshots", help="save PNGs of both dashboards for a run, as Chromium draws "
+                           "them (the README's pictures come from this)")
+    shots.add_argument("--app", help="application id (default: the run that started last)")
+    shots.add_argument("--out", default="docs/img", help="directory for live.png and summary.png (default docs/img)")
+    shots.set_defaults(func=cmd_screenshots)
     test = sub.add_parser("test", help="run the test suite (pytest; extra args are passed on)")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     test.set_defaults(func=cmd_test)

@@ -1,9 +1,10 @@
 """Grafana's HTTP API as the tests and the benchmarks use it.
 
-Panels are run the way Grafana's UI runs them: template variables
-($applicationid ...) are substituted here, as the browser would, and the
-query goes to /api/ds/query, where Grafana expands $timeFilter and
-$__interval and asks InfluxDB.
+Panels are run the way Grafana's UI runs them: the dashboard's own template
+variables ($applicationid ...) and $__from/$__to are substituted here, as the
+browser would, and nothing else; the query goes to /api/ds/query, where
+Grafana expands $timeFilter and $__interval and asks InfluxDB. The browser
+tests (test_browser.py) check the same dashboards through Grafana's own UI.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ class Grafana:
     user: str
     password: str
 
-    def request(self, path: str, body: Any = None, timeout: float = 30.0) -> Any:
+    def request(self, path: str, body: Any = None, timeout: float = 30.0, method: str = "") -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method="POST" if data else "GET")
+        req = urllib.request.Request(self.url + path, data=data, method=method or ("POST" if data else "GET"))
         token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
         req.add_header("Authorization", f"Basic {token}")
         req.add_header("Content-Type", "application/json")
@@ -57,14 +58,40 @@ class Grafana:
         return {ref: r.get("frames", []) for ref, r in results.items()}
 
 
-def substitute(query: str, variables: dict[str, str]) -> str:
-    """Replace $name and ${name} of dashboard variables; Grafana's own macros
-    ($timeFilter, $__interval) are left for the server."""
+# What the browser fills in besides a dashboard's own variables (InfluxQL
+# queries leave Grafana's UI with these replaced), and the macros it leaves
+# for the server behind /api/ds/query.
+BROWSER_BUILTINS = ("__from", "__to")
+SERVER_MACROS = ("timeFilter", "__timeFilter", "interval", "__interval", "__interval_ms")
+VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
+
+
+def defined_variables(board: dict[str, Any]) -> set[str]:
+    return {v["name"] for v in board.get("templating", {}).get("list", [])}
+
+
+def used_variables(text: str) -> set[str]:
+    return {m.group(1) or m.group(2) for m in VARIABLE.finditer(text)}
+
+
+def substitute(query: str, board: dict[str, Any], values: dict[str, str],
+               time_from_ms: int = 0, time_to_ms: int = 0) -> str:
+    """Replace what Grafana's UI replaces, and nothing more: the board's own
+    variables (values must give one for each that the query uses), $__from
+    and $__to; server macros stay; any other $name stays literal, as Grafana
+    leaves it, so a query using a variable its dashboard lacks fails here too."""
+    defined = defined_variables(board)
+    builtins = {"__from": str(time_from_ms), "__to": str(time_to_ms)}
+
     def value(match: re.Match[str]) -> str:
         name = match.group(1) or match.group(2)
-        return variables.get(name, match.group(0))
+        if name in defined:
+            if name not in values:
+                raise KeyError(f"the test gives no value for ${name}, a variable of {board.get('uid')}")
+            return values[name]
+        return builtins.get(name, match.group(0))
 
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", value, query)
+    return VARIABLE.sub(value, query)
 
 
 def frame_rows(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:

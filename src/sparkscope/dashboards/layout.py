@@ -11,9 +11,12 @@ from sparkscope.dashboards.queries import APP, DATASOURCE, source
 SCHEMA_VERSION = 38
 GRID_COLUMNS = 24  # a dashboard row is 24 units wide
 # Template variables: refresh 2 = re-run the query when the time range changes;
-# sort 1 = alphabetical, 2 = alphabetical descending, 3 = numerical.
+# sort 0 = as the query returns them, 1 = alphabetical, 3 = numerical.
 REFRESH_ON_TIME_RANGE = 2
-SORT_ALPHABETICAL, SORT_ALPHABETICAL_DESC, SORT_NUMERICAL = 1, 2, 3
+SORT_AS_QUERIED, SORT_ALPHABETICAL, SORT_NUMERICAL = 0, 1, 3
+# Per-executor legends list the executors with the highest peak first, so the
+# ones that matter stay on top when a panel has a hundred of them.
+LEGEND_SORT = "Max"
 
 @dataclass
 class Panel:
@@ -33,6 +36,14 @@ class Panel:
     min: Optional[float] = 0
     transformations: list[dict[str, Any]] = field(default_factory=list)
     links: list[dict[str, Any]] = field(default_factory=list)
+    # Shown instead of "No data" where nothing is the honest answer (no task running now).
+    no_value: Optional[str] = None
+    # The name a single-series stat shows (an expression's series is named by its refId).
+    display_name: Optional[str] = None
+    # Query, job and stage regions are drawn on this panel (dense runs would
+    # drown every graph in dashed lines); straggler stages and executor
+    # changes are drawn on every graph.
+    annotated: bool = False
 
 
 @dataclass
@@ -57,6 +68,10 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         defaults["decimals"] = panel.decimals
     if panel.links:
         defaults["links"] = panel.links
+    if panel.no_value is not None:
+        defaults["noValue"] = panel.no_value
+    if panel.display_name is not None:
+        defaults["displayName"] = panel.display_name
     out: dict[str, Any] = {
         "id": panel_id,
         "type": panel.kind,
@@ -72,7 +87,8 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
                               "stacking": {"mode": "normal" if panel.stacked else "none", "group": "A"}}
         out["options"] = {
             "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,
-                       "calcs": list(panel.legend_calcs)},
+                       "calcs": list(panel.legend_calcs),
+                       **({"sortBy": LEGEND_SORT, "sortDesc": True} if "max" in panel.legend_calcs else {})},
             "tooltip": {"mode": "multi", "sort": "desc"},
         }
     elif panel.kind == "stat":
@@ -88,8 +104,10 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     return out
 
 
-def _layout(rows: list[Row]) -> list[dict[str, Any]]:
+def _layout(rows: list[Row]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The panels' JSON, and the ids of the panels that show query, job and stage regions."""
     panels: list[dict[str, Any]] = []
+    annotated: list[int] = []
     next_id = 1
     y = 0
     for row in rows:
@@ -104,12 +122,14 @@ def _layout(rows: list[Row]) -> list[dict[str, Any]]:
                 x, y = 0, y + line_height
                 line_height = 0
             body = _panel_json(panel, next_id, x, y)
+            if panel.annotated:
+                annotated.append(next_id)
             next_id += 1
             (row_json["panels"] if row.collapsed else panels).append(body)
             x += panel.width
             line_height = max(line_height, panel.height)
         y += line_height
-    return panels
+    return panels, annotated
 
 
 def _variable(name: str, label: str, query: str, **extra: Any) -> dict[str, Any]:
@@ -122,17 +142,21 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
     out = [
         _variable("username", "Prefix",
                   'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "username"',
-                  description="spark.metrics.conf.*.sink.graphite.prefix of the application ('none' when unset)."),
-        # Standalone (app-<yyyyMMddHHmmss>-n), local (local-<epoch ms>) and YARN
-        # (application_<epoch ms>_n) ids carry their start time, so reverse
-        # alphabetical order puts the newest first, and the default (the first)
-        # is the run just started. Kubernetes ids (spark-<hex>) do not.
+                  multi=True, includeAll=True, allValue=".*",
+                  current={"selected": True, "text": ["All"], "value": ["$__all"]},
+                  description="spark.metrics.conf.*.sink.graphite.prefix of the application ('none' when "
+                              "unset). All by default, so that no run is hidden behind a prefix."),
+        # Runs in the time range, newest first by the time their first metric
+        # arrived: ids alone do not sort by time (YARN's sequence numbers,
+        # Kubernetes' hex ids, local vs standalone ids). The default is the
+        # first, so the dashboard opens on the run that started last.
         _variable("applicationid", "Application",
-                  'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "applicationid" '
-                  'WHERE "username" =~ /^$username$/ AND $timeFilter',
-                  sort=SORT_ALPHABETICAL_DESC,
-                  description="Newest first (the ids of standalone, local and YARN apps start with their "
-                              "start time). The 'Applications' table names each run."),
+                  'SELECT "applicationid", "first" FROM (SELECT first("value") FROM "JVMHeapMemory" '
+                  'WHERE "username" =~ /^$username$/ AND $timeFilter GROUP BY "applicationid") '
+                  "ORDER BY time DESC",
+                  sort=SORT_AS_QUERIED,
+                  description="Runs in the time range, the newest first. The 'Applications' table names "
+                              "each run."),
     ]
     if with_executors:
         out.append(_variable(
@@ -151,11 +175,18 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _annotations() -> list[dict[str, Any]]:
-    def events(name: str, measurement: str, color: str, enable: bool, where: str = "") -> dict[str, Any]:
-        query = (f'SELECT "text", "end_time_ms", "status" FROM {source(measurement)} WHERE {APP} '
-                 f"AND \"status\" <> 'RUNNING'{where} AND $timeFilter")
+def _annotations(annotated: list[int]) -> list[dict[str, Any]]:
+    """Queries, jobs and stages as regions (start to end) on the panels in
+    `annotated`; one still running is a single line at its start, tagged
+    RUNNING. Straggler stages and executor changes go on every panel."""
+    only_on = {"filter": {"exclude": False, "ids": annotated}} if annotated else {}
+
+    def events(name: str, measurement: str, color: str, enable: bool, where: str = "",
+               everywhere: bool = False) -> dict[str, Any]:
+        query = (f'SELECT "text", "end_time_ms", "status" FROM {source(measurement)} WHERE {APP}'
+                 f"{where} AND $timeFilter")
         return {"name": name, "datasource": DATASOURCE, "enable": enable, "hide": False, "iconColor": color,
+                **({} if everywhere else only_on),
                 "target": {"query": query, "rawQuery": True, "fromAnnotations": True, "textColumn": "text",
                            "tagsColumn": "status", "timeEndColumn": "end_time_ms"}}
 
@@ -164,7 +195,8 @@ def _annotations() -> list[dict[str, Any]]:
         events("SQL queries", "sparkscope_query", "#5794F2", True),
         events("Jobs", "sparkscope_job", "#B877D9", False),
         events("Stages", "sparkscope_stage", "#73BF69", False),
-        events("Straggler stages", "sparkscope_stage", "#F2495C", True, " AND \"straggler\" = 'true'"),
+        events("Straggler stages", "sparkscope_stage", "#F2495C", True,
+               " AND \"straggler\" = 'true' AND \"status\" <> 'RUNNING'", everywhere=True),
         {"name": "Executors added/removed", "datasource": DATASOURCE, "enable": True, "hide": False,
          "iconColor": "#FF9830",
          "target": {"query": executor_query, "rawQuery": True, "fromAnnotations": True, "textColumn": "text",
@@ -174,6 +206,7 @@ def _annotations() -> list[dict[str, Any]]:
 
 def dashboard(uid: str, title: str, description: str, rows: list[Row], with_executors: bool,
               time_from: str, refresh: str) -> dict[str, Any]:
+    panels, annotated = _layout(rows)
     return {
         "uid": uid,
         "title": title,
@@ -187,8 +220,8 @@ def dashboard(uid: str, title: str, description: str, rows: list[Row], with_exec
         "refresh": refresh,
         "time": {"from": time_from, "to": "now"},
         "templating": {"list": _variables(with_executors)},
-        "annotations": {"list": _annotations()},
+        "annotations": {"list": _annotations(annotated)},
         "links": [{"title": "Spark dashboards", "type": "dashboards", "tags": ["sparkscope"], "asDropdown": False,
                    "includeVars": True, "keepTime": True}],
-        "panels": _layout(rows),
+        "panels": panels,
     }

@@ -2,54 +2,72 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
-from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
-                                           NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF, NOT_DRIVER, gauge,
-                                           peak, rate, raw, summed_rate, target)
+from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
+                                           NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF, gauge,
+                                           peaks_executors_and_driver, rate, raw, recent_per_executor,
+                                           summed_rate)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 
 
 def _applications_table() -> Panel:
-    # The annotator writes a RUNNING point and a FINISHED point, both at the
-    # start time: last() of each field takes whichever has it.
-    query = ('SELECT last("app_name") AS "name", last("spark_user") AS "user", '
-             'last("spark_version") AS "Spark", last("duration_ms") AS "run time" '
-             'FROM "sparkscope_application" WHERE $timeFilter GROUP BY "applicationid"')
+    # Every point of an application (RUNNING and final) is written at its start
+    # time. A query with one selector keeps that time, so each column comes
+    # from its own query and a merge joins them on (time, applicationid): the
+    # Time column is the real start. (Several selectors in one query would
+    # return the start of the time range instead.)
+    def column(select: str, name: str) -> dict[str, Any]:
+        return raw(f'SELECT {select} AS "{name}" FROM "sparkscope_application" WHERE $timeFilter '
+                   'GROUP BY "applicationid"', result_format="table")
+
     return Panel(
         "Applications",
         "Applications started in the time range, newest first: start time, id, name, user, Spark version "
-        "and run time (empty while it runs). Pick one in the Application variable above. " + NEEDS_ANNOTATOR,
-        [raw(query, result_format="table")], "none", kind="table", width=24, height=5,
-        options={"sortBy": [{"displayName": "Time", "desc": True}]},
-        overrides=[{"matcher": {"id": "byName", "options": "run time"},
-                    "properties": [{"id": "unit", "value": "ms"}]}],
-        # A click on a row opens that run, here or in the summary.
+        "and run time (empty while it runs). A click on a row opens that run here or in the summary, "
+        "over its own time range. " + NEEDS_ANNOTATOR,
+        [column('first("app_name")', "name"), column('first("spark_user")', "user"),
+         column('first("spark_version")', "Spark"), column('max("duration_ms")', "run time"),
+         column('max("end_time_ms")', "ended")],
+        "none", kind="table", width=24, height=5,
+        options={"sortBy": [{"displayName": "started", "desc": True}]},
+        transformations=[{"id": "merge", "options": {}},
+                         {"id": "organize", "options": {"renameByName": {"Time": "started"}}}],
+        # "ended" stays in the data for the links, hidden from the table.
+        overrides=[{"matcher": {"id": "byName", "options": "ended"},
+                    "properties": [{"id": "custom.hidden", "value": True}]},
+                   {"matcher": {"id": "byName", "options": "run time"},
+                    "properties": [{"id": "unit", "value": "ms"}]},
+                   {"matcher": {"id": "byName", "options": "started"},
+                    "properties": [{"id": "unit", "value": "dateTimeAsLocal"}]}],
         links=[{"title": "Live view of this application",
-                "url": f"/d/{LIVE_UID}?var-username=${{username}}"
-                       "&var-applicationid=${__data.fields.applicationid}&${__url_time_range}"},
+                "url": f"/d/{LIVE_UID}?var-applicationid=${{__data.fields.applicationid}}"
+                       "&from=${__data.fields.started.numeric}&to=${__data.fields.ended.numeric}"},
                {"title": "Summary of this application",
-                "url": f"/d/{SUMMARY_UID}?var-username=${{username}}"
-                       "&var-applicationid=${__data.fields.applicationid}&${__url_time_range}"}])
+                "url": f"/d/{SUMMARY_UID}?var-applicationid=${{__data.fields.applicationid}}"
+                       "&from=${__data.fields.started.numeric}&to=${__data.fields.ended.numeric}"}])
+
+
+ENDS_AT_TASK_END = (" Counted when a task ends: a long task shows as one spike at its end, not as a level "
+                    "while it runs (Active tasks shows slots in use as it happens). ")
 
 
 def summary_row() -> Row:
     return Row("Summary: the selected application", [
         Panel("Active tasks now",
-              "Tasks running right now, summed over the executors that still report (a dead executor stops "
-              "reporting and drops out). Compare with executors x spark.executor.cores. " + NEEDS_SINK,
-              [target('SELECT sum("v") FROM (SELECT last("value") AS "v" FROM "threadpool.activeTasks" WHERE '
-                       f'{APP} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)) '
-                       'WHERE $timeFilter GROUP BY time($interval) fill(none)', "active tasks")],
-              "none", kind="stat", width=3, height=4, decimals=0,
-              options={"graphMode": "area"}),
+              "Tasks running at the end of the time range (now, when it ends now): each executor's latest "
+              "report of the last 20 s, summed; an executor that stopped reporting drops out, and 0 means "
+              "nothing runs. Compare with executors x spark.executor.cores. " + NEEDS_SINK,
+              [recent_per_executor("threadpool.activeTasks", "sum", "active tasks")],
+              "none", kind="stat", width=3, height=4, decimals=0, no_value="0"),
         Panel("Executors alive",
-              "Executors (driver excluded) that reported in the latest interval. A drop means executors were "
-              "lost or released (dynamic allocation). " + NEEDS_EXECUTOR_METRICS,
-              [target('SELECT count("v") FROM (SELECT last("value") AS "v" FROM "JVMHeapMemory" WHERE '
-                       f'{NOT_DRIVER} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)) '
-                       'WHERE $timeFilter GROUP BY time($interval) fill(none)', "executors")],
-              "none", kind="stat", width=3, height=4, decimals=0, options={"graphMode": "area"}),
+              "Executors that reported in the last 20 s of the time range (the ones running tasks: the "
+              "driver counts only in local mode, where it runs them). A drop means executors were lost or "
+              "released (dynamic allocation). " + NEEDS_SINK,
+              [recent_per_executor("threadpool.activeTasks", "count", "executors")],
+              "none", kind="stat", width=3, height=4, decimals=0, no_value="0"),
         shared.task_time(
             "Total time tasks ran and, of it, CPU time, summed over all executors since they started "
             "(executor source: runTime, cpuTime). Task time well above CPU time means tasks wait: on "
@@ -63,15 +81,17 @@ def summary_row() -> Row:
             "Failed tasks and failed stages of the application so far (driver's appStatus source). "
             + NEEDS_APP_STATUS,
             width=3),
-        Panel("Peak executor heap",
-              "Highest JVM heap used by any executor in the time range (ExecutorMetrics JVMHeapMemory); "
-              "compare with spark.executor.memory. " + NEEDS_EXECUTOR_METRICS,
-              [peak("JVMHeapMemory", "heap")], "bytes", kind="stat", width=4, height=4),
-        Panel("Peak executor RSS",
-              "Highest resident memory of any executor's JVM process in the time range (process tree). "
-              "On YARN and Kubernetes the container is killed when RSS plus Python exceeds "
+        Panel("Peak heap",
+              "Highest JVM heap used by any executor, and by the driver, in the time range (ExecutorMetrics "
+              "JVMHeapMemory); compare with spark.executor.memory and spark.driver.memory. In local mode "
+              "the driver is the only executor. " + NEEDS_EXECUTOR_METRICS,
+              peaks_executors_and_driver("JVMHeapMemory", "heap"), "bytes", kind="stat", width=4, height=4),
+        Panel("Peak RSS",
+              "Highest resident memory of any executor's JVM process, and of the driver's, in the time range "
+              "(process tree). On YARN and Kubernetes the container is killed when RSS plus Python exceeds "
               "spark.executor.memory + spark.executor.memoryOverhead. " + NEEDS_PROCESS_TREE,
-              [peak("ProcessTreeJVMRSSMemory", "RSS")], "bytes", kind="stat", width=4, height=4),
+              peaks_executors_and_driver("ProcessTreeJVMRSSMemory", "RSS"), "bytes", kind="stat", width=4,
+              height=4),
         _applications_table(),
     ])
 
@@ -80,53 +100,57 @@ def tasks_row() -> Row:
     return Row("Tasks and CPU, per executor", [
         Panel("Active tasks",
               "Tasks running on each executor (mean of the interval). A flat line below the executor's "
-              "cores means idle slots; one executor busy while the others idle is skew. " + NEEDS_SINK,
-              [gauge("threadpool.activeTasks")], "none", decimals=1),
+              "cores means idle slots; one executor busy while the others idle is skew. SQL query regions "
+              "are drawn here and on the other task and heap graphs. " + NEEDS_SINK,
+              [gauge("threadpool.activeTasks")], "none", decimals=1, annotated=True),
         Panel("Executor CPU",
               "CPU used by each executor JVM, in cores (rate of JVMCPU jvmCpuTime): all threads, tasks, "
               "GC and JIT included. Near spark.executor.cores = CPU-bound. " + NEEDS_SINK,
-              [rate("jvmCpuTime", scale=" / 1000000000")], "suffix: cores"),
+              [rate("jvmCpuTime", scale=" / 1000000000")], "suffix: cores", annotated=True),
         Panel("Task time by component",
               "Where task time goes, summed over the selected executors, in seconds per second (2 = two "
               "task slots busy). CPU well below run time points at the other lines: GC, deserialization, "
-              "shuffle fetch wait (slow or remote shuffle reads), shuffle write. " + NEEDS_SINK,
+              "shuffle fetch wait (slow or remote shuffle reads), shuffle write." + ENDS_AT_TASK_END
+              + NEEDS_SINK,
               [summed_rate("runTime.count", "run time", scale=" / 1000"),
                summed_rate("cpuTime.count", "CPU", scale=" / 1000000000"),
                summed_rate("jvmGCTime.count", "GC", scale=" / 1000"),
                summed_rate("deserializeTime.count", "deserialize", scale=" / 1000"),
                summed_rate("shuffleFetchWaitTime.count", "shuffle fetch wait", scale=" / 1000"),
                summed_rate("shuffleWriteTime.count", "shuffle write", scale=" / 1000000000")],
-              "suffix: s/s", width=24),
+              "suffix: s/s", width=24, annotated=True),
     ])
 
 
 def memory_row() -> Row:
     return Row("Memory, per executor", [
         Panel("JVM heap used vs max",
-              "Heap in use (ExecutorMetrics JVMHeapMemory, polled every "
+              "Heap in use, the highest sample of each interval (ExecutorMetrics JVMHeapMemory, polled every "
               "spark.executor.metrics.pollingInterval) and the heap limit (jvm heap.max, about "
               "spark.executor.memory). Used touching max with rising GC time means the executor is short "
               "of memory. " + NEEDS_EXECUTOR_METRICS,
-              [gauge("JVMHeapMemory", "$tag_executorid used"),
-               gauge("heap.max", "$tag_executorid max", agg="max")], "bytes"),
+              [gauge("JVMHeapMemory", "$tag_executorid used", agg="max"),
+               gauge("heap.max", "$tag_executorid max", agg="max")], "bytes", annotated=True),
         Panel("Process RSS: JVM, Python, other",
-              "Resident memory of each executor's process tree: the JVM, its Python workers (PySpark UDFs) "
+              "Resident memory of each executor's process tree, the highest sample of each interval: the "
+              "JVM, its Python workers (PySpark UDFs) "
               "and any other children. This is what YARN and Kubernetes count against "
               "spark.executor.memory + memoryOverhead. " + NEEDS_PROCESS_TREE,
-              [gauge("ProcessTreeJVMRSSMemory", "$tag_executorid JVM"),
-               gauge("ProcessTreePythonRSSMemory", "$tag_executorid Python"),
-               gauge("ProcessTreeOtherRSSMemory", "$tag_executorid other")], "bytes"),
+              [gauge("ProcessTreeJVMRSSMemory", "$tag_executorid JVM", agg="max"),
+               gauge("ProcessTreePythonRSSMemory", "$tag_executorid Python", agg="max"),
+               gauge("ProcessTreeOtherRSSMemory", "$tag_executorid other", agg="max")], "bytes"),
         Panel("Unified memory, on-heap: execution + storage",
-              "Spark's unified memory region on the heap: execution (joins, sorts, aggregations) and storage "
+              "Spark's unified memory region on the heap, the highest sample of each interval: execution "
+              "(joins, sorts, aggregations) and storage "
               "(cached blocks, broadcasts). Its size is (heap - 300 MB) x spark.memory.fraction; execution "
               "can evict storage down to spark.memory.storageFraction. " + NEEDS_EXECUTOR_METRICS,
-              [gauge("OnHeapExecutionMemory", "$tag_executorid execution"),
-               gauge("OnHeapStorageMemory", "$tag_executorid storage")], "bytes"),
+              [gauge("OnHeapExecutionMemory", "$tag_executorid execution", agg="max"),
+               gauge("OnHeapStorageMemory", "$tag_executorid storage", agg="max")], "bytes"),
         Panel("Unified memory, off-heap: execution + storage",
               "The same region off the heap; zero unless spark.memory.offHeap.enabled=true with "
               "spark.memory.offHeap.size. " + NEEDS_EXECUTOR_METRICS,
-              [gauge("OffHeapExecutionMemory", "$tag_executorid execution"),
-               gauge("OffHeapStorageMemory", "$tag_executorid storage")], "bytes"),
+              [gauge("OffHeapExecutionMemory", "$tag_executorid execution", agg="max"),
+               gauge("OffHeapStorageMemory", "$tag_executorid storage", agg="max")], "bytes"),
     ])
 
 
@@ -151,27 +175,33 @@ def shuffle_row() -> Row:
         Panel("Shuffle read: local vs remote",
               "Shuffle bytes read per second by each executor's tasks, from its own host (local) and from "
               "other executors over the network (remote). High remote reads with high fetch wait above "
-              "point at the network or at spark.reducer.maxSizeInFlight. " + NEEDS_SINK,
+              "point at the network or at spark.reducer.maxSizeInFlight." + ENDS_AT_TASK_END + NEEDS_SINK,
               [rate("shuffleLocalBytesRead.count", "$tag_executorid local"),
                rate("shuffleRemoteBytesRead.count", "$tag_executorid remote")], "Bps"),
         Panel("Shuffle write",
-              "Shuffle bytes written per second by each executor's map tasks. " + NEEDS_SINK,
+              "Shuffle bytes written per second by each executor's map tasks." + ENDS_AT_TASK_END + NEEDS_SINK,
               [rate("shuffleBytesWritten.count")], "Bps"),
         Panel("Spill",
               "Bytes spilled per second: memory = size of the spilled data in memory, disk = what reached "
               "disk. Any spill means execution memory ran short: more partitions "
-              "(spark.sql.shuffle.partitions) or more memory per task. " + NEEDS_SINK,
+              "(spark.sql.shuffle.partitions) or more memory per task." + ENDS_AT_TASK_END + NEEDS_SINK,
               [rate("memoryBytesSpilled.count", "$tag_executorid memory"),
                rate("diskBytesSpilled.count", "$tag_executorid disk")], "Bps"),
         Panel("File system read",
-              "Bytes read per second through Hadoop file systems, per executor and scheme: file (local), "
-              "hdfs, s3a when used. " + NEEDS_SINK,
-              [rate(r"/^filesystem\.(file|hdfs|s3a)\.read_bytes$/", "$tag_executorid $m")],
+              "Bytes read per second by each executor's tasks from any storage (executor bytesRead, counted "
+              "at task end) and, while they run, per Hadoop file system scheme. Spark reports schemes only "
+              "for those in spark.executor.metrics.fileSystemSchemes (default file,hdfs): add s3a, gs or "
+              "abfs there to see cloud storage by scheme." + ENDS_AT_TASK_END + NEEDS_SINK,
+              [rate("bytesRead.count", "$tag_executorid all storage"),
+               rate(r"/^filesystem\.[^.]+\.read_bytes$/", "$tag_executorid $m")],
               "Bps"),
         Panel("File system write",
-              "Bytes written per second through Hadoop file systems, per executor and scheme: file, hdfs, "
-              "s3a when used. " + NEEDS_SINK,
-              [rate(r"/^filesystem\.(file|hdfs|s3a)\.write_bytes$/", "$tag_executorid $m")],
+              "Bytes written per second by each executor's tasks to any storage (executor bytesWritten, "
+              "counted at task end) and per Hadoop file system scheme in "
+              "spark.executor.metrics.fileSystemSchemes (default file,hdfs; add s3a, gs or abfs for cloud "
+              "storage)." + ENDS_AT_TASK_END + NEEDS_SINK,
+              [rate("bytesWritten.count", "$tag_executorid all storage"),
+               rate(r"/^filesystem\.[^.]+\.write_bytes$/", "$tag_executorid $m")],
               "Bps"),
     ])
 
@@ -196,9 +226,13 @@ def host_row() -> Row:
               "wait per I/O including queueing (io_await, ms, the 'await' of iostat). Shuffle and spill "
               "land on spark.local.dir. " + NEEDS_TELEGRAF,
               [raw('SELECT mean("io_util") FROM "diskio" WHERE $timeFilter GROUP BY time($interval), "host", '
-                   '"name" fill(none)', "$tag_name busy %"),
+                   '"name" fill(none)', "$tag_name busy"),
                raw('SELECT mean("io_await") FROM "diskio" WHERE $timeFilter GROUP BY time($interval), "host", '
-                   '"name" fill(none)', "$tag_name await ms")], "none", width=6),
+                   '"name" fill(none)', "$tag_name await")], "percent", width=6,
+              # Two units, one axis each: busy % on the left, await in ms on the right.
+              overrides=[{"matcher": {"id": "byRegexp", "options": ".* await$"},
+                          "properties": [{"id": "unit", "value": "ms"},
+                                         {"id": "custom.axisPlacement", "value": "right"}]}]),
         Panel("Network",
               "Bytes per second received and sent per interface. " + NEEDS_TELEGRAF,
               [raw('SELECT non_negative_derivative(max("bytes_recv"), 1s) FROM "net" WHERE $timeFilter '

@@ -67,9 +67,11 @@ def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
                    alias)
 
 
-def total(measurement: str, alias: str, where: str = NOT_DRIVER, scale: str = "") -> dict[str, Any]:
+def total(measurement: str, alias: str, where: str = APP, scale: str = "") -> dict[str, Any]:
     """A counter's total over the application: each executor's last (max)
-    value, summed. Counters start at 0 when an executor starts."""
+    value, summed. Counters start at 0 when an executor starts. The driver
+    is not left out: it has the executor source only in local mode, where
+    it is the one executor."""
     inner = (f'SELECT max("value"){scale} AS "v" FROM {source(measurement)} WHERE {where} AND $timeFilter '
              'GROUP BY "executorid"')
     return target(f'SELECT sum("v") FROM ({inner})', alias)
@@ -79,11 +81,27 @@ def peak(measurement: str, alias: str, where: str = NOT_DRIVER) -> dict[str, Any
     return target(f'SELECT max("value") FROM {source(measurement)} WHERE {where} AND $timeFilter', alias)
 
 
+def peaks_executors_and_driver(measurement: str, what: str) -> list[dict[str, Any]]:
+    """The highest value over the executors and, apart, the driver's. In local
+    mode there are no executors but the driver, and only its value shows."""
+    return [peak(measurement, f"{what}, executors"),
+            peak(measurement, f"{what}, driver", where=f"{APP} AND \"executorid\" = 'driver'")]
+
+
+def recent_per_executor(measurement: str, agg: str, alias: str, window: str = "20s") -> dict[str, Any]:
+    """agg over executors of each one's last value in the window that ends at
+    the end of the time range: an executor that stopped reporting drops out,
+    and a half-filled last interval cannot make the number dip."""
+    inner = (f'SELECT last("value") AS "v" FROM {source(measurement)} WHERE {APP} '
+             f'AND time > ${{__to}}ms - {window} AND time <= ${{__to}}ms GROUP BY "executorid"')
+    return target(f'SELECT {agg}("v") FROM ({inner})', alias)
+
+
 def per_executor_peak(measurement: str, column: str) -> dict[str, Any]:
     """One table column: each executor's highest value. sum() of the single
     maximum gives every column the same time, so a merge joins them by
     executor."""
-    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {EXECUTORS} AND $timeFilter '
+    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {APP} AND $timeFilter '
              'GROUP BY "executorid"')
     made = target(f'SELECT sum("v") AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"

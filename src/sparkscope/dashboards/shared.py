@@ -18,7 +18,8 @@ def task_time(description: str, width: int) -> Panel:
 def gc_share_of_task_time(description: str, width: int) -> Panel:
     return Panel("GC share of task time", description,
                  [total("jvmGCTime.count", "GC"), total("runTime.count", "run"), math("$A / $B")],
-                 "percentunit", kind="stat", width=width, height=STAT_HEIGHT, hidden_refs=("A", "B"), decimals=1)
+                 "percentunit", kind="stat", width=width, height=STAT_HEIGHT, hidden_refs=("A", "B"), decimals=1,
+                 display_name="GC share")
 
 
 def failed_tasks_and_stages(description: str, width: int) -> Panel:

@@ -7,17 +7,22 @@ from typing import Any
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
-                                           NEEDS_PROCESS_TREE, NEEDS_SINK, NOT_DRIVER, peak,
-                                           per_executor_peak, raw, target, total)
+                                           NEEDS_PROCESS_TREE, NEEDS_SINK, per_executor_peak,
+                                           peaks_executors_and_driver, raw, target, total)
 
 
 def _peak_table(title: str, description: str, columns: list[tuple[str, str]], unit: str,
                 overrides: list[dict[str, Any]] = ()) -> Panel:
     panel = Panel(title, description, [per_executor_peak(m, name) for m, name in columns], unit,
                   kind="table", width=24, height=7,
-                  options={"sortBy": [{"displayName": "executorid", "desc": False}]}, overrides=list(overrides))
+                  options={"sortBy": [{"displayName": "executorid", "desc": False}]},
+                  overrides=[{"matcher": {"id": "byName", "options": "executorid"},
+                              "properties": [{"id": "unit", "value": "string"}]}, *overrides])
     # One row per executor: join the columns, drop the (shared) time.
-    panel.transformations = [{"id": "merge", "options": {}},
+    # Executor ids stay text ("driver" beside numbers would read NaN).
+    panel.transformations = [{"id": "convertFieldType", "options": {"conversions": [
+                                 {"targetField": "executorid", "destinationType": "string"}]}},
+                             {"id": "merge", "options": {}},
                              {"id": "organize", "options": {"excludeByName": {"Time": True}}}]
     return panel
 
@@ -51,26 +56,29 @@ def app_row() -> Row:
         Panel("Run time",
               "Wall-clock time from application start to end (empty while it runs). " + NEEDS_ANNOTATOR,
               [target(f'SELECT max("duration_ms") FROM "sparkscope_application" WHERE {APP} AND $timeFilter',
-                       "run time")], "ms", kind="stat", width=4, height=4),
+                       "run time")], "ms", kind="stat", width=3, height=4),
         Panel("Executors used",
-              "Executors (driver excluded) that reported metrics during the run. " + NEEDS_EXECUTOR_METRICS,
-              [target('SELECT count("v") FROM (SELECT max("value") AS "v" FROM "JVMHeapMemory" WHERE '
-                       f'{NOT_DRIVER} AND $timeFilter GROUP BY "executorid")', "executors")],
-              "none", kind="stat", width=4, height=4, decimals=0),
+              "Executors that ran tasks during the run (the ones with Spark's executor source: the driver "
+              "only in local mode, where it is the one executor). " + NEEDS_SINK,
+              [target('SELECT count("v") FROM (SELECT max("value") AS "v" FROM "threadpool.activeTasks" WHERE '
+                      f'{APP} AND $timeFilter GROUP BY "executorid")', "executors")],
+              "none", kind="stat", width=3, height=4, decimals=0),
         shared.task_time(
             "Total task run time and CPU time over all executors. " + NEEDS_SINK,
             width=4),
         shared.gc_share_of_task_time(
             "JVM GC time during tasks over task run time (jvmGCTime / runTime), all executors. "
             + NEEDS_SINK,
-            width=4),
+            width=3),
         shared.failed_tasks_and_stages(
             "Failed tasks and stages over the run (driver's appStatus source). " + NEEDS_APP_STATUS,
-            width=4),
-        Panel("Peak memory, any executor",
-              "Highest heap used and highest JVM RSS of any executor over the run. " + NEEDS_PROCESS_TREE,
-              [peak("JVMHeapMemory", "heap"), peak("ProcessTreeJVMRSSMemory", "RSS")], "bytes",
-              kind="stat", width=4, height=4),
+            width=3),
+        Panel("Peak memory",
+              "Highest heap used and highest JVM RSS of any executor, and of the driver, over the run. In "
+              "local mode the driver is the only executor. " + NEEDS_PROCESS_TREE,
+              peaks_executors_and_driver("JVMHeapMemory", "heap")
+              + peaks_executors_and_driver("ProcessTreeJVMRSSMemory", "RSS"), "bytes",
+              kind="stat", width=8, height=4),
     ])
 
 

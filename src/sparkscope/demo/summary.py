@@ -7,7 +7,9 @@ import math
 import time
 from typing import Any, Callable, Optional
 
-from sparkscope.dashboards import LIVE_UID
+from sparkscope.build.grafana import grafana_home
+from sparkscope.build.grafana_ui import has_ui
+from sparkscope.dashboards import LIVE_UID, SUMMARY_UID
 from sparkscope.demo.options import DemoOptions, DemoResult, QueryResult, executor_key, expected_executors
 from sparkscope.stack import influx
 from sparkscope.stack.settings import Settings
@@ -180,19 +182,12 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
     app = result.app_id or ""
     start_ms = min((r.start_ms for r in result.results), default=int(time.time() * 1000)) - 60_000
     end_ms = max((r.end_ms for r in result.results), default=int(time.time() * 1000)) + 60_000
-    link = (f"{settings.grafana_url}/d/{LIVE_UID}?var-username=spark&var-applicationid={app}"
-            f"&from={start_ms}&to={end_ms}")
-    if stack_kind == "compose":
-        say(f"  Grafana   {link}")
-        say(f"            dashboard uid {LIVE_UID}, user {settings.grafana_user}, password in .env")
-    else:
-        say(f"  Grafana   {settings.grafana_url}  dashboard uid {LIVE_UID} (user {settings.grafana_user}, "
-            "password in .env)")
-        say("            Natively only Grafana's HTTP API runs, not its web UI (it is not built here):")
-        say("            this link works with the docker compose stack or any Grafana with dashboards/ imported:")
-        say(f"            {link}")
-        say(f"            curl -su \"{settings.grafana_user}:$(sed -n 's/^GRAFANA_ADMIN_PASSWORD=//p' {settings.root / '.env'})\" "
-            f"{settings.grafana_url}/api/dashboards/uid/{LIVE_UID}")
+    link = f"{settings.grafana_url}/d/{LIVE_UID}?var-applicationid={app}&from={start_ms}&to={end_ms}"
+    say(f"  Grafana   {link}")
+    say(f"            (user {settings.grafana_user}, password in .env; the summary: /d/{SUMMARY_UID})")
+    if stack_kind != "compose" and not has_ui(grafana_home(settings.cache_dir)):
+        say("            !!! Grafana's web UI could not be built here, so only its HTTP API answers: "
+            "./sparkscope install retries and says why.")
     say(f"  InfluxDB  {settings.influx_url}  database {settings.database}, e.g.:")
     say(f"            curl -sG {settings.influx_url}/query --data-urlencode db={settings.database} "
         f"--data-urlencode \"q=SELECT max(value) FROM JVMHeapMemory WHERE applicationid='{app}' "
