@@ -45,7 +45,13 @@ def test_http_ports_bind_loopback_and_graphite_faces_the_network(compose, tmp_pa
     ports = {name: svc.get("ports", []) for name, svc in config["services"].items()}
     assert _binds(ports["grafana"]) == {("127.0.0.1", "3000")}
     assert _binds(ports["influxdb"]) == {("127.0.0.1", "8086")}
-    assert _binds(ports["telegraf"]) == {("0.0.0.0", "2003"), ("0.0.0.0", "8186")}
+    # Telegraf shares the host's network, so that its network input sees the
+    # machine's interfaces: it binds the Graphite and events ports itself.
+    telegraf = config["services"]["telegraf"]
+    assert telegraf["network_mode"] == "host" and not ports["telegraf"]
+    assert telegraf["environment"]["GRAPHITE_LISTEN"] == "0.0.0.0:2003"
+    assert telegraf["environment"]["EVENTS_LISTEN"] == "0.0.0.0:8186"
+    assert telegraf["environment"]["INFLUX_URL"] == "http://127.0.0.1:8086"
 
 
 def _parse(text: str) -> dict:
