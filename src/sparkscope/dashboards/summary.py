@@ -28,18 +28,29 @@ def _peak_table(title: str, description: str, columns: list[tuple[str, str]], un
 
 
 def _stage_table(title: str, description: str, sort_by: str) -> Panel:
-    query = ('SELECT "stage_id", "attempt", "name", "duration_ms" AS "duration", "num_tasks" AS "tasks", '
-             '"task_p50_ms" AS "median task", "task_max_ms" AS "slowest task", "skew_ratio" AS "max / median", '
-             '"slowest_executor" AS "slowest on", "gc_max_ms" AS "max GC", "fetch_wait_max_ms" AS "max fetch wait", '
+    # The job or SQL query each stage ran for, and the slowest task's own
+    # partition, executor, host, bytes read, GC and fetch wait (not stage-wide
+    # maxima): bytes far above the average task mean data skew, about average
+    # bytes a slow host. "tail" = slowest minus median task: the time the
+    # stage spent waiting on its slowest task beyond a typical one.
+    query = ('SELECT "stage_id", "attempt", "job_description" AS "job / query", "name", "duration_ms" AS "duration", '
+             '"num_tasks" AS "tasks", "task_p50_ms" AS "median task", "task_max_ms" AS "slowest task", '
+             '"task_max_ms" - "task_p50_ms" AS "tail", "slowest_partition" AS "slowest partition", '
+             '"slowest_executor" AS "slowest on", "slowest_host" AS "host", '
+             '"slowest_input_bytes" + "slowest_shuffle_read_bytes" AS "slowest read", '
+             '"task_mean_input_bytes" + "task_mean_shuffle_read_bytes" AS "average read", '
+             '"slowest_gc_ms" AS "slowest GC", "slowest_fetch_wait_ms" AS "slowest fetch wait", '
              f'"straggler", "status" FROM "sparkscope_stage" WHERE {APP} AND "status" <> \'RUNNING\' '
              'AND $timeFilter')
-    ms = ["duration", "median task", "slowest task", "max GC", "max fetch wait"]
+    ms = ["duration", "median task", "slowest task", "tail", "slowest GC", "slowest fetch wait"]
     return Panel(title, description, [raw(query, result_format="table")], "none", kind="table", width=24,
                  height=8, options={"sortBy": [{"displayName": sort_by, "desc": True}]},
                  overrides=[{"matcher": {"id": "byName", "options": name},
                              "properties": [{"id": "unit", "value": "ms"}]} for name in ms]
-                 + [{"matcher": {"id": "byName", "options": "max / median"},
-                     "properties": [{"id": "decimals", "value": 1}]}])
+                 + [{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": "bytes"}]}
+                    for name in ("slowest read", "average read")]
+                 + [{"matcher": {"id": "byName", "options": "Time"},
+                     "properties": [{"id": "custom.hidden", "value": True}]}])
 
 
 BYTES_COLUMNS = [
@@ -126,12 +137,16 @@ def work_row() -> Row:
 def stages_row() -> Row:
     return Row("Stages and queries", [
         _stage_table("Slowest stages",
-                     "Completed and failed stages, slowest first: duration, tasks, median and slowest task, "
-                     "where the slowest ran. " + NEEDS_ANNOTATOR, "duration"),
-        _stage_table("Most skewed stages",
-                     "Stages by skew (slowest task / median task), worst first. straggler = true when the "
-                     "slowest task is far above the median (spark.sparkscope.straggler.* settings): look at "
-                     "its partitioning or at the executor named. " + NEEDS_ANNOTATOR, "max / median"),
+                     "Completed and failed stages, slowest first, with the job or SQL query each ran for: "
+                     "duration, tasks, median and slowest task, and where the slowest ran. " + NEEDS_ANNOTATOR,
+                     "duration"),
+        _stage_table("Stages that waited on their slowest task",
+                     "Stages by tail (slowest task minus median task): the time a stage spent waiting on one "
+                     "task beyond a typical one, largest first, so a short stage with two uneven tasks does not "
+                     "outrank a long one. straggler = true when that task delayed the stage "
+                     "(spark.sparkscope.straggler.* settings). Slowest read far above average read: data "
+                     "skew in that partition; about equal: look at the executor and host named. "
+                     + NEEDS_ANNOTATOR, "tail"),
         Panel("SQL queries",
               "SQL queries (executions) of the run with status and duration; the description is the query "
               "text or the job description set by the application. " + NEEDS_ANNOTATOR,
