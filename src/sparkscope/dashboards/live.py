@@ -101,12 +101,13 @@ def tasks_row() -> Row:
         Panel("Active tasks",
               "Tasks running on each executor (mean of the interval). A flat line below the executor's "
               "cores means idle slots; one executor busy while the others idle is skew. SQL query regions "
-              "are drawn here and on the other task and heap graphs. " + NEEDS_SINK,
+              "are drawn here, on Task time by component and on the heap graph only, so that a run of a "
+              "hundred queries leaves the other graphs readable. " + NEEDS_SINK,
               [gauge("threadpool.activeTasks")], "none", decimals=1, annotated=True),
         Panel("Executor CPU",
               "CPU used by each executor JVM, in cores (rate of JVMCPU jvmCpuTime): all threads, tasks, "
               "GC and JIT included. Near spark.executor.cores = CPU-bound. " + NEEDS_SINK,
-              [rate("jvmCpuTime", scale=" / 1000000000")], "suffix: cores", annotated=True),
+              [rate("jvmCpuTime", scale=" / 1000000000")], "suffix: cores"),
         Panel("Task time by component",
               "Where task time goes, summed over the selected executors, in seconds per second (2 = two "
               "task slots busy). CPU well below run time points at the other lines: GC, deserialization, "
