@@ -30,6 +30,7 @@ TELEGRAF_PLUGINS = (
     "inputs.cpu",
     "inputs.mem",
     "inputs.diskio",
+    "inputs.kernel",
     "inputs.net",
     "processors.starlark",
     "outputs.influxdb",

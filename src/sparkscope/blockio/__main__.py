@@ -1,0 +1,3 @@
+from sparkscope.blockio.probe import main
+
+raise SystemExit(main())
