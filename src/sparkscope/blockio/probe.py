@@ -39,6 +39,7 @@ DEFAULT_THRESHOLD_MS = 100.0
 # bpftrace's maps default to 4096 keys: I/Os in flight beyond that would go
 # untimed. 65536 in-flight requests is far above any queue depth.
 MAP_KEYS_MAX = "65536"
+ATTACHED = "attached to the block tracepoints"
 
 
 def direction(rwbs: str) -> str:
@@ -211,6 +212,8 @@ def run(url: str, period_s: int, threshold_ms: float) -> int:
     print(f"blockprobe: tracing block I/O, period {period_s} s, outliers >= {threshold_ms:g} ms -> {url}",
           file=sys.stderr, flush=True)
     for line in proc.stdout:
+        if line.startswith('{"type": "attached_probes"'):
+            print(f"blockprobe: {ATTACHED}", file=sys.stderr, flush=True)
         pending += reports.feed(line)
         if reports.period_closed:  # outliers go with their period's report, in one request
             send(url, pending)

@@ -10,6 +10,7 @@ stopped by that pid only.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -17,7 +18,9 @@ from typing import Optional
 from sparkscope.build.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
 from sparkscope.build.grafana import grafana_command
 from sparkscope.build.grafana_ui import ensure_grafana_with_ui
-from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group
+from sparkscope.blockio.probe import ATTACHED
+from sparkscope.blockio.readiness import why_not_traceable
+from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
 from sparkscope.stack import SERVICE_NAMES, Backend
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
 from sparkscope.stack.settings import Settings
@@ -107,6 +110,9 @@ def grafana_service(settings: Settings, progress: Progress) -> Service:
     }, dirs=[state / "data", state / "logs", state / "plugins"])
 
 
+BLOCKPROBE = "blockprobe"
+BLOCKPROBE_ATTACH_S = 30.0  # bpftrace compiles and attaches in 1-3 s; more on a loaded machine
+
 SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
 
 
@@ -148,6 +154,50 @@ class NativeBackend(Backend):
             if pid is not None:
                 stop_group(pid)
             pidfile.clear()
+
+    # The block I/O probe: optional, started after Telegraf when this machine
+    # allows eBPF, never a reason for `up` to fail.
+    def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        super().up(only, progress)
+        if "telegraf" in only:
+            self.start_blockprobe(progress)
+
+    def down(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        if "telegraf" in only:
+            self.stop_blockprobe()
+        super().down(only, progress)
+
+    def start_blockprobe(self, progress: Progress = print) -> bool:
+        pidfile = PidFile(self.settings.state_dir, BLOCKPROBE)
+        if pidfile.running_pid() is not None:
+            progress(f"{BLOCKPROBE} already running  pid {pidfile.running_pid()}")
+            return True
+        reason = why_not_traceable(mount=True)
+        if reason:
+            progress(f"{BLOCKPROBE} not started (disk latency heatmap, percentiles and outliers stay empty): "
+                     f"{reason}")
+            return False
+        log = self.log_path(BLOCKPROBE)
+        size = log.stat().st_size if log.exists() else 0
+        proc = start_group([sys.executable, "-m", "sparkscope.blockio", "--url", self.settings.events_url],
+                           log, env=dict(os.environ), cwd=self.settings.state_dir)
+        pidfile.write(proc.pid)
+        attached = wait_until(lambda: ATTACHED in log.read_text(errors="replace")[size:] or proc.poll() is not None,
+                              BLOCKPROBE_ATTACH_S) and proc.poll() is None
+        if not attached:
+            self.stop_blockprobe()
+            progress(f"{BLOCKPROBE} not started: bpftrace did not attach within {BLOCKPROBE_ATTACH_S:.0f} s; "
+                     f"{self.log_excerpt(BLOCKPROBE)}")
+            return False
+        progress(f"{BLOCKPROBE:9} up  pid {proc.pid}  block I/O latency per device -> {self.settings.events_url}")
+        return True
+
+    def stop_blockprobe(self) -> None:
+        pidfile = PidFile(self.settings.state_dir, BLOCKPROBE)
+        pid = pidfile.running_pid()
+        if pid is not None:
+            stop_group(pid)
+        pidfile.clear()
 
     def status(self):
         rows = super().status()
