@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope.dashboards.queries import APP, DATASOURCE, source
+from sparkscope.dashboards.queries import APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, source
 
 SCHEMA_VERSION = 38
 GRID_COLUMNS = 24  # a dashboard row is 24 units wide
@@ -44,6 +44,8 @@ class Panel:
     # drown every graph in dashed lines); straggler stages and executor
     # changes are drawn on every graph.
     annotated: bool = False
+    # Block I/O outliers (the probe's slow I/Os) are marked on this panel.
+    io_outliers: bool = False
 
 
 @dataclass
@@ -104,10 +106,12 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     return out
 
 
-def _layout(rows: list[Row]) -> tuple[list[dict[str, Any]], list[int]]:
-    """The panels' JSON, and the ids of the panels that show query, job and stage regions."""
+def _layout(rows: list[Row]) -> tuple[list[dict[str, Any]], list[int], list[int]]:
+    """The panels' JSON, the ids of the panels that show query, job and stage
+    regions, and the ids of those that mark block I/O outliers."""
     panels: list[dict[str, Any]] = []
     annotated: list[int] = []
+    io_marked: list[int] = []
     next_id = 1
     y = 0
     for row in rows:
@@ -124,12 +128,14 @@ def _layout(rows: list[Row]) -> tuple[list[dict[str, Any]], list[int]]:
             body = _panel_json(panel, next_id, x, y)
             if panel.annotated:
                 annotated.append(next_id)
+            if panel.io_outliers:
+                io_marked.append(next_id)
             next_id += 1
             (row_json["panels"] if row.collapsed else panels).append(body)
             x += panel.width
             line_height = max(line_height, panel.height)
         y += line_height
-    return panels, annotated
+    return panels, annotated, io_marked
 
 
 def _variable(name: str, label: str, query: str, **extra: Any) -> dict[str, Any]:
@@ -172,6 +178,12 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
             "options": [],
             "description": "Bucket size of the graphs; keep it at or above the sink period "
                            "(*.sink.graphite.period: 5 s in spark-conf/metrics.properties)."})
+        out.append(_variable(
+            "device", "Device", 'SHOW TAG VALUES FROM "diskio" WITH KEY = "name"',
+            multi=True, includeAll=True, allValue=WHOLE_DISKS,
+            current={"selected": True, "text": ["All"], "value": ["$__all"]},
+            description="Block devices of the host panels. All = whole disks (sd*, vd*, nvme*n*, mmcblk*, md*, "
+                        "dm-*): loop, ram and partitions are left out unless picked by name."))
     return out
 
 
@@ -204,9 +216,21 @@ def _annotations(annotated: list[int]) -> list[dict[str, Any]]:
     ]
 
 
+def _io_outlier_annotation(panel_ids: list[int]) -> dict[str, Any]:
+    """The probe's slow I/Os as marks on the disk panels: device, direction,
+    latency, size and the submitting process, so a slow disk lines up with
+    the stage that ran."""
+    query = f'SELECT "text", "direction" FROM "block_outlier" WHERE {PROBE_DEVICE} AND $timeFilter'
+    return {"name": "Slow block I/O", "datasource": DATASOURCE, "enable": True, "hide": False,
+            "iconColor": "#FADE2A", "filter": {"exclude": False, "ids": panel_ids},
+            "target": {"query": query, "rawQuery": True, "fromAnnotations": True, "textColumn": "text",
+                       "tagsColumn": "direction"}}
+
+
 def dashboard(uid: str, title: str, description: str, rows: list[Row], with_executors: bool,
               time_from: str, refresh: str) -> dict[str, Any]:
-    panels, annotated = _layout(rows)
+    panels, annotated, io_marked = _layout(rows)
+    annotations = _annotations(annotated) + ([_io_outlier_annotation(io_marked)] if io_marked else [])
     return {
         "uid": uid,
         "title": title,
@@ -220,7 +244,7 @@ def dashboard(uid: str, title: str, description: str, rows: list[Row], with_exec
         "refresh": refresh,
         "time": {"from": time_from, "to": "now"},
         "templating": {"list": _variables(with_executors)},
-        "annotations": {"list": _annotations(annotated)},
+        "annotations": {"list": annotations},
         "links": [{"title": "Spark dashboards", "type": "dashboards", "tags": ["sparkscope"], "asDropdown": False,
                    "includeVars": True, "keepTime": True}],
         "panels": panels,

@@ -7,9 +7,10 @@ from typing import Any
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
-                                           NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF, gauge,
-                                           peaks_executors_and_driver, rate, raw, recent_per_executor,
-                                           summed_rate)
+                                           NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
+                                           PROBE_DEVICE, disk_await, disk_rate, gauge,
+                                           peaks_executors_and_driver, pressure, rate, raw,
+                                           recent_per_executor, summed_rate)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 
 
@@ -222,18 +223,6 @@ def host_row() -> Row:
                    "$tag_host used"),
                raw('SELECT mean("available") FROM "mem" WHERE $timeFilter GROUP BY time($interval), "host" '
                    'fill(none)', "$tag_host available")], "bytes", width=6),
-        Panel("Disk utilisation and latency",
-              "Per device: share of time busy (io_util; 100% = saturated for a single disk) and average "
-              "wait per I/O including queueing (io_await, ms, the 'await' of iostat). Shuffle and spill "
-              "land on spark.local.dir. " + NEEDS_TELEGRAF,
-              [raw('SELECT mean("io_util") FROM "diskio" WHERE $timeFilter GROUP BY time($interval), "host", '
-                   '"name" fill(none)', "$tag_name busy"),
-               raw('SELECT mean("io_await") FROM "diskio" WHERE $timeFilter GROUP BY time($interval), "host", '
-                   '"name" fill(none)', "$tag_name await")], "percent", width=6,
-              # Two units, one axis each: busy % on the left, await in ms on the right.
-              overrides=[{"matcher": {"id": "byRegexp", "options": ".* await$"},
-                          "properties": [{"id": "unit", "value": "ms"},
-                                         {"id": "custom.axisPlacement", "value": "right"}]}]),
         Panel("Network",
               "Bytes per second received and sent per interface. " + NEEDS_TELEGRAF,
               [raw('SELECT non_negative_derivative(max("bytes_recv"), 1s) FROM "net" WHERE $timeFilter '
@@ -241,6 +230,77 @@ def host_row() -> Row:
                raw('SELECT non_negative_derivative(max("bytes_sent"), 1s) FROM "net" WHERE $timeFilter '
                    'GROUP BY time($interval), "host", "interface" fill(none)', "$tag_interface out")],
               "Bps", width=6),
+        Panel("Pressure stall: CPU, memory, I/O",
+              "Share of time some task (some) or every non-idle task at once (full) waited for CPU, "
+              "memory or I/O (Linux PSI, /proc/pressure). io some at 30% = for 30% of the time at least "
+              "one task waited on storage; full means nothing ran. Executors waiting on spill or shuffle "
+              "files show here before anything else. " + NEEDS_TELEGRAF,
+              [pressure()], "percent", width=6),
+        Panel("Disk busy",
+              "Share of time each device had I/O in flight (io_time from /proc/diskstats, the %util of "
+              "iostat). 100% saturates a single disk; SSDs and NVMe serve many I/Os at once and can do more "
+              "at 100%: read it with the queue size and await. Shuffle and spill land on spark.local.dir. "
+              "Pick devices with the Device variable. " + NEEDS_TELEGRAF,
+              [disk_rate("io_time", "$tag_name", scale=" / 10")], "percent", width=6, io_outliers=True),
+        Panel("Disk IOPS: read and write",
+              "Completed I/Os per second per device and direction (reads, writes). " + NEEDS_TELEGRAF,
+              [disk_rate("reads", "$tag_name read"), disk_rate("writes", "$tag_name write")], "iops", width=6,
+              io_outliers=True),
+        Panel("Disk throughput: read and write",
+              "Bytes per second read and written per device (read_bytes, write_bytes). " + NEEDS_TELEGRAF,
+              [disk_rate("read_bytes", "$tag_name read"), disk_rate("write_bytes", "$tag_name write")], "Bps",
+              width=6, io_outliers=True),
+        Panel("Disk queue size",
+              "Average number of I/Os in flight or queued per device (weighted_io_time: ms of I/O time "
+              "weighted by the queue length, per ms). Well above 1 on a busy disk means I/Os wait for "
+              "each other: the await grows with it. " + NEEDS_TELEGRAF,
+              [disk_rate("weighted_io_time", "$tag_name", scale=" / 1000")], "short", decimals=2, width=6,
+              io_outliers=True),
+        Panel("Disk await: read and write",
+              "Average time per completed read and per completed write, queueing included (the r_await "
+              "and w_await of iostat): increase of read_time over increase of reads, per interval. An "
+              "interval without reads has no read point, rather than 0 ms. An average hides a few slow "
+              "I/Os among many fast ones: the latency heatmap and outliers below show them. "
+              + NEEDS_TELEGRAF,
+              [disk_await("read_time", "reads", "$tag_name read"),
+               disk_await("write_time", "writes", "$tag_name write")], "ms", width=6, io_outliers=True),
+        Panel("Block I/O latency: p50, p99, max",
+              "Per device and direction, from the eBPF probe: time from issue to the device to completion "
+              "(scheduler queueing excluded). max is exact; p50 and p99 are read off log2 buckets, right "
+              "within a factor of two, and the highest of the interval is shown. A p99 far above p50 on one "
+              "device is a disk serving some I/Os slowly. " + NEEDS_BLOCKPROBE,
+              [raw(f'SELECT max("{field}_ms") FROM "block_latency" WHERE {PROBE_DEVICE} AND $timeFilter '
+                   'GROUP BY time($interval), "host", "device", "direction" fill(none)',
+                   f"$tag_device $tag_direction {field}") for field in ("p50", "p99", "max")],
+              "ms", width=12, io_outliers=True),
+        Panel("Block I/O latency heatmap",
+              "How many I/Os completed in each latency bucket (log2, microseconds on the axis), per "
+              "interval, over the selected devices: a second band far above the main one is a slow disk or "
+              "a slow class of I/O that the averages hide. Pick one device to see it alone. "
+              + NEEDS_BLOCKPROBE,
+              [raw(f'SELECT sum("count") FROM "block_latency_hist" WHERE {PROBE_DEVICE} AND $timeFilter '
+                   'GROUP BY time($interval), "le_us" fill(none)', "$tag_le_us")],
+              "short", kind="heatmap", width=12,
+              options={"calculate": False, "yAxis": {"axisPlacement": "left", "unit": "µs"},
+                       "rowsFrame": {"layout": "le"}, "cellGap": 1,
+                       "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential",
+                                 "exponent": 0.5, "fill": "dark-orange", "steps": 64, "reverse": False},
+                       "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False},
+                       "cellValues": {"unit": "short"}, "filterValues": {"le": 1e-9}}),
+        Panel("Block I/O outliers",
+              "Every I/O at or above the probe's threshold (BLOCKPROBE_THRESHOLD_MS, default 100 ms), newest "
+              "first: device, direction, latency, size and the process that submitted it (a kworker for "
+              "buffered writeback). The same I/Os are marked on the disk graphs (annotation 'Slow block "
+              "I/O'). " + NEEDS_BLOCKPROBE,
+              [raw(f'SELECT "device", "direction", "latency_ms", "bytes", "pid", "comm" FROM "block_outlier" '
+                   f'WHERE {PROBE_DEVICE} AND $timeFilter ORDER BY time DESC LIMIT 200', result_format="table")],
+              "none", kind="table", width=24, height=7, no_value="no I/O above the threshold",
+              overrides=[{"matcher": {"id": "byName", "options": "latency_ms"},
+                          "properties": [{"id": "unit", "value": "ms"}, {"id": "displayName", "value": "latency"}]},
+                         {"matcher": {"id": "byName", "options": "bytes"},
+                          "properties": [{"id": "unit", "value": "bytes"}, {"id": "displayName", "value": "size"}]},
+                         {"matcher": {"id": "byName", "options": "Time"},
+                          "properties": [{"id": "unit", "value": "dateTimeAsLocal"}]}]),
     ])
 
 

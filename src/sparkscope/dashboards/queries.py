@@ -18,6 +18,8 @@ COUNTER_MEASUREMENTS = {
     "G1-Young-Generation.count", "G1-Young-Generation.time", "G1-Old-Generation.count",
     "G1-Old-Generation.time",
     "net",  # Telegraf: bytes_recv and bytes_sent are cumulative per interface
+    "diskio",  # Telegraf: /proc/diskstats counters per device (reads, io_time, weighted_io_time...)
+    "pressure",  # Telegraf: PSI "total", microseconds stalled since boot
 }
 # Hadoop FileSystem statistics: Dropwizard gauges whose value only grows.
 COUNTER_PATTERNS = ("filesystem.",)
@@ -127,3 +129,37 @@ def target(query: str, alias: str) -> dict[str, Any]:
 def math(expression: str) -> dict[str, Any]:
     """A Grafana server-side expression over the panel's other queries ($A, $B)."""
     return {"datasource": EXPRESSION, "type": "math", "expression": expression}
+
+
+# --- disks: Telegraf's diskio (tag "name") and the block I/O probe (tag "device") ---
+
+# Whole disks: what the Device variable's "All" means. Loop, ram, zram and
+# partitions (sda1, nvme0n1p1) are left out; a user picks them by name.
+WHOLE_DISKS = r"(?:(?:sd|vd|xvd|hd)[a-z]+|nvme[0-9]+n[0-9]+|mmcblk[0-9]+|md[0-9]+|dm-[0-9]+|nbd[0-9]+|rbd[0-9]+)"
+DISKIO_DEVICE = '"name" =~ /^$device$/'
+PROBE_DEVICE = '"device" =~ /^$device$/'
+NEEDS_BLOCKPROBE = ("Needs the block I/O probe (eBPF, root or CAP_BPF + CAP_PERFMON): ./sparkscope up starts it "
+                    "when it can and says why when it cannot; compose: the blockprobe profile.")
+
+
+def disk_rate(field: str, alias: str, scale: str = "") -> dict[str, Any]:
+    """A diskio counter per device as a per-second rate, times scale."""
+    return target(f'SELECT non_negative_derivative(max("{field}"), 1s){scale} FROM "diskio" WHERE {DISKIO_DEVICE} '
+                  'AND $timeFilter GROUP BY time($interval), "host", "name" fill(none)', alias)
+
+
+def disk_await(time_field: str, count_field: str, alias: str) -> dict[str, Any]:
+    """Milliseconds per completed I/O in each interval: the increase of the
+    time counter over the increase of the I/O count. Intervals without an I/O
+    of this direction give no point (not 0 ms): an idle disk, or one that only
+    wrote, has no read latency to show."""
+    inner = (f'SELECT non_negative_difference(max("{time_field}")) AS "ms", '
+             f'non_negative_difference(max("{count_field}")) AS "ios" FROM "diskio" WHERE {DISKIO_DEVICE} '
+             'AND $timeFilter GROUP BY time($interval), "host", "name" fill(none)')
+    return target(f'SELECT "ms" / "ios" FROM ({inner}) WHERE "ios" > 0 GROUP BY "host", "name"', alias)
+
+
+def pressure(alias: str = "$tag_resource $tag_type") -> dict[str, Any]:
+    """PSI as the percentage of wall time stalled: microseconds stalled per second / 10^4."""
+    return target('SELECT non_negative_derivative(max("total"), 1s) / 10000 FROM "pressure" WHERE $timeFilter '
+                  'GROUP BY time($interval), "host", "resource", "type" fill(none)', alias)
