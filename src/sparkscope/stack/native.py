@@ -23,7 +23,7 @@ from sparkscope.blockio.readiness import why_not_traceable
 from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
 from sparkscope.stack import SERVICE_NAMES, Backend
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
-from sparkscope.stack.settings import Settings
+from sparkscope.stack.settings import Settings, read_env_file
 
 
 @dataclass
@@ -179,8 +179,11 @@ class NativeBackend(Backend):
             return False
         log = self.log_path(BLOCKPROBE)
         size = log.stat().st_size if log.exists() else 0
+        # BLOCKPROBE_THRESHOLD_MS and BLOCKPROBE_PERIOD_S from .env, as compose reads them there.
+        env = {**{k: v for k, v in read_env_file(self.settings.root / ".env").items()
+                  if k.startswith("BLOCKPROBE_")}, **os.environ}
         proc = start_group([sys.executable, "-m", "sparkscope.blockio", "--url", self.settings.events_url],
-                           log, env=dict(os.environ), cwd=self.settings.state_dir)
+                           log, env=env, cwd=self.settings.state_dir)
         pidfile.write(proc.pid)
         attached = wait_until(lambda: ATTACHED in log.read_text(errors="replace")[size:] or proc.poll() is not None,
                               BLOCKPROBE_ATTACH_S) and proc.poll() is None

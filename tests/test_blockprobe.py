@@ -1,0 +1,92 @@
+"""The block I/O probe's own logic: bpftrace's JSON to line protocol, and
+whether (and why not) it can run. Its numbers against the kernel's are in
+test_disks.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from sparkscope.blockio.probe import Histogram, Reports, direction
+from sparkscope.blockio.readiness import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, may_load_bpf
+from sparkscope.stack import native
+from sparkscope.stack.native import NativeBackend
+from sparkscope.stack.settings import ROOT
+from support.sandbox import isolated_settings
+
+DEV_VDA = 254 << 20  # dev_t of 254:0 as the block tracepoints give it
+
+
+def test_rwbs_flags_fold_to_read_write_discard_other():
+    assert [direction(f) for f in ("R", "RA", "RS", "W", "WS", "FWS", "WFS", "DS", "N", "FN")] == [
+        "read", "read", "read", "write", "write", "write", "write", "discard", "other", "other"]
+
+
+def test_quantiles_fall_inside_their_log2_bucket_and_never_above_the_max():
+    hist = Histogram(max_us=900)
+    hist.add(64, 98)  # 98 I/Os in [64, 128) us
+    hist.add(512, 2)  # 2 in [512, 1024)
+    assert 64 <= hist.quantile_us(0.5) < 128
+    assert 512 <= hist.quantile_us(0.99) <= 900
+    assert hist.quantile_us(1.0) == 900
+    assert hist.count == 100
+
+
+def bt(kind: str, data) -> str:
+    return json.dumps({"type": kind, "data": data})
+
+
+def test_a_period_becomes_percentiles_buckets_and_outliers_per_device_and_direction():
+    reports = Reports(clock_offset_ns=1_000, names={DEV_VDA: "vda"})
+    lines = [bt("printf", f"outlier {DEV_VDA} RA 150000 4096 42 5000 java worker\n"),
+             bt("hist", {"@hist": {f"{DEV_VDA},R": [{"min": 128, "max": 255, "count": 3}],
+                                   f"{DEV_VDA},RA": [{"min": 131072, "max": 262143, "count": 1}],
+                                   f"{DEV_VDA},WS": [{"min": 16, "max": 31, "count": 5}]}}),
+             bt("map", {"@max": {f"{DEV_VDA},R": 200, f"{DEV_VDA},RA": 150000, f"{DEV_VDA},WS": 20}}),
+             bt("map", {"@sum": {f"{DEV_VDA},R": 500, f"{DEV_VDA},RA": 150000, f"{DEV_VDA},WS": 100}}),
+             bt("printf", "end 9000\n")]
+    out = [line for text in lines for line in reports.feed(text)]
+    assert reports.period_closed
+    outlier = out[0]
+    assert outlier.startswith("block_outlier,device=vda,direction=read latency_ms=150.0,bytes=4096i,pid=42i,")
+    assert 'comm="java worker"' in outlier and outlier.endswith(" 6000")  # monotonic 5000 + offset 1000
+    read = next(line for line in out if line.startswith("block_latency,device=vda,direction=read "))
+    assert "count=4i" in read and "max_ms=150.0" in read and read.endswith(" 10000")
+    assert "mean_ms=37.625" in read  # (500 + 150000) us / 4
+    buckets = sorted(line.split()[0] for line in out if line.startswith("block_latency_hist"))
+    assert buckets == ["block_latency_hist,device=vda,direction=read,le_us=256",
+                       "block_latency_hist,device=vda,direction=read,le_us=262144",
+                       "block_latency_hist,device=vda,direction=write,le_us=32"]
+    # The next period starts empty.
+    assert reports.feed(bt("printf", "end 19000\n")) == []
+
+
+def test_loading_ebpf_needs_sys_admin_or_both_bpf_and_perfmon():
+    assert may_load_bpf(1 << CAP_SYS_ADMIN)
+    assert may_load_bpf(1 << CAP_BPF | 1 << CAP_PERFMON)
+    assert not may_load_bpf(1 << CAP_BPF)
+    assert not may_load_bpf(0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to run the check as an unprivileged user")
+def test_an_unprivileged_user_is_told_to_run_as_root_or_grant_cap_bpf():
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                           "from sparkscope.blockio.readiness import why_not_traceable; print(why_not_traceable())"],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+                          cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert "run as root" in done.stdout and "CAP_BPF" in done.stdout
+
+
+def test_up_says_why_the_probe_is_not_started(tmp_path, monkeypatch):
+    monkeypatch.setattr(native, "why_not_traceable", lambda mount=False: "the kernel has no BTF (test)")
+    said: list[str] = []
+    assert NativeBackend(isolated_settings(tmp_path)).start_blockprobe(said.append) is False
+    assert said == ["blockprobe not started (disk latency heatmap, percentiles and outliers stay empty): "
+                    "the kernel has no BTF (test)"]
