@@ -35,6 +35,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"InfluxDB {settings.influx_url}  database {settings.database}")
     print(f"Graphite {settings.graphite_host}:{settings.graphite_port}  <- Spark sends here")
     print(f"\nStack    {stack.name} backend; ./sparkscope status, ./sparkscope down")
+    if stack.name == "compose":
+        print("Disks    block I/O latency probe (eBPF, privileged) is optional: "
+              "docker compose --profile blockprobe up -d")
     print("\nAttach Spark:  spark-submit --properties-file spark-conf/spark-defaults.conf ...")
     print("          or:  ./sparkscope conf --host <this host>   (prints --conf flags)")
     return 0
