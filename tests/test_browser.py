@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from sparkscope import dashboards
 from sparkscope.browser import GrafanaPage, chromium, find_chromium
 from sparkscope.build.grafana import grafana_home
 from sparkscope.build.grafana_ui import has_ui
@@ -89,6 +90,10 @@ def test_a_run_picked_from_the_picker_fills_every_live_panel(page, metrics_run, 
     assert page.variable_value("Application") == metrics_run.app_id
     page.screenshot(shots / "live-metrics-run.png")
     check_clean(page, "live dashboard, metrics run picked")
+    # Every panel was drawn and so checked: a panel beyond the viewport is never loaded.
+    board = dashboards.build()["spark-executors.json"]
+    titles = {p["title"] for top in board["panels"] for p in [top, *top.get("panels", [])] if p["type"] != "row"}
+    assert titles <= {view.title for view in page.panels()}, "panels never drawn: viewport too short?"
 
 
 def test_the_summary_of_a_picked_run_fills_every_panel(page, metrics_run, tpcds_run, shots):

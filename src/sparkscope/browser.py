@@ -216,9 +216,10 @@ class GrafanaPage:
 
 
 @contextmanager
-def chromium(viewport_height: int = 4000) -> Iterator[object]:
+def chromium(viewport_height: int = 5000) -> Iterator[object]:
     """A fresh headless Chromium context; panels below the fold load lazily in
-    Grafana, so the viewport is tall enough to show every panel at once."""
+    Grafana, so the viewport is tall enough to show every panel at once (the
+    live dashboard is 110 grid units, about 4300 px)."""
     from playwright.sync_api import sync_playwright
 
     executable = find_chromium()

@@ -264,6 +264,7 @@ def host_row() -> Row:
               + NEEDS_TELEGRAF,
               [disk_await("read_time", "reads", "$tag_name read"),
                disk_await("write_time", "writes", "$tag_name write")], "ms", width=6, io_outliers=True),
+        # The probe's panels: percentiles and heatmap beside the await they explain.
         Panel("Block I/O latency: p50, p99, max",
               "Per device and direction, from the eBPF probe: time from issue to the device to completion "
               "(scheduler queueing excluded). max is exact; p50 and p99 are read off log2 buckets, right "
@@ -272,7 +273,7 @@ def host_row() -> Row:
               [raw(f'SELECT max("{field}_ms") FROM "block_latency" WHERE {PROBE_DEVICE} AND $timeFilter '
                    'GROUP BY time($interval), "host", "device", "direction" fill(none)',
                    f"$tag_device $tag_direction {field}") for field in ("p50", "p99", "max")],
-              "ms", width=12, io_outliers=True),
+              "ms", width=9, io_outliers=True),
         Panel("Block I/O latency heatmap",
               "How many I/Os completed in each latency bucket (log2, microseconds on the axis), per "
               "interval, over the selected devices: a second band far above the main one is a slow disk or "
@@ -280,7 +281,7 @@ def host_row() -> Row:
               + NEEDS_BLOCKPROBE,
               [raw(f'SELECT sum("count") FROM "block_latency_hist" WHERE {PROBE_DEVICE} AND $timeFilter '
                    'GROUP BY time($interval), "le_us" fill(none)', "$tag_le_us")],
-              "short", kind="heatmap", width=12,
+              "short", kind="heatmap", width=9,
               options={"calculate": False, "yAxis": {"axisPlacement": "left", "unit": "µs"},
                        "rowsFrame": {"layout": "le"}, "cellGap": 1,
                        "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential",
