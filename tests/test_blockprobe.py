@@ -90,3 +90,11 @@ def test_up_says_why_the_probe_is_not_started(tmp_path, monkeypatch):
     assert NativeBackend(isolated_settings(tmp_path)).start_blockprobe(said.append) is False
     assert said == ["blockprobe not started (disk latency heatmap, percentiles and outliers stay empty): "
                     "the kernel has no BTF (test)"]
+
+
+def test_up_leaves_the_probe_off_when_the_user_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("BLOCKPROBE_ENABLED", "false")
+    monkeypatch.setattr(native, "why_not_traceable", lambda mount=False: pytest.fail("must not even check"))
+    said: list[str] = []
+    assert NativeBackend(isolated_settings(tmp_path)).start_blockprobe(said.append) is False
+    assert said == ["blockprobe off (BLOCKPROBE_ENABLED=false)"]

@@ -172,6 +172,12 @@ class NativeBackend(Backend):
         if pidfile.running_pid() is not None:
             progress(f"{BLOCKPROBE} already running  pid {pidfile.running_pid()}")
             return True
+        # BLOCKPROBE_* from .env (as compose reads them there), the environment first.
+        env = {**{k: v for k, v in read_env_file(self.settings.root / ".env").items()
+                  if k.startswith("BLOCKPROBE_")}, **os.environ}
+        if env.get("BLOCKPROBE_ENABLED", "true").lower() in ("false", "0", "no", "off"):
+            progress(f"{BLOCKPROBE} off (BLOCKPROBE_ENABLED={env['BLOCKPROBE_ENABLED']})")
+            return False
         reason = why_not_traceable(mount=True)
         if reason:
             progress(f"{BLOCKPROBE} not started (disk latency heatmap, percentiles and outliers stay empty): "
@@ -179,9 +185,6 @@ class NativeBackend(Backend):
             return False
         log = self.log_path(BLOCKPROBE)
         size = log.stat().st_size if log.exists() else 0
-        # BLOCKPROBE_THRESHOLD_MS and BLOCKPROBE_PERIOD_S from .env, as compose reads them there.
-        env = {**{k: v for k, v in read_env_file(self.settings.root / ".env").items()
-                  if k.startswith("BLOCKPROBE_")}, **os.environ}
         proc = start_group([sys.executable, "-m", "sparkscope.blockio", "--url", self.settings.events_url],
                            log, env=env, cwd=self.settings.state_dir)
         pidfile.write(proc.pid)
