@@ -288,3 +288,38 @@ def test_outliers_list_the_slow_disk_and_not_the_healthy_one(stack, workload):
     p99 = {d: stack.influx(f"SELECT max(\"p99_ms\") FROM \"block_latency\" WHERE \"device\" = '{d}' "
                            f"AND time >= {since}ms")[0]["values"][0][1] for d in (slow, healthy)}
     assert p99[slow] >= THRESHOLD_MS and p99[healthy] < THRESHOLD_MS, p99
+
+
+# ---------------------------------------------------------------- in the browser
+
+@needs_probe
+def test_the_live_dashboard_lists_the_slow_disk_as_outliers_and_not_the_healthy_one(stack, workload,
+                                                                                    tmp_path_factory):
+    from sparkscope.browser import GrafanaPage, chromium, find_chromium
+    from sparkscope.build.grafana import grafana_home
+    from sparkscope.build.grafana_ui import has_ui
+    from sparkscope.dashboards.uids import LIVE_UID
+
+    if stack.grafana is None or not has_ui(grafana_home(stack.settings.cache_dir)) or find_chromium() is None:
+        pytest.skip("no native Grafana UI or no Chromium: test_browser.py says why")
+    slow = next(d.name for d in workload.disks if d.role == "slow")
+    healthy = next(d.name for d in workload.disks if d.role == "healthy")
+    # The probe's last period must be stored before the page asks.
+    stack.wait_for(f"SELECT count(\"latency_ms\") FROM \"block_outlier\" WHERE \"device\" = '{slow}' "
+                   f"AND time >= {workload.probed_from_ms}ms", lambda s: bool(s), deadline_s=45)
+    window = f"from={workload.probed_from_ms - 30_000}&to={int(time.time() * 1000) + 15_000}"
+    with chromium() as context:
+        page = GrafanaPage(context.new_page(), stack.settings.grafana_url)
+        page.login(stack.settings.grafana_user, stack.settings.grafana_password)
+        page.open(LIVE_UID, f"{window}&var-device={slow}&var-device={healthy}")
+        page.screenshot(tmp_path_factory.mktemp("screenshots") / "live-slow-and-healthy-disk.png")
+        views = {view.title: view for view in page.panels()}
+    disk_panels = ["Disk busy", "Disk IOPS: read and write", "Disk await: read and write",
+                   "Block I/O latency: p50, p99, max", "Block I/O latency heatmap", "Block I/O outliers"]
+    for title in disk_panels:
+        assert not views[title].error and not views[title].no_data, (title, views[title])
+    table = views["Block I/O outliers"].lines
+    assert any(slow == line for line in table), table[:20]
+    assert healthy not in table, table[:20]
+    # Both devices are drawn on the graphs, each under its own name.
+    assert {f"{slow} read", f"{healthy} read"} <= set(views["Disk await: read and write"].series_labels)
