@@ -98,3 +98,13 @@ def test_up_leaves_the_probe_off_when_the_user_says_so(tmp_path, monkeypatch):
     said: list[str] = []
     assert NativeBackend(isolated_settings(tmp_path)).start_blockprobe(said.append) is False
     assert said == ["blockprobe off (BLOCKPROBE_ENABLED=false)"]
+
+
+def test_status_names_the_probe_under_telegraf(stack):
+    """The session stack started it here when eBPF is allowed; either way status says which."""
+    rows = {row.name: row for row in NativeBackend(stack.settings).status()}
+    running = native.PidFile(stack.settings.state_dir, native.BLOCKPROBE).running_pid()
+    expected = f"blockprobe: pid {running}," if running else "blockprobe: not running"
+    assert expected in rows["telegraf"].detail
+    if native.why_not_traceable() is None:
+        assert running, "eBPF is allowed here, yet up did not start the probe"

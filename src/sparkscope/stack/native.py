@@ -211,4 +211,9 @@ class NativeBackend(Backend):
             if row.name == "influxdb" and row.state == "down":
                 problem = influx_disk_problem(self.settings)  # why it cannot start
                 row.detail += f"\n{problem}" if problem else ""
+            if row.name == "telegraf" and row.state == "up":  # the optional probe feeds Telegraf
+                pid = PidFile(self.settings.state_dir, BLOCKPROBE).running_pid()
+                row.detail += (f"\n{BLOCKPROBE}: pid {pid}, block I/O latency per device" if pid else
+                               f"\n{BLOCKPROBE}: not running (disk latency panels stay empty; "
+                               f"./sparkscope up starts it as root, {self.log_hint(BLOCKPROBE)})")
         return rows
