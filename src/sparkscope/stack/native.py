@@ -164,7 +164,7 @@ class NativeBackend(Backend):
 
     def down(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         if "telegraf" in only:
-            self.stop_blockprobe()
+            self.stop_blockprobe(progress)
         super().down(only, progress)
 
     def start_blockprobe(self, progress: Progress = print) -> bool:
@@ -198,11 +198,12 @@ class NativeBackend(Backend):
         progress(f"{BLOCKPROBE:9} up  pid {proc.pid}  block I/O latency per device -> {self.settings.events_url}")
         return True
 
-    def stop_blockprobe(self) -> None:
+    def stop_blockprobe(self, progress: Progress = lambda _: None) -> None:
         pidfile = PidFile(self.settings.state_dir, BLOCKPROBE)
         pid = pidfile.running_pid()
         if pid is not None:
             stop_group(pid)
+            progress(f"{BLOCKPROBE} stopped (pid {pid})")
         pidfile.clear()
 
     def status(self):
