@@ -19,8 +19,10 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -109,6 +111,21 @@ def wait_stored_equals(stack, disk: Disk, kernel: dict[str, int]) -> int:
     return found[-1]
 
 
+@contextmanager
+def slow_fs_mounted(under: Path, mnt: Path, log: Path) -> Iterator[None]:
+    """support/slow_fs.py mirroring under at mnt, SLOW_MS per read and write; unmounted after."""
+    fs = subprocess.Popen([sys.executable, str(Path(__file__).parent / "support" / "slow_fs.py"), str(under),
+                           str(mnt), str(SLOW_MS)], stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    try:
+        assert wait_until(lambda: os.path.ismount(mnt) or fs.poll() is not None, 20) and fs.poll() is None, (
+            f"slow FUSE file system did not mount: {log.read_text()}")
+        yield
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        fs.terminate()
+        fs.wait(timeout=30)
+
+
 @pytest.fixture(scope="module")
 def workload(stack, tmp_path_factory) -> Workload:
     base = tmp_path_factory.mktemp("disks")
@@ -118,36 +135,30 @@ def workload(stack, tmp_path_factory) -> Workload:
     os.truncate(base / "healthy.img", 16 << 20)
     (under / "slow.img").write_bytes(b"")
     os.truncate(under / "slow.img", 16 << 20)
-    fs = subprocess.Popen([sys.executable, str(Path(__file__).parent / "support" / "slow_fs.py"), str(under),
-                           str(mnt), str(SLOW_MS)], stdout=subprocess.DEVNULL, stderr=open(base / "fs.log", "w"))
     disks: list[Disk] = []
-    try:
-        assert wait_until(lambda: os.path.ismount(mnt) or fs.poll() is not None, 20) and fs.poll() is None, (
-            f"slow FUSE file system did not mount: {(base / 'fs.log').read_text()}")
-        probed_from_ms = int(time.time() * 1000)
-        disks = [Disk("healthy", attach_loop(base / "healthy.img")), Disk("slow", attach_loop(mnt / "slow.img"))]
-        since_attach = {d.name: diskstats(d.name) for d in disks}
-        # Telegraf leaves out devices that never did I/O: one read each, so
-        # that the baseline below is a stored sample.
-        for d in disks:
-            dd([f"if={d.device}", "of=/dev/null", "bs=4k", "count=1", "iflag=direct"])
-        # Baseline: a sample of each idle device, equal to the kernel's counters.
-        before = {d.name: diskstats(d.name) for d in disks}
-        started = {d.name: wait_stored_equals(stack, d, before[d.name]) for d in disks}
-        for phase, flag, src_dst in (("writes", "oflag=direct", lambda d: ["if=/dev/zero", f"of={d.device}"]),
-                                     ("reads", "iflag=direct", lambda d: [f"if={d.device}", "of=/dev/null"])):
+    with slow_fs_mounted(under, mnt, base / "fs.log"):
+        try:
+            probed_from_ms = int(time.time() * 1000)
+            disks = [Disk("healthy", attach_loop(base / "healthy.img")), Disk("slow", attach_loop(mnt / "slow.img"))]
+            since_attach = {d.name: diskstats(d.name) for d in disks}
+            # Telegraf leaves out devices that never did I/O: one read each, so
+            # that the baseline below is a stored sample.
             for d in disks:
-                dd([*src_dst(d), "bs=4k", f"count={PATTERN[d.role][phase]}", flag])
-            # A sample between the phases: intervals with writes and no reads.
-            ended = max(wait_stored_equals(stack, d, diskstats(d.name)) for d in disks)
-        after = {d.name: diskstats(d.name) for d in disks}
-        yield Workload(disks, before, after, since_attach, started, ended, probed_from_ms)
-    finally:
-        for d in disks:
-            subprocess.run(["losetup", "-d", d.device], capture_output=True)
-        subprocess.run(["umount", str(mnt)], capture_output=True)
-        fs.terminate()
-        fs.wait(timeout=30)
+                dd([f"if={d.device}", "of=/dev/null", "bs=4k", "count=1", "iflag=direct"])
+            # Baseline: a sample of each idle device, equal to the kernel's counters.
+            before = {d.name: diskstats(d.name) for d in disks}
+            started = {d.name: wait_stored_equals(stack, d, before[d.name]) for d in disks}
+            for phase, flag, src_dst in (("writes", "oflag=direct", lambda d: ["if=/dev/zero", f"of={d.device}"]),
+                                         ("reads", "iflag=direct", lambda d: [f"if={d.device}", "of=/dev/null"])):
+                for d in disks:
+                    dd([*src_dst(d), "bs=4k", f"count={PATTERN[d.role][phase]}", flag])
+                # A sample between the phases: intervals with writes and no reads.
+                ended = max(wait_stored_equals(stack, d, diskstats(d.name)) for d in disks)
+            after = {d.name: diskstats(d.name) for d in disks}
+            yield Workload(disks, before, after, since_attach, started, ended, probed_from_ms)
+        finally:
+            for d in disks:
+                subprocess.run(["losetup", "-d", d.device], capture_output=True)
 
 
 # ---------------------------------------------------------------- the panels' queries
@@ -323,3 +334,58 @@ def test_the_live_dashboard_lists_the_slow_disk_as_outliers_and_not_the_healthy_
     assert healthy not in table, table[:20]
     # Both devices are drawn on the graphs, each under its own name.
     assert {f"{slow} read", f"{healthy} read"} <= set(views["Disk await: read and write"].series_labels)
+
+
+# ---------------------------------------------------------------- Spark on a slow disk
+
+@needs_probe
+@pytest.mark.skipif(shutil.which("mkfs.ext4") is None, reason="needs mkfs.ext4 (e2fsprogs) for the local dir")
+def test_a_spark_job_whose_local_dir_is_on_a_slow_disk_has_its_slow_ios_stored_beside_its_stages(
+        stack, tmp_path_factory, monkeypatch):
+    from conftest import run_spark_job
+    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.spark.conf import annotator_properties
+    from sparkscope.stack.settings import ROOT
+
+    base = tmp_path_factory.mktemp("slow-local-dir")
+    under, mnt, local_dir = base / "under", base / "mnt", base / "local"
+    for d in (under, mnt, local_dir):
+        d.mkdir()
+    image = under / "local.img"
+    image.write_bytes(b"")
+    os.truncate(image, 64 << 20)
+    # Made on the plain file, at full speed; the loop device then goes through the slow mirror.
+    done = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+    with slow_fs_mounted(under, mnt, base / "fs.log"):
+        device = attach_loop(mnt / "local.img")
+        try:
+            # sync: every shuffle and spill write reaches the disk while its task runs,
+            # submitted by the executor's task thread (not by writeback later).
+            done = subprocess.run(["mount", "-o", "sync", device, str(local_dir)], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+            try:
+                # Workers and executors take their local dirs from here (standalone and local-cluster).
+                monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local_dir))
+                run = run_spark_job(stack, "slow_local_dir_job.py", base,
+                                    conf=annotator_properties(stack.settings, jar))
+            finally:
+                subprocess.run(["umount", str(local_dir)], capture_output=True)
+        finally:
+            subprocess.run(["losetup", "-d", device], capture_output=True)
+    name = Path(device).name
+    window = f"time >= {run.started_ms}ms AND time <= {run.ended_ms}ms"
+    series = stack.wait_for(f"SELECT \"latency_ms\", \"comm\", \"pid\" FROM \"block_outlier\" WHERE "
+                            f"\"device\" = '{name}' AND {window}", lambda s: bool(s), deadline_s=45)
+    outliers = [dict(zip(series[0]["columns"], row)) for row in series[0]["values"]]
+    assert all(o["latency_ms"] >= SLOW_MS for o in outliers), outliers[:3]
+    # Submitted by executor task threads ("Executor task launch worker", cut to 15 characters).
+    assert any(o["comm"].startswith("Executor task") for o in outliers), {o["comm"] for o in outliers}
+    # The stages the annotator stored cover those slow I/Os: one screen shows both.
+    stages = stack.wait_for(f"SELECT \"end_time_ms\" FROM \"sparkscope_stage\" WHERE \"applicationid\" = "
+                            f"'{run.app_id}' AND \"status\" <> 'RUNNING'", lambda s: bool(s))
+    spans = [(row[0], row[1]) for row in stages[0]["values"]]
+    by_tasks_in_a_stage = [o for o in outliers if o["comm"].startswith("Executor task")
+                           and any(start <= o["time"] <= end + 1000 for start, end in spans)]
+    assert by_tasks_in_a_stage, (spans, [(o["time"], o["comm"]) for o in outliers][:10])
