@@ -6,7 +6,8 @@ on two loop devices against the kernel's own counters (/proc/diskstats):
   (support/slow_fs.py) that sleeps SLOW_MS before every read and write.
 
 One known pattern runs on both (writes first; a Telegraf sample; then reads),
-so every interval has a known direction. Needs root (losetup, FUSE mounts);
+so every interval has a known direction. Last, a Spark job runs with its
+local dir on an ext4 on such a slow device. Needs root (losetup, FUSE mounts);
 the probe's tests need eBPF too. Everything created here is removed by name in
 teardown.
 """
