@@ -342,12 +342,14 @@ final class InfluxWriter {
     private static final Pattern OTHER_ERRORS = Pattern.compile("and (\\d+) other parse error");
 
     /**
-     * For a 400 "partial write" answer: how many lines were refused (InfluxDB
-     * says dropped=N; Telegraf names the first error and counts the others),
-     * or -1 when the whole batch was refused.
+     * For a 400 answer that refused only some lines of the batch: how many.
+     * InfluxDB says "partial write: ... dropped=N"; Telegraf's listener keeps
+     * the lines it could parse and answers "metric parse error: <first>
+     * (and N other parse errors)". Returns -1 when the whole batch was refused.
      */
     static int rejectedLines(HttpLineSender.Response r, int batchSize) {
-        if (r.status != 400 || !r.body.contains("partial write")) {
+        boolean partial = r.body.contains("partial write") || r.body.contains("metric parse error");
+        if (r.status != 400 || !partial) {
             return -1;
         }
         Matcher m = DROPPED.matcher(r.body);
