@@ -521,16 +521,24 @@ def _peak_table(title: str, description: str, columns: list[tuple[str, str]], un
 
 
 def _stage_table(title: str, description: str, sort_by: str) -> Panel:
-    query = ('SELECT "stage_id", "attempt", "name", "duration_ms" AS "duration", "num_tasks" AS "tasks", '
-             '"task_p50_ms" AS "median task", "task_max_ms" AS "slowest task", "skew_ratio" AS "max / median", '
-             '"slowest_executor" AS "slowest on", "gc_max_ms" AS "max GC", "fetch_wait_max_ms" AS "max fetch wait", '
+    # The slowest task's own partition, executor, host, bytes read, GC and fetch wait (not stage-wide
+    # maxima): bytes far above the average task mean data skew, about average bytes a slow host.
+    query = ('SELECT "stage_id", "attempt", "name", "job_description" AS "job / query", "duration_ms" AS "duration", '
+             '"num_tasks" AS "tasks", "task_p50_ms" AS "median task", "task_max_ms" AS "slowest task", '
+             '"skew_ratio" AS "max / median", "slowest_partition" AS "slowest partition", '
+             '"slowest_executor" AS "slowest on", "slowest_host" AS "host", '
+             '"slowest_input_bytes" + "slowest_shuffle_read_bytes" AS "slowest read", '
+             '"task_mean_input_bytes" + "task_mean_shuffle_read_bytes" AS "average read", '
+             '"slowest_gc_ms" AS "slowest GC", "slowest_fetch_wait_ms" AS "slowest fetch wait", '
              f'"straggler", "status" FROM "sparkscope_stage" WHERE {APP} AND "status" <> \'RUNNING\' '
              'AND $timeFilter')
-    ms = ["duration", "median task", "slowest task", "max GC", "max fetch wait"]
+    ms = ["duration", "median task", "slowest task", "slowest GC", "slowest fetch wait"]
     return Panel(title, description, [raw(query, result_format="table")], "none", kind="table", width=24,
                  height=8, options={"sortBy": [{"displayName": sort_by, "desc": True}]},
                  overrides=[{"matcher": {"id": "byName", "options": name},
                              "properties": [{"id": "unit", "value": "ms"}]} for name in ms]
+                 + [{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": "bytes"}]}
+                    for name in ("slowest read", "average read")]
                  + [{"matcher": {"id": "byName", "options": "max / median"},
                      "properties": [{"id": "decimals", "value": 1}]}])
 
@@ -614,8 +622,10 @@ def summary_rows() -> list[Row]:
                      "where the slowest ran. " + NEEDS_ANNOTATOR, "duration"),
         _stage_table("Most skewed stages",
                      "Stages by skew (slowest task / median task), worst first. straggler = true when the "
-                     "slowest task is far above the median (spark.sparkscope.straggler.* settings): look at "
-                     "its partitioning or at the executor named. " + NEEDS_ANNOTATOR, "max / median"),
+                     "slowest task is far above the typical one and delayed the stage "
+                     "(spark.sparkscope.straggler.* settings). Slowest read far above average read: data "
+                     "skew in that partition; about equal: look at the executor and host named. "
+                     + NEEDS_ANNOTATOR, "max / median"),
         Panel("SQL queries",
               "SQL queries (executions) of the run with status and duration; the description is the query "
               "text or the job description set by the application. " + NEEDS_ANNOTATOR,
