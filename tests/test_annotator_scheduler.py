@@ -194,7 +194,9 @@ def two_host_cluster(tmp_path_factory):
 
     master_log = start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                         "--webui-port", "0"], "127.0.0.1", "master")
-    logs = [start(["org.apache.spark.deploy.worker.Worker", "--host", ip, "--cores", "1", "--memory", "1g",
+    # Two cores each: a free slot on the other host for the speculative copy while the slow
+    # partitions still run.
+    logs = [start(["org.apache.spark.deploy.worker.Worker", "--host", ip, "--cores", "2", "--memory", "1g",
                    "--webui-port", "0", master_url], ip, f"worker-{i}")
             for i, ip in enumerate(("127.0.0.1", "127.0.0.2"))]
     try:
