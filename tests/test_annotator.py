@@ -136,6 +136,11 @@ def test_the_same_jar_works_on_spark_4(stack, jar, tmp_path):
     queries = stack.influx(f'SELECT "description" FROM "sparkscope_query" WHERE "applicationid" = '
                            f'\'{run.app_id}\' AND "status" = \'SUCCEEDED\'')
     assert any("second query" in v[1] for v in queries[0]["values"])
+    # Stages name their job: read from the job start's stageInfos, a Scala 2.13 Seq on Spark 4.
+    stages = stack.influx(f'SELECT "job_id", "job_description" FROM "sparkscope_stage" WHERE "applicationid" = '
+                          f'\'{run.app_id}\' AND "status" = \'SUCCEEDED\'')
+    assert stages and all(v[1] is not None for v in stages[0]["values"]), stages
+    assert any(v[2] == "skewed job" for v in stages[0]["values"]), stages
     # and Spark 4's Graphite sink feeds the same schema
     heap = stack.influx(f'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "executorid" '
                         f'WHERE "applicationid" = \'{run.app_id}\'')
