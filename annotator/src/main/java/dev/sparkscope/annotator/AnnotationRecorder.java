@@ -45,7 +45,7 @@ final class AnnotationRecorder {
     static final int MAX_TEXT_PART = 300;
     static final int MAX_OPEN_JOBS = 2000;
     static final int MAX_OPEN_QUERIES = 2000;
-    /** Stage id to the job that submitted it: a few jobs' worth of stages. */
+    /** Stage id to the open job that submitted it (entries leave with their job). */
     static final int MAX_STAGE_OWNERS = 20_000;
 
     private static final long NANOS_PER_MS = 1_000_000L;
@@ -71,13 +71,15 @@ final class AnnotationRecorder {
         final String name;
         final String group;
         final Long executionId;
+        final int[] stageIds;
 
-        OpenJob(int jobId, long startMs, String name, String group, Long executionId) {
+        OpenJob(int jobId, long startMs, String name, String group, Long executionId, int[] stageIds) {
             this.jobId = jobId;
             this.startMs = startMs;
             this.name = name;
             this.group = group;
             this.executionId = executionId;
+            this.stageIds = stageIds == null ? new int[0] : stageIds;
         }
     }
 
@@ -220,12 +222,10 @@ final class AnnotationRecorder {
         if (isBlank(name)) {
             name = lastStageName;
         }
-        OpenJob job = new OpenJob(jobId, timeMs, clip(name, MAX_DESCRIPTION), group, executionId);
+        OpenJob job = new OpenJob(jobId, timeMs, clip(name, MAX_DESCRIPTION), group, executionId, stageIds);
         jobs.put(jobId, job);
-        if (stageIds != null) {
-            for (int stageId : stageIds) {
-                stageOwners.put(stageId, job);
-            }
+        for (int stageId : job.stageIds) {
+            stageOwners.put(stageId, job);
         }
         if (runningPoints) {
             emit(point(JOB, RUNNING, timeMs, jobId)
@@ -237,6 +237,12 @@ final class AnnotationRecorder {
 
     void jobEnded(int jobId, long timeMs, boolean succeeded, String error) {
         OpenJob j = jobs.remove(jobId);
+        if (j != null) {
+            // Only open jobs name their stages: a later job that reuses a stage registers it again.
+            for (int stageId : j.stageIds) {
+                stageOwners.remove(stageId, j);
+            }
+        }
         long start = j != null ? j.startMs : timeMs;
         Long duration = j != null ? timeMs - j.startMs : null;
         String name = j != null ? j.name : null;
@@ -407,6 +413,11 @@ final class AnnotationRecorder {
     /** Stages whose task statistics are held right now (tests). */
     int trackedStages() {
         return stages.size();
+    }
+
+    /** Stage-to-job entries held right now (tests). */
+    int stageOwnersHeld() {
+        return stageOwners.size();
     }
 
     // ---- executors ----

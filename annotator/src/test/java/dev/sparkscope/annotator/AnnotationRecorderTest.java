@@ -93,6 +93,8 @@ class AnnotationRecorderTest {
         }
         // query, job, stage: RUNNING and SUCCEEDED (stages with straggler=false); executors: added
         assertEquals(7, series.size(), series.toString());
+        assertEquals(0, r.stageOwnersHeld(), "nothing is kept for ended jobs");
+        assertEquals(0, r.trackedStages());
     }
 
     @Test
