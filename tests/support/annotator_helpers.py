@@ -57,4 +57,4 @@ def app_finished(stack, app_id: str, deadline_s: float = 30.0):
                           f'\'{app_id}\' AND "status" = \'FINISHED\'', bool, deadline_s)
 
 
-JOBS_DIR = Path(__file__).parent / "jobs"
+JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
