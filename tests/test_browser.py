@@ -84,23 +84,17 @@ def test_the_live_dashboard_opened_plainly_shows_the_newest_run(page, tpcds_run,
     check_clean(page, "live dashboard opened with no clicks")
 
 
-def test_a_run_picked_from_the_picker_fills_every_live_panel(page, metrics_run, tpcds_run, shots):
-    page.open(LIVE_UID, f"from={metrics_run.started_ms - 60_000}&to=now")
+@pytest.mark.parametrize("uid", [LIVE_UID, SUMMARY_UID])
+def test_a_run_picked_from_the_picker_fills_every_panel(page, metrics_run, tpcds_run, shots, uid):
+    page.open(uid, f"from={metrics_run.started_ms - 60_000}&to=now")
     page.pick("Application", metrics_run.app_id)
     assert page.variable_value("Application") == metrics_run.app_id
-    page.screenshot(shots / "live-metrics-run.png")
-    check_clean(page, "live dashboard, metrics run picked")
+    page.screenshot(shots / f"{uid}-metrics-run.png")
+    check_clean(page, f"{uid}, metrics run picked")
     # Every panel was drawn and so checked: a panel beyond the viewport is never loaded.
-    board = dashboards.build()["spark-executors.json"]
+    board = next(b for b in dashboards.build().values() if b["uid"] == uid)
     titles = {p["title"] for top in board["panels"] for p in [top, *top.get("panels", [])] if p["type"] != "row"}
     assert titles <= {view.title for view in page.panels()}, "panels never drawn: viewport too short?"
-
-
-def test_the_summary_of_a_picked_run_fills_every_panel(page, metrics_run, tpcds_run, shots):
-    page.open(SUMMARY_UID, f"from={metrics_run.started_ms - 60_000}&to=now")
-    page.pick("Application", metrics_run.app_id)
-    page.screenshot(shots / "summary-metrics-run.png")
-    check_clean(page, "summary, metrics run picked")
 
 
 def test_the_summary_of_the_tpcds_run_names_its_queries(page, tpcds_run, shots):

@@ -42,7 +42,7 @@ def build() -> dict[str, dict[str, Any]]:
         "spark-application.json": dashboard(
             SUMMARY_UID, "Spark application summary",
             "One Spark application over its whole run: peak memory per executor against its configured "
-            "size, where task time went, the slowest and most skewed stages. Set the time range to cover "
+            "size, where task time went, the slowest stages and those that waited longest on one task. Set the time range to cover "
             "the run.",
             summary.rows(), with_executors=False, time_from="now-6h", refresh=""),
     }

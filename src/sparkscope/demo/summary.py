@@ -166,7 +166,8 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         say(f"    missing: {', '.join(sorted(expected - set(result.peaks), key=executor_key))}")
 
     if result.stragglers:
-        say("  straggler stages (slowest task >= 3x the median and >= 2 s over it), worst first:")
+        say("  straggler stages (slowest task >= 3x the typical one, >= 2 s over it, and it held the stage up), "
+            "worst first:")
         for s in result.stragglers[:5]:
             say(f"    stage {s.get('stage_id')}.{s.get('attempt')}  {s['query']:<6} "
                 f"{_seconds(s.get('duration_ms'))}, {s.get('num_tasks')} tasks, median task "
@@ -175,8 +176,8 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         if len(result.stragglers) > 5:
             say(f"    ... {len(result.stragglers) - 5} more")
     else:
-        say("  straggler stages: none (a stage is one when its slowest task took >= 3x the median "
-            "and >= 2 s longer)")
+        say("  straggler stages: none (a stage is one when its slowest task took >= 3x the typical task, "
+            ">= 2 s longer, and held the stage up)")
 
     say("\nWhere to look")
     app = result.app_id or ""

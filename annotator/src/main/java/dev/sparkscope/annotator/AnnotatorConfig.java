@@ -1,12 +1,12 @@
 package dev.sparkscope.annotator;
 
 import java.net.MalformedURLException;
-import java.net.URI;
-import java.net.URISyntaxException;
 import java.net.URL;
 import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
 import java.util.List;
 import java.util.Locale;
 import java.util.function.Function;
@@ -27,7 +27,9 @@ final class AnnotatorConfig {
     static final String READ_TIMEOUT_MS = PREFIX + "influx.readTimeoutMs";
     static final String BATCH_SIZE = PREFIX + "batchSize";
     static final String FLUSH_INTERVAL_MS = PREFIX + "flushIntervalMs";
-    static final String QUEUE_CAPACITY = PREFIX + "queueCapacity";
+    static final String QUEUE_MAX_BYTES = PREFIX + "queueMaxBytes";
+    /** Replaced by queueMaxBytes: a count of lines did not bound memory (a line can be kilobytes). */
+    static final String REMOVED_QUEUE_CAPACITY = PREFIX + "queueCapacity";
     static final String MAX_ATTEMPTS = PREFIX + "maxAttempts";
     static final String SHUTDOWN_TIMEOUT_MS = PREFIX + "shutdownTimeoutMs";
     static final String RUNNING_POINTS = PREFIX + "runningPoints";
@@ -35,6 +37,14 @@ final class AnnotatorConfig {
     static final String STRAGGLER_RATIO = PREFIX + "straggler.ratio";
     static final String STRAGGLER_MIN_TASKS = PREFIX + "straggler.minTasks";
     static final String STRAGGLER_MIN_EXCESS_MS = PREFIX + "straggler.minExcessMs";
+
+    static final List<String> KEYS = Arrays.asList(ENABLED, URL_KEY, DATABASE, USERNAME, PASSWORD,
+            CONNECT_TIMEOUT_MS, READ_TIMEOUT_MS, BATCH_SIZE, FLUSH_INTERVAL_MS, QUEUE_MAX_BYTES, MAX_ATTEMPTS,
+            SHUTDOWN_TIMEOUT_MS, RUNNING_POINTS, MAX_TRACKED_STAGES, STRAGGLER_RATIO, STRAGGLER_MIN_TASKS,
+            STRAGGLER_MIN_EXCESS_MS);
+
+    static final long DEFAULT_QUEUE_MAX_BYTES = 16L << 20;
+    static final long MAX_QUEUE_MAX_BYTES = 256L << 20;
 
     static final String DEFAULT_URL = "http://127.0.0.1:8186";
     static final String DEFAULT_DATABASE = "spark";
@@ -48,7 +58,7 @@ final class AnnotatorConfig {
     final int readTimeoutMs;
     final int batchSize;
     final long flushIntervalMs;
-    final int queueCapacity;
+    final long queueMaxBytes;
     final int maxAttempts;
     final long shutdownTimeoutMs;
     final boolean runningPoints;
@@ -59,13 +69,14 @@ final class AnnotatorConfig {
         enabled = r.bool(ENABLED, true);
         influxUrl = r.url(URL_KEY, DEFAULT_URL);
         database = r.nonEmpty(DATABASE, DEFAULT_DATABASE);
-        username = r.optional(USERNAME);
-        password = r.optional(PASSWORD);
+        String user = r.optional(USERNAME);
+        username = user != null ? user : r.urlUser;
+        password = user != null ? r.optional(PASSWORD) : r.urlPassword;
         connectTimeoutMs = (int) r.number(CONNECT_TIMEOUT_MS, 1000, 1, 600_000);
         readTimeoutMs = (int) r.number(READ_TIMEOUT_MS, 5000, 1, 600_000);
         batchSize = (int) r.number(BATCH_SIZE, 500, 1, 100_000);
         flushIntervalMs = r.number(FLUSH_INTERVAL_MS, 1000, 1, 3_600_000);
-        queueCapacity = (int) r.number(QUEUE_CAPACITY, 10_000, 1, 10_000_000);
+        queueMaxBytes = r.number(QUEUE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES, 64L << 10, MAX_QUEUE_MAX_BYTES);
         maxAttempts = (int) r.number(MAX_ATTEMPTS, 3, 1, 100);
         shutdownTimeoutMs = r.number(SHUTDOWN_TIMEOUT_MS, 5000, 0, 3_600_000);
         runningPoints = r.bool(RUNNING_POINTS, true);
@@ -74,7 +85,7 @@ final class AnnotatorConfig {
                 r.decimal(STRAGGLER_RATIO, StragglerRule.DEFAULT_RATIO, 1.0),
                 (int) r.number(STRAGGLER_MIN_TASKS, StragglerRule.DEFAULT_MIN_TASKS, 1, Integer.MAX_VALUE),
                 r.number(STRAGGLER_MIN_EXCESS_MS, StragglerRule.DEFAULT_MIN_EXCESS_MS, 0, Long.MAX_VALUE));
-        if (password != null && username == null) {
+        if (r.optional(PASSWORD) != null && user == null && r.urlUser == null) {
             r.problems.add(PASSWORD + " is set but " + USERNAME + " is not: set both or neither");
         }
     }
@@ -92,10 +103,65 @@ final class AnnotatorConfig {
         return config;
     }
 
-    /** {@code <url>/write?db=<db>&precision=ms}: InfluxDB 1.x HTTP write endpoint. */
+    /**
+     * One warning per {@code spark.sparkscope.*} key that this version does not
+     * read (a misspelt key would otherwise be ignored without a word), naming
+     * the closest known key.
+     */
+    static List<String> unknownKeys(Collection<String> setKeys) {
+        List<String> warnings = new ArrayList<>();
+        for (String key : setKeys) {
+            if (key == null || !key.startsWith(PREFIX) || KEYS.contains(key)) {
+                continue;
+            }
+            if (key.equals(REMOVED_QUEUE_CAPACITY)) {
+                warnings.add("sparkscope annotator: " + key + " is no longer read: the queue is bounded in bytes, "
+                        + "see " + QUEUE_MAX_BYTES + " (default " + (DEFAULT_QUEUE_MAX_BYTES >> 20) + " MiB)");
+                continue;
+            }
+            String closest = null;
+            int best = Integer.MAX_VALUE;
+            for (String known : KEYS) {
+                int d = editDistance(key.toLowerCase(Locale.ROOT), known.toLowerCase(Locale.ROOT));
+                if (d < best) {
+                    best = d;
+                    closest = known;
+                }
+            }
+            warnings.add("sparkscope annotator: unknown setting " + key + " is ignored"
+                    + (best <= Math.max(3, key.length() / 4) ? "; did you mean " + closest + "?" : "")
+                    + " (the annotator README lists every setting)");
+        }
+        return warnings;
+    }
+
+    private static int editDistance(String a, String b) {
+        int[] prev = new int[b.length() + 1];
+        int[] cur = new int[b.length() + 1];
+        for (int j = 0; j <= b.length(); j++) {
+            prev[j] = j;
+        }
+        for (int i = 1; i <= a.length(); i++) {
+            cur[0] = i;
+            for (int j = 1; j <= b.length(); j++) {
+                int cost = a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1;
+                cur[j] = Math.min(Math.min(cur[j - 1] + 1, prev[j] + 1), prev[j - 1] + cost);
+            }
+            int[] t = prev;
+            prev = cur;
+            cur = t;
+        }
+        return prev[b.length()];
+    }
+
+    /**
+     * {@code <url>/write?db=<db>&precision=ns}: InfluxDB 1.x HTTP write
+     * endpoint. Nanoseconds because points carry a sub-millisecond offset
+     * that keeps entities starting in the same millisecond apart.
+     */
     URL writeUrl() {
         try {
-            return new URL(influxUrl + "/write?db=" + URLEncoder.encode(database, "UTF-8") + "&precision=ms");
+            return new URL(influxUrl + "/write?db=" + URLEncoder.encode(database, "UTF-8") + "&precision=ns");
         } catch (java.io.UnsupportedEncodingException | MalformedURLException e) {
             throw new IllegalStateException(e);
         }
@@ -110,9 +176,19 @@ final class AnnotatorConfig {
         return "Basic " + java.util.Base64.getEncoder().encodeToString(pair.getBytes(StandardCharsets.UTF_8));
     }
 
+    private static String decode(String s) {
+        try {
+            return java.net.URLDecoder.decode(s, "UTF-8");
+        } catch (java.io.UnsupportedEncodingException | IllegalArgumentException e) {
+            return s;
+        }
+    }
+
     private static final class Reader {
         private final Function<String, String> lookup;
         final List<String> problems = new ArrayList<>();
+        String urlUser;
+        String urlPassword;
 
         Reader(Function<String, String> lookup) {
             this.lookup = lookup;
@@ -187,25 +263,38 @@ final class AnnotatorConfig {
             while (v.endsWith("/")) {
                 v = v.substring(0, v.length() - 1);
             }
+            // Never log a password someone put in the URL.
+            String shown = InfluxWriter.redact(v);
+            String scheme = v.contains("://") ? v.substring(0, v.indexOf("://")).toLowerCase(Locale.ROOT) : "";
+            if (!scheme.equals("http") && !scheme.equals("https")) {
+                problems.add(key + "=" + shown + " must start with http:// or https:// (e.g. " + DEFAULT_URL + ")");
+                return dflt;
+            }
             try {
-                URI uri = new URI(v);
-                String scheme = uri.getScheme() == null ? "" : uri.getScheme().toLowerCase(Locale.ROOT);
-                if (!scheme.equals("http") && !scheme.equals("https")) {
-                    problems.add(key + "=" + v + " must start with http:// or https:// (e.g. " + DEFAULT_URL + ")");
+                // java.net.URL, not URI: URI reads no host in "influx_db" (underscores are
+                // common in Docker service names), URL and the HTTP client take it.
+                URL url = new URL(v);
+                if (url.getHost() == null || url.getHost().isEmpty()) {
+                    problems.add(key + "=" + shown + " has no host (e.g. " + DEFAULT_URL + ")");
                     return dflt;
                 }
-                if (uri.getHost() == null) {
-                    problems.add(key + "=" + v + " has no host (e.g. " + DEFAULT_URL + ")");
+                if (url.getQuery() != null || url.getRef() != null) {
+                    problems.add(key + "=" + shown + " must not have a query or fragment: give the base URL, e.g. "
+                            + DEFAULT_URL);
                     return dflt;
                 }
-                if (uri.getQuery() != null || uri.getFragment() != null) {
-                    problems.add(key + "=" + v + " must not have a query or fragment: give the base URL, e.g. " + DEFAULT_URL);
-                    return dflt;
+                if (url.getUserInfo() != null) {
+                    // user:password@ in the URL: used as the credentials unless the keys set them,
+                    // and kept out of the URL (and so out of every log line).
+                    String info = url.getUserInfo();
+                    int colon = info.indexOf(':');
+                    urlUser = decode(colon < 0 ? info : info.substring(0, colon));
+                    urlPassword = colon < 0 ? null : decode(info.substring(colon + 1));
+                    v = v.replaceFirst("//[^/@]*@", "//");
                 }
-                new URL(v);
                 return v;
-            } catch (URISyntaxException | MalformedURLException e) {
-                problems.add(key + "=" + v + " is not a URL (e.g. " + DEFAULT_URL + ")");
+            } catch (MalformedURLException e) {
+                problems.add(key + "=" + shown + " is not a URL (e.g. " + DEFAULT_URL + ")");
                 return dflt;
             }
         }

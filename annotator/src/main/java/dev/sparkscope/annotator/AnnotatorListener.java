@@ -1,14 +1,20 @@
 package dev.sparkscope.annotator;
 
 import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Properties;
 import java.util.Set;
 import java.util.function.Function;
+import java.util.function.Supplier;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkFirehoseListener;
+import org.apache.spark.TaskEndReason;
+import org.apache.spark.executor.InputMetrics;
 import org.apache.spark.executor.ShuffleReadMetrics;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.JobFailed;
@@ -26,6 +32,8 @@ import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.scheduler.TaskInfo;
 import org.apache.spark.scheduler.cluster.ExecutorInfo;
+
+import scala.Tuple2;
 
 /**
  * Writes SQL queries, jobs, stages (with straggler detection), executors and
@@ -79,17 +87,34 @@ public class AnnotatorListener extends SparkFirehoseListener {
             } catch (Throwable t) {
                 return null;
             }
-        });
+        }, () -> keysOf(sparkConf));
     }
 
-    /** For tests: settings from any key-to-value lookup (null when unset). */
-    AnnotatorListener(Function<String, String> conf) {
+    /** For tests: settings from any key-to-value lookup (null when unset) and the keys that are set. */
+    AnnotatorListener(Function<String, String> conf, Supplier<Collection<String>> keys) {
         this.conf = conf;
-        this.running = start(conf);
+        this.running = start(conf, keys);
     }
 
-    private Running start(Function<String, String> lookup) {
+    private static Collection<String> keysOf(SparkConf sparkConf) {
+        List<String> keys = new ArrayList<>();
+        if (sparkConf != null) {
+            for (Tuple2<String, String> kv : sparkConf.getAll()) {
+                keys.add(kv._1());
+            }
+        }
+        return keys;
+    }
+
+    private Running start(Function<String, String> lookup, Supplier<Collection<String>> keys) {
         AnnotatorConfig config;
+        try {
+            for (String warning : AnnotatorConfig.unknownKeys(keys.get())) {
+                AnnotatorLog.warn(warning);
+            }
+        } catch (Throwable t) {
+            rethrowIfFatal(t);
+        }
         try {
             config = AnnotatorConfig.parse(lookup);
         } catch (IllegalArgumentException e) {
@@ -97,6 +122,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
                     + ". Fix the setting(s) above (see the annotator README); Spark runs normally meanwhile.");
             return null;
         } catch (Throwable t) {
+            rethrowIfFatal(t);
             AnnotatorLog.warn("sparkscope annotator is off for this application: could not read its settings: " + t);
             return null;
         }
@@ -118,6 +144,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
                     + InfluxWriter.redact(config.influxUrl) + ", database " + config.database);
             return new Running(config, writer, recorder, sql);
         } catch (Throwable t) {
+            rethrowIfFatal(t);
             AnnotatorLog.warn("sparkscope annotator is off for this application: could not start: " + t);
             return null;
         }
@@ -144,8 +171,16 @@ public class AnnotatorListener extends SparkFirehoseListener {
             AnnotatorLog.warn("sparkscope annotator: ignoring " + type.getSimpleName()
                     + " events from now on: this Spark version differs from what the annotator was built for (" + e + ")");
         } catch (Throwable t) {
+            rethrowIfFatal(t);
             eventFailure.warn(() -> "sparkscope annotator: could not handle " + type.getSimpleName()
                     + " (" + t + "); Spark is not affected");
+        }
+    }
+
+    /** Out of memory and the like are not ours to swallow: the JVM must learn of them. */
+    static void rethrowIfFatal(Throwable t) {
+        if (t instanceof VirtualMachineError) {
+            throw (VirtualMachineError) t;
         }
     }
 
@@ -166,9 +201,19 @@ public class AnnotatorListener extends SparkFirehoseListener {
         } else if (event instanceof SparkListenerJobStart) {
             SparkListenerJobStart e = (SparkListenerJobStart) event;
             Properties p = e.properties();
-            String description = property(p, JOB_DESCRIPTION);
-            r.jobStarted(e.jobId(), e.time(), description != null ? description : property(p, CALL_SITE_SHORT),
-                    property(p, JOB_GROUP), parseLong(property(p, SQL_EXECUTION_ID)));
+            List<Object> stageInfos = ScalaSeq.elements(e, "stageInfos");
+            int[] stageIds = new int[stageInfos.size()];
+            StageInfo last = null;
+            for (int i = 0; i < stageIds.length; i++) {
+                StageInfo s = (StageInfo) stageInfos.get(i);
+                stageIds[i] = s.stageId();
+                if (last == null || s.stageId() > last.stageId()) {
+                    last = s;
+                }
+            }
+            r.jobStarted(e.jobId(), e.time(), property(p, JOB_DESCRIPTION), property(p, CALL_SITE_SHORT),
+                    last == null ? null : last.name(), property(p, JOB_GROUP),
+                    parseLong(property(p, SQL_EXECUTION_ID)), stageIds);
         } else if (event instanceof SparkListenerJobEnd) {
             SparkListenerJobEnd e = (SparkListenerJobEnd) event;
             JobResult result = e.jobResult();
@@ -203,17 +248,26 @@ public class AnnotatorListener extends SparkFirehoseListener {
         if (info == null) {
             return;
         }
-        long duration = info.finishTime() > 0 ? info.finishTime() - info.launchTime() : 0;
-        long gc = 0;
-        long fetchWait = 0;
+        TaskEndReason reason = e.reason();
+        TaskOutcome outcome = TaskOutcome.fromReasonClass(reason == null ? null : reason.getClass().getName());
+        StageStats.Task t = new StageStats.Task();
+        t.finishMs = info.finishTime() > 0 ? info.finishTime() : System.currentTimeMillis();
+        t.durationMs = info.finishTime() > 0 ? info.finishTime() - info.launchTime() : 0;
+        t.partition = info.partitionId();
+        t.executorId = info.executorId();
+        t.host = info.host();
         TaskMetrics m = e.taskMetrics();
         if (m != null) {
-            gc = m.jvmGCTime();
+            t.gcMs = m.jvmGCTime();
+            InputMetrics input = m.inputMetrics();
+            t.inputBytes = input == null ? 0 : input.bytesRead();
             ShuffleReadMetrics shuffle = m.shuffleReadMetrics();
-            fetchWait = shuffle == null ? 0 : shuffle.fetchWaitTime();
+            if (shuffle != null) {
+                t.fetchWaitMs = shuffle.fetchWaitTime();
+                t.shuffleReadBytes = shuffle.totalBytesRead();
+            }
         }
-        r.taskEnded(e.stageId(), e.stageAttemptId(), info.successful(), duration, gc, fetchWait,
-                info.executorId(), info.host());
+        r.taskEnded(e.stageId(), e.stageAttemptId(), outcome, t);
     }
 
     private void onApplicationEnd(SparkListenerApplicationEnd e, AnnotationRecorder r) {

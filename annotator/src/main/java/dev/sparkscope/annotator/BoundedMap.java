@@ -13,7 +13,6 @@ final class BoundedMap<K, V> extends LinkedHashMap<K, V> {
     private static final long serialVersionUID = 1L;
 
     private final int capacity;
-    private long evicted;
 
     BoundedMap(int capacity) {
         super(16, 0.75f, false);
@@ -22,14 +21,6 @@ final class BoundedMap<K, V> extends LinkedHashMap<K, V> {
 
     @Override
     protected boolean removeEldestEntry(Map.Entry<K, V> eldest) {
-        if (size() > capacity) {
-            evicted++;
-            return true;
-        }
-        return false;
-    }
-
-    long evicted() {
-        return evicted;
+        return size() > capacity;
     }
 }

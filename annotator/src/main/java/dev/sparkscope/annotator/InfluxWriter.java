@@ -7,24 +7,27 @@ import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Hands lines from Spark's listener-bus thread to InfluxDB without ever
- * making that thread wait: {@link #enqueue} only touches a bounded queue
- * (when full, the oldest line is dropped and counted), and one daemon thread
- * batches, POSTs and retries. InfluxDB being down, slow or answering errors
- * costs lines, never Spark's time.
+ * making that thread wait: {@link #enqueue} only touches a queue bounded in
+ * bytes (when full, the oldest lines are dropped and counted), and one
+ * daemon thread batches, POSTs and retries. InfluxDB being down, slow or
+ * answering errors costs lines, never Spark's time. Lines dropped while the
+ * application runs are reported as they happen, at most once a minute.
  */
 final class InfluxWriter {
 
     /** Tuning of the writer; {@link #from} takes the user's settings. */
     static final class Settings {
-        int queueCapacity = 10_000;
+        long queueMaxBytes = AnnotatorConfig.DEFAULT_QUEUE_MAX_BYTES;
         int batchSize = 500;
         long flushIntervalMs = 1000;
         int maxAttempts = 3;
@@ -36,7 +39,7 @@ final class InfluxWriter {
 
         static Settings from(AnnotatorConfig c) {
             Settings s = new Settings();
-            s.queueCapacity = c.queueCapacity;
+            s.queueMaxBytes = c.queueMaxBytes;
             s.batchSize = c.batchSize;
             s.flushIntervalMs = c.flushIntervalMs;
             s.maxAttempts = c.maxAttempts;
@@ -54,7 +57,11 @@ final class InfluxWriter {
     private final Consumer<String> warn;
     private final Consumer<String> info;
     private final RateLimitedWarning failureWarning;
-    private final ArrayBlockingQueue<String> queue;
+    private final LinkedBlockingQueue<String> queue = new LinkedBlockingQueue<>();
+    /** Approximate memory held by the queue: see {@link #cost}. */
+    private final AtomicLong queuedBytes = new AtomicLong();
+    private final RateLimitedWarning dropWarning;
+    private long droppedReported;
     private final Thread thread;
 
     private final AtomicLong accepted = new AtomicLong();
@@ -78,7 +85,7 @@ final class InfluxWriter {
         this.warn = warn;
         this.info = info;
         this.failureWarning = new RateLimitedWarning(warn, settings.warningIntervalMs, System::currentTimeMillis);
-        this.queue = new ArrayBlockingQueue<>(settings.queueCapacity);
+        this.dropWarning = new RateLimitedWarning(warn, settings.warningIntervalMs, System::currentTimeMillis);
         this.thread = new Thread(this::run, "sparkscope-annotator-writer");
         this.thread.setDaemon(true);
     }
@@ -87,23 +94,45 @@ final class InfluxWriter {
         thread.start();
     }
 
-    /** Never blocks. When the queue is full the oldest line makes room and is counted as dropped. */
+    /** Never blocks. When the queue is full the oldest lines make room and are counted as dropped. */
     void enqueue(String line) {
         if (stopping) {
             discardedAtShutdown.incrementAndGet();
             return;
         }
         accepted.incrementAndGet();
-        // Bounded: the writer thread only ever takes lines out, so this ends quickly.
-        for (int i = 0; i < 64; i++) {
-            if (queue.offer(line)) {
-                return;
-            }
-            if (queue.poll() != null) {
-                droppedQueueFull.incrementAndGet();
-            }
+        long cost = cost(line);
+        if (cost > settings.queueMaxBytes) {
+            droppedQueueFull.incrementAndGet();
+            return;
         }
-        droppedQueueFull.incrementAndGet();
+        queue.offer(line);
+        // Only the writer thread takes lines out besides this loop, so it ends quickly.
+        while (queuedBytes.addAndGet(cost) > settings.queueMaxBytes) {
+            String oldest = queue.poll();
+            cost = 0;
+            if (oldest == null) {
+                break;
+            }
+            queuedBytes.addAndGet(-cost(oldest));
+            droppedQueueFull.incrementAndGet();
+        }
+    }
+
+    /** Memory a queued line holds, about: its characters (at most 2 bytes each) and the node around it. */
+    static long cost(String line) {
+        return 2L * line.length() + 64;
+    }
+
+    private String take(String line) {
+        if (line != null) {
+            queuedBytes.addAndGet(-cost(line));
+        }
+        return line;
+    }
+
+    long queuedBytes() {
+        return queuedBytes.get();
     }
 
     /**
@@ -126,9 +155,7 @@ final class InfluxWriter {
             finished = false;
         }
         if (!finished) {
-            long left = queue.size();
-            queue.clear();
-            discardedAtShutdown.addAndGet(left);
+            discardQueued();
         }
         logSummary(finished, timeoutMs);
         return finished && linesGivenUp.get() == 0 && discardedAtShutdown.get() == 0;
@@ -179,7 +206,9 @@ final class InfluxWriter {
             }
             Thread.interrupted(); // a stale interrupt must not break the next wait or request
             try {
-                String first = stopping ? queue.poll() : queue.poll(settings.flushIntervalMs, TimeUnit.MILLISECONDS);
+                reportDrops();
+                String first = take(stopping ? queue.poll()
+                        : queue.poll(settings.flushIntervalMs, TimeUnit.MILLISECONDS));
                 if (first == null) {
                     continue;
                 }
@@ -189,6 +218,10 @@ final class InfluxWriter {
             } catch (InterruptedException e) {
                 // shutdown() woke the first poll (batch still empty): the loop re-checks the stop flag
             } catch (Throwable t) {
+                if (t instanceof VirtualMachineError) {
+                    linesGivenUp.addAndGet(batch.size());
+                    throw (VirtualMachineError) t;
+                }
                 failureWarning.warn(() -> "sparkscope annotator: unexpected error in the InfluxDB writer, "
                         + batch.size() + " annotation lines lost: " + t);
                 linesGivenUp.addAndGet(batch.size());
@@ -196,10 +229,26 @@ final class InfluxWriter {
                 batch.clear();
             }
         }
-        long left = queue.size();
-        if (left > 0) {
-            queue.clear();
-            discardedAtShutdown.addAndGet(left);
+        discardQueued();
+    }
+
+    private void discardQueued() {
+        String line;
+        while ((line = take(queue.poll())) != null) {
+            discardedAtShutdown.incrementAndGet();
+        }
+    }
+
+    /** Lines dropped from the full queue since the last report: logged now, at most once a minute. */
+    private void reportDrops() {
+        long dropped = droppedQueueFull.get();
+        if (dropped > droppedReported && !stopping) {
+            boolean logged = dropWarning.warn(() -> "sparkscope annotator: " + (dropped - droppedReported)
+                    + " annotation lines dropped because the queue was full (" + AnnotatorConfig.QUEUE_MAX_BYTES
+                    + "=" + settings.queueMaxBytes + "; is InfluxDB keeping up?); " + dropped + " in all so far");
+            if (logged) {
+                droppedReported = dropped;
+            }
         }
     }
 
@@ -207,7 +256,11 @@ final class InfluxWriter {
     private void fillBatch(List<String> batch) {
         long flushAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.flushIntervalMs);
         while (batch.size() < settings.batchSize) {
+            int before = batch.size();
             queue.drainTo(batch, settings.batchSize - batch.size());
+            for (int i = before; i < batch.size(); i++) {
+                take(batch.get(i));
+            }
             if (batch.size() >= settings.batchSize || stopping) {
                 return;
             }
@@ -224,7 +277,7 @@ final class InfluxWriter {
             if (next == null) {
                 return;
             }
-            batch.add(next);
+            batch.add(take(next));
         }
     }
 
@@ -264,6 +317,16 @@ final class InfluxWriter {
                     written.addAndGet(batch.size());
                     return;
                 }
+                int rejected = rejectedLines(response, batch.size());
+                if (rejected >= 0) {
+                    // A partial write: InfluxDB and Telegraf keep the good lines of the batch.
+                    written.addAndGet(batch.size() - rejected);
+                    linesGivenUp.addAndGet(rejected);
+                    failureWarning.warn(() -> "sparkscope annotator: " + rejected + " of " + batch.size()
+                            + " annotation lines were refused by " + endpoint + " (the rest was written): "
+                            + describe(response) + ". Spark is not affected.");
+                    return;
+                }
                 lastProblem = describe(response);
                 if (!response.retryable()) {
                     break;
@@ -273,6 +336,31 @@ final class InfluxWriter {
             }
         }
         giveUp(batch.size(), lastProblem);
+    }
+
+    private static final Pattern DROPPED = Pattern.compile("dropped=(\\d+)");
+    private static final Pattern OTHER_ERRORS = Pattern.compile("and (\\d+) other parse error");
+
+    /**
+     * For a 400 answer that refused only some lines of the batch: how many.
+     * InfluxDB says "partial write: ... dropped=N"; Telegraf's listener keeps
+     * the lines it could parse and answers "metric parse error: <first>
+     * (and N other parse errors)". Returns -1 when the whole batch was refused.
+     */
+    static int rejectedLines(HttpLineSender.Response r, int batchSize) {
+        boolean partial = r.body.contains("partial write") || r.body.contains("metric parse error");
+        if (r.status != 400 || !partial) {
+            return -1;
+        }
+        Matcher m = DROPPED.matcher(r.body);
+        if (m.find()) {
+            return (int) Math.min(batchSize, Long.parseLong(m.group(1)));
+        }
+        m = OTHER_ERRORS.matcher(r.body);
+        if (m.find()) {
+            return (int) Math.min(batchSize, 1 + Long.parseLong(m.group(1)));
+        }
+        return Math.min(1, batchSize);
     }
 
     private void giveUp(int lines, String problem) {

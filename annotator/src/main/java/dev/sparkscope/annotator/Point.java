@@ -5,7 +5,10 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * One InfluxDB 1.x line-protocol point with millisecond timestamp.
+ * One InfluxDB 1.x line-protocol point with a nanosecond timestamp (the
+ * annotator stamps an entity at its start millisecond plus a sub-millisecond
+ * offset of its own, so that entities starting in the same millisecond stay
+ * distinct points: see AnnotationRecorder).
  *
  * <p>Escaping follows the InfluxDB 1.8 parser (models/points.go), not just the
  * documentation, so that every value reads back exactly as given:
@@ -16,11 +19,14 @@ import java.util.TreeMap;
  *       value cannot end in a backslash (it would escape the separator), so
  *       trailing backslashes are removed; tags cannot hold line breaks, so
  *       CR, LF and TAB become spaces; a tag left empty is omitted (InfluxDB
- *       rejects empty tag values);</li>
+ *       rejects empty tag values); every other control character also
+ *       becomes a space;</li>
  *   <li>string field values: backslash and double quote are escaped; a line
  *       break is stored as the two characters {@code \n} ({@code \r} for CR),
  *       written as an escaped backslash and a letter, so a point always stays
- *       on one line and every line-protocol reader (Telegraf's too) accepts it.</li>
+ *       on one line and every line-protocol reader (Telegraf's too) accepts it;
+ *       a tab is stored as {@code \t}; every other control character
+ *       (Telegraf's parser rejects a form feed, for one) becomes a space.</li>
  * </ul>
  */
 final class Point {
@@ -32,7 +38,7 @@ final class Point {
     // Sorted by key: InfluxDB's recommended order (it otherwise sorts on write).
     private final Map<String, String> tags = new TreeMap<>();
     private final Map<String, String> fields = new LinkedHashMap<>();
-    private long timeMs;
+    private long timeNs;
 
     private Point(String measurement) {
         if (measurement == null || measurement.isEmpty()) {
@@ -86,7 +92,12 @@ final class Point {
     }
 
     Point timeMs(long epochMs) {
-        this.timeMs = epochMs;
+        return timeNs(epochMs * 1_000_000L);
+    }
+
+    /** Nanoseconds since the epoch: the writer asks for precision=ns. */
+    Point timeNs(long epochNs) {
+        this.timeNs = epochNs;
         return this;
     }
 
@@ -105,7 +116,7 @@ final class Point {
             sb.append(sep).append(f.getKey()).append('=').append(f.getValue());
             sep = ',';
         }
-        sb.append(' ').append(timeMs);
+        sb.append(' ').append(timeNs);
         return sb.toString();
     }
 
@@ -127,7 +138,12 @@ final class Point {
         if (value == null) {
             return "";
         }
-        String s = value.replace('\n', ' ').replace('\r', ' ').replace('\t', ' ');
+        StringBuilder clean = new StringBuilder(value.length());
+        for (int i = 0; i < value.length(); i++) {
+            char c = value.charAt(i);
+            clean.append(isControl(c) ? ' ' : c);
+        }
+        String s = clean.toString();
         int end = s.length();
         while (end > 0 && s.charAt(end - 1) == '\\') {
             end--;
@@ -148,7 +164,8 @@ final class Point {
                 // (Telegraf's rejects a bare backslash before n or r).
                 case '\n': rep = "\\\\n"; break;
                 case '\r': rep = "\\\\r"; break;
-                default: rep = null;
+                case '\t': rep = "\\\\t"; break;
+                default: rep = isControl(c) ? " " : null;
             }
             if (rep != null) {
                 if (sb == null) {
@@ -160,6 +177,11 @@ final class Point {
             }
         }
         return sb == null ? s : sb.toString();
+    }
+
+    /** C0 controls and DEL: no line-protocol reader agrees on them, so none is written raw. */
+    static boolean isControl(char c) {
+        return c < 0x20 || c == 0x7f;
     }
 
     private static String escape(String s, char[] special) {

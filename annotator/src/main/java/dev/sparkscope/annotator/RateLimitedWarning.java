@@ -42,8 +42,4 @@ final class RateLimitedWarning {
         log.accept(text);
         return true;
     }
-
-    synchronized long suppressedSinceLastLog() {
-        return suppressed;
-    }
 }

@@ -1,5 +1,6 @@
 package dev.sparkscope.annotator;
 
+import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.util.function.Consumer;
 
@@ -43,6 +44,9 @@ final class SqlExecutionEvents {
         if (broken) {
             return true;
         }
+        long id;
+        long time;
+        String text;
         try {
             if (isStart) {
                 if (type != startType) {
@@ -51,10 +55,9 @@ final class SqlExecutionEvents {
                     startDescription = type.getMethod("description");
                     startType = type;
                 }
-                recorder.queryStarted(
-                        ((Number) startId.invoke(event)).longValue(),
-                        ((Number) startTime.invoke(event)).longValue(),
-                        (String) startDescription.invoke(event));
+                id = ((Number) startId.invoke(event)).longValue();
+                time = ((Number) startTime.invoke(event)).longValue();
+                text = (String) startDescription.invoke(event);
             } else {
                 if (type != endType) {
                     endId = type.getMethod("executionId");
@@ -62,18 +65,30 @@ final class SqlExecutionEvents {
                     endError = optionalMethod(type, "errorMessage");
                     endType = type;
                 }
-                String error = endError == null ? null : ScalaOption.string(endError.invoke(event));
-                recorder.queryEnded(
-                        ((Number) endId.invoke(event)).longValue(),
-                        ((Number) endTime.invoke(event)).longValue(),
-                        error);
+                id = ((Number) endId.invoke(event)).longValue();
+                time = ((Number) endTime.invoke(event)).longValue();
+                text = endError == null ? null : ScalaOption.string(endError.invoke(event));
             }
-        } catch (ReflectiveOperationException | ClassCastException | LinkageError e) {
+        } catch (NoSuchMethodException | IllegalAccessException | ClassCastException | LinkageError e) {
+            // The event's shape differs from what this jar knows: it will not change in this JVM.
             broken = true;
             startType = null;
             endType = null;
             warn.accept("sparkscope annotator: SQL query annotations are off: this Spark version's "
                     + name + " does not look as expected (" + e + "); jobs and stages are still annotated");
+            return true;
+        } catch (InvocationTargetException e) {
+            // One event's accessor failed: that event is lost, the next ones are read as usual.
+            if (e.getCause() instanceof VirtualMachineError) {
+                throw (VirtualMachineError) e.getCause();
+            }
+            throw new IllegalStateException("reading " + type.getSimpleName() + " failed", e.getCause());
+        }
+        // Failures past this point are about one event and reach the listener's rate-limited warning.
+        if (isStart) {
+            recorder.queryStarted(id, time, text);
+        } else {
+            recorder.queryEnded(id, time, text);
         }
         return true;
     }

@@ -1,45 +1,107 @@
 package dev.sparkscope.annotator;
 
 /**
- * Task statistics of one stage attempt, fed from task-end events. Its size
- * does not grow with the number of tasks: durations go to a bounded
- * {@link DurationHistogram}, everything else is a running maximum.
+ * Task statistics of one stage attempt, fed from task-end events, and what
+ * the annotation says about the stage (its name and the job it belongs to).
+ * Its size does not grow with the number of tasks: durations go to a bounded
+ * {@link DurationHistogram}, everything else is a counter, a sum or the
+ * details of the one slowest task.
  */
 final class StageStats {
+
+    /** What is known of one task when it ends; the recorder fills one per event. */
+    static final class Task {
+        long durationMs;
+        long finishMs;
+        int partition = -1;
+        String executorId;
+        String host;
+        long inputBytes;
+        long shuffleReadBytes;
+        long gcMs;
+        long fetchWaitMs;
+
+        Task copy() {
+            Task t = new Task();
+            t.durationMs = durationMs;
+            t.finishMs = finishMs;
+            t.partition = partition;
+            t.executorId = executorId;
+            t.host = host;
+            t.inputBytes = inputBytes;
+            t.shuffleReadBytes = shuffleReadBytes;
+            t.gcMs = gcMs;
+            t.fetchWaitMs = fetchWaitMs;
+            return t;
+        }
+    }
 
     final int stageId;
     final int attempt;
     final long submittedAtMs;
+    final String name;
+    final int numTasks;
+    final Integer jobId;
+    final String jobName;
+    final Long executionId;
 
     private final DurationHistogram durations = new DurationHistogram();
+    /** Successes needed for 95 % of the stage's tasks (at least 1). */
+    private final long successesFor95;
     private long failedTasks;
-    private long slowestMs = -1;
-    private String slowestExecutor;
-    private String slowestHost;
-    private long gcMaxMs;
-    private long fetchWaitMaxMs;
+    private long killedTasks;
+    private long resubmittedTasks;
+    private long inputBytesSum;
+    private long shuffleReadBytesSum;
+    private Task slowest;
+    private long finishOf95PercentMs = -1;
 
-    StageStats(int stageId, int attempt, long submittedAtMs) {
+    StageStats(int stageId, int attempt, long submittedAtMs, String name, int numTasks,
+               Integer jobId, String jobName, Long executionId) {
         this.stageId = stageId;
         this.attempt = attempt;
         this.submittedAtMs = submittedAtMs;
+        this.name = name;
+        this.numTasks = numTasks;
+        this.jobId = jobId;
+        this.jobName = jobName;
+        this.executionId = executionId;
+        this.successesFor95 = Math.max(1, (long) Math.ceil(0.95 * numTasks));
+    }
+
+    StageStats(int stageId, int attempt, long submittedAtMs) {
+        this(stageId, attempt, submittedAtMs, null, 0, null, null, null);
+    }
+
+    void record(TaskOutcome outcome, Task task) {
+        switch (outcome) {
+            case SUCCEEDED:
+                recordSuccess(task);
+                break;
+            case KILLED:
+                killedTasks++;
+                break;
+            case RESUBMITTED:
+                resubmittedTasks++;
+                break;
+            default:
+                failedTasks++;
+        }
     }
 
     /** A task that finished successfully: it counts in the duration distribution. */
-    void recordTask(long durationMs, long gcMs, long fetchWaitMs, String executorId, String host) {
-        durations.record(durationMs);
-        if (durationMs > slowestMs) {
-            slowestMs = durationMs;
-            slowestExecutor = executorId;
-            slowestHost = host;
+    private void recordSuccess(Task task) {
+        durations.record(task.durationMs);
+        inputBytesSum += Math.max(0, task.inputBytes);
+        shuffleReadBytesSum += Math.max(0, task.shuffleReadBytes);
+        if (slowest == null || task.durationMs > slowest.durationMs) {
+            slowest = task.copy();
         }
-        gcMaxMs = Math.max(gcMaxMs, gcMs);
-        fetchWaitMaxMs = Math.max(fetchWaitMaxMs, fetchWaitMs);
-    }
-
-    /** A failed or killed task: counted, but kept out of the distribution. */
-    void recordFailedTask() {
-        failedTasks++;
+        // Task ends reach the bus in the order the driver saw them finish, so
+        // the k-th success is when 95 % of the stage's tasks were done.
+        if (durations.count() == successesFor95) {
+            finishOf95PercentMs = task.finishMs;
+        }
     }
 
     long taskCount() {
@@ -48,6 +110,14 @@ final class StageStats {
 
     long failedTaskCount() {
         return failedTasks;
+    }
+
+    long killedTaskCount() {
+        return killedTasks;
+    }
+
+    long resubmittedTaskCount() {
+        return resubmittedTasks;
     }
 
     long maxMs() {
@@ -66,14 +136,6 @@ final class StageStats {
         return durations.percentile(0.95);
     }
 
-    long gcMaxMs() {
-        return gcMaxMs;
-    }
-
-    long fetchWaitMaxMs() {
-        return fetchWaitMaxMs;
-    }
-
     /** max / median; a median of 0 ms counts as 1 ms so the ratio stays finite. */
     double skewRatio() {
         if (taskCount() == 0) {
@@ -82,12 +144,22 @@ final class StageStats {
         return (double) maxMs() / Math.max(1L, p50Ms());
     }
 
-    String slowestExecutor() {
-        return slowestExecutor;
+    /** The slowest successful task, or null before the first one. */
+    Task slowest() {
+        return slowest;
     }
 
-    String slowestHost() {
-        return slowestHost;
+    double meanInputBytes() {
+        return taskCount() == 0 ? 0 : (double) inputBytesSum / taskCount();
+    }
+
+    double meanShuffleReadBytes() {
+        return taskCount() == 0 ? 0 : (double) shuffleReadBytesSum / taskCount();
+    }
+
+    /** When 95 % of the stage's tasks had succeeded (driver time, ms), or null if they never did. */
+    Long finishOf95PercentMs() {
+        return finishOf95PercentMs < 0 ? null : finishOf95PercentMs;
     }
 
     int allocatedBytes() {

@@ -6,13 +6,16 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 
 import org.junit.jupiter.api.Test;
 
 /** From lifecycle calls to the lines Grafana's annotation queries read. */
 class AnnotationRecorderTest {
 
+    private static final long MS = 1_000_000L;
     private final List<String> lines = new ArrayList<>();
     private final List<String> warnings = new ArrayList<>();
 
@@ -21,15 +24,29 @@ class AnnotationRecorderTest {
                 StragglerRule.defaults(), maxStages, warnings::add);
     }
 
+    static StageStats.Task task(long durationMs, long finishMs, int partition, String executor) {
+        StageStats.Task t = new StageStats.Task();
+        t.durationMs = durationMs;
+        t.finishMs = finishMs;
+        t.partition = partition;
+        t.executorId = executor;
+        t.host = "10.0.0." + executor;
+        return t;
+    }
+
+    private InfluxLineReader line(int i) {
+        return InfluxLineReader.read(lines.get(i));
+    }
+
     @Test
-    void finished_query_is_one_point_at_its_start_with_end_time_and_duration() {
+    void finished_query_is_one_point_at_its_start_with_its_id_as_a_field() {
         AnnotationRecorder r = recorder(false, 10);
         r.queryStarted(3, 1_000, "SELECT \"a\", b\nFROM t");
         r.queryEnded(3, 13_300, null);
         assertEquals(1, lines.size());
-        assertEquals("sparkscope_query,applicationid=app-20260101-0001,execution_id=3,status=SUCCEEDED "
-                + "description=\"SELECT \\\"a\\\", b\\\\nFROM t\",end_time_ms=13300i,duration_ms=12300i,"
-                + "text=\"query 3: SELECT \\\"a\\\", b FROM t (12.3 s)\" 1000", lines.get(0));
+        assertEquals("sparkscope_query,applicationid=app-20260101-0001,status=SUCCEEDED "
+                + "execution_id=3i,description=\"SELECT \\\"a\\\", b\\\\nFROM t\",end_time_ms=13300i,duration_ms=12300i,"
+                + "text=\"query 3: SELECT \\\"a\\\", b FROM t (12.3 s)\" " + (1000 * MS + 3), lines.get(0));
     }
 
     @Test
@@ -37,64 +54,134 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(false, 10);
         r.queryStarted(4, 1_000, "q");
         r.queryEnded(4, 1_500, "AnalysisException: no such table\n at stack");
-        InfluxLineReader p = InfluxLineReader.read(lines.get(0));
+        InfluxLineReader p = line(0);
         assertEquals("FAILED", p.tags.get("status"));
         assertEquals("AnalysisException: no such table\\n at stack", p.fields.get("error"));
         assertEquals("query 4 FAILED: q (500 ms): AnalysisException: no such table", p.fields.get("text"));
     }
 
     @Test
-    void running_points_are_written_at_start_when_enabled() {
+    void running_points_carry_ids_but_not_the_description_again() {
         AnnotationRecorder r = recorder(true, 10);
-        r.jobStarted(5, 2_000, "nightly load", "etl", 3L);
-        assertEquals(1, lines.size());
-        assertEquals("sparkscope_job,applicationid=app-20260101-0001,job_group=etl,job_id=5,status=RUNNING "
-                + "description=\"nightly load\",execution_id=3i,text=\"job 5 running [group etl]: nightly load\" 2000",
+        r.jobStarted(5, 2_000, "nightly load", null, null, "etl", 3L, new int[0]);
+        assertEquals("sparkscope_job,applicationid=app-20260101-0001,status=RUNNING "
+                + "job_id=5i,execution_id=3i,text=\"job 5 running [group etl]: nightly load\" " + (2000 * MS + 5),
                 lines.get(0));
         r.jobEnded(5, 3_000, true, null);
-        assertEquals("sparkscope_job,applicationid=app-20260101-0001,job_group=etl,job_id=5,status=SUCCEEDED "
-                + "description=\"nightly load\",execution_id=3i,end_time_ms=3000i,duration_ms=1000i,"
-                + "text=\"job 5 [group etl]: nightly load (1.0 s)\" 2000", lines.get(1));
+        assertEquals("sparkscope_job,applicationid=app-20260101-0001,status=SUCCEEDED "
+                + "job_id=5i,job_group=\"etl\",description=\"nightly load\",execution_id=3i,end_time_ms=3000i,"
+                + "duration_ms=1000i,text=\"job 5 [group etl]: nightly load (1.0 s)\" " + (2000 * MS + 5), lines.get(1));
     }
 
     @Test
-    void job_without_group_or_description_omits_them() {
+    void tags_are_only_what_dashboards_select_by_so_series_do_not_grow_with_ids() {
+        AnnotationRecorder r = recorder(true, 10);
+        Set<String> series = new HashSet<>();
+        for (int i = 0; i < 500; i++) {
+            r.queryStarted(i, i * 1000L, "q" + i);
+            r.jobStarted(i, i * 1000L, null, null, "stage " + i, "group-" + java.util.UUID.randomUUID(),
+                    (long) i, new int[] {i});
+            r.stageSubmitted(i, 0, "s", 1, i * 1000L);
+            r.taskEnded(i, 0, TaskOutcome.SUCCEEDED, task(10, i * 1000L + 10, 0, "1"));
+            r.stageCompleted(i, 0, "s", 1, i * 1000L, i * 1000L + 11, null, 0);
+            r.jobEnded(i, i * 1000L + 12, true, null);
+            r.queryEnded(i, i * 1000L + 13, null);
+            r.executorAdded(i * 1000L, Integer.toString(i), "h", 1);
+        }
+        for (String l : lines) {
+            series.add(l.substring(0, l.indexOf(' ')));
+        }
+        // query, job, stage: RUNNING and SUCCEEDED (stages with straggler=false); executors: added
+        assertEquals(7, series.size(), series.toString());
+        assertEquals(0, r.stageOwnersHeld(), "nothing is kept for ended jobs");
+        assertEquals(0, r.trackedStages());
+    }
+
+    @Test
+    void entities_starting_in_the_same_millisecond_get_distinct_timestamps() {
+        AnnotationRecorder r = recorder(false, 100);
+        Set<String> keys = new HashSet<>();
+        for (int s = 0; s < 50; s++) {
+            r.stageSubmitted(s, 0, "parallel", 1, 7_000);
+            r.stageCompleted(s, 0, "parallel", 1, 7_000L, 8_000L, null, 0);
+            r.stageSubmitted(s, 1, "retry", 1, 7_000);
+            r.stageCompleted(s, 1, "retry", 1, 7_000L, 8_000L, null, 0);
+        }
+        for (String l : lines) {
+            InfluxLineReader p = InfluxLineReader.read(l);
+            assertEquals(7_000, p.time / MS, "start millisecond kept");
+            keys.add(p.tags + " " + p.time);
+        }
+        assertEquals(100, keys.size(), "no point overwrites another");
+    }
+
+    @Test
+    void job_without_description_is_named_after_its_sql_query_then_its_last_stage() {
         AnnotationRecorder r = recorder(false, 10);
-        r.jobStarted(6, 2_000, null, null, null);
-        r.jobEnded(6, 2_250, false, "boom");
-        assertEquals("sparkscope_job,applicationid=app-20260101-0001,job_id=6,status=FAILED "
-                + "end_time_ms=2250i,duration_ms=250i,error=\"boom\",text=\"job 6 FAILED: (no description) (250 ms): boom\" 2000",
-                lines.get(0));
+        r.queryStarted(8, 100, "SELECT count(*) FROM sales");
+        r.jobStarted(1, 200, null, null, "count at Sales.scala:12", null, 8L, new int[] {3, 4});
+        r.jobStarted(2, 300, null, null, "reduce at SparkPi.scala:38", null, null, new int[] {5});
+        r.jobStarted(3, 300, "", "collect at job.py:9", "collect at NativeMethodAccessorImpl.java:0", null, null,
+                new int[0]);
+        r.jobEnded(1, 400, true, null);
+        r.jobEnded(2, 400, true, null);
+        r.jobEnded(3, 400, true, null);
+        assertEquals("SELECT count(*) FROM sales", line(0).fields.get("description"));
+        assertEquals("reduce at SparkPi.scala:38", line(1).fields.get("description"));
+        assertEquals("collect at job.py:9", line(2).fields.get("description"));
     }
 
     @Test
-    void stage_with_one_slow_task_is_flagged_straggler_with_where_it_ran() {
+    void stage_names_the_job_and_query_it_belongs_to() {
+        AnnotationRecorder r = recorder(false, 10);
+        r.jobStarted(4, 100, "nightly skewed join", null, null, null, 2L, new int[] {6, 7});
+        r.stageSubmitted(7, 0, "sum at job.py:26", 2, 150);
+        r.stageCompleted(7, 0, "sum at job.py:26", 2, 150L, 250L, null, 0);
+        InfluxLineReader p = line(0);
+        assertEquals("4i", p.fields.get("job_id"));
+        assertEquals("2i", p.fields.get("execution_id"));
+        assertEquals("nightly skewed join", p.fields.get("job_description"));
+        assertTrue(p.fields.get("text").startsWith("stage 7.0: sum at job.py:26 [job 4: nightly skewed join] (100 ms"),
+                p.fields.get("text"));
+    }
+
+    @Test
+    void stage_with_one_slow_task_is_flagged_straggler_with_that_tasks_own_details() {
         AnnotationRecorder r = recorder(false, 10);
         r.stageSubmitted(7, 1, "count at job.py:12", 8, 10_000);
         for (int i = 0; i < 7; i++) {
-            r.taskEnded(7, 1, true, 400 + i, 10 + i, 2, "1", "10.0.0.1");
+            StageStats.Task t = task(400 + i, 10_500 + i, i + 1, "1");
+            t.inputBytes = 1000;
+            t.gcMs = 80; // a busier GC elsewhere must not be reported for the slowest task
+            r.taskEnded(7, 1, TaskOutcome.SUCCEEDED, t);
         }
-        r.taskEnded(7, 1, true, 5400, 90, 40, "2", "10.0.0.2");
+        StageStats.Task slow = task(5400, 15_900, 0, "2");
+        slow.inputBytes = 10_000;
+        slow.gcMs = 12;
+        slow.fetchWaitMs = 40;
+        r.taskEnded(7, 1, TaskOutcome.SUCCEEDED, slow);
         r.stageCompleted(7, 1, "count at job.py:12", 8, 10_000L, 16_000L, null, 99_999);
-        InfluxLineReader p = InfluxLineReader.read(lines.get(0));
+        InfluxLineReader p = line(0);
         assertEquals("sparkscope_stage", p.measurement);
-        assertEquals(10_000, p.time);
-        assertEquals("7", p.tags.get("stage_id"));
-        assertEquals("1", p.tags.get("attempt"));
+        assertEquals(10_000 * MS + 7 * 16 + 1, p.time);
+        assertEquals("7i", p.fields.get("stage_id"));
+        assertEquals("1i", p.fields.get("attempt"));
         assertEquals("SUCCEEDED", p.tags.get("status"));
         assertEquals("true", p.tags.get("straggler"));
-        assertEquals("16000i", p.fields.get("end_time_ms"));
         assertEquals("6000i", p.fields.get("duration_ms"));
         assertEquals("8i", p.fields.get("task_count_seen"));
         assertEquals("5400i", p.fields.get("task_max_ms"));
         assertEquals("402i", p.fields.get("task_p50_ms")); // 400..403 share a 4 ms bucket: midpoint
-        assertEquals("90i", p.fields.get("gc_max_ms"));
-        assertEquals("40i", p.fields.get("fetch_wait_max_ms"));
-        assertEquals("13.43", p.fields.get("skew_ratio"));
+        assertEquals("0i", p.fields.get("slowest_partition"));
         assertEquals("2", p.fields.get("slowest_executor"));
         assertEquals("10.0.0.2", p.fields.get("slowest_host"));
+        assertEquals("12i", p.fields.get("slowest_gc_ms"));
+        assertEquals("40i", p.fields.get("slowest_fetch_wait_ms"));
+        assertEquals("10000i", p.fields.get("slowest_input_bytes"));
+        assertEquals("2125i", p.fields.get("task_mean_input_bytes"));
         assertEquals("stage 7.1: count at job.py:12 (6.0 s, 8 tasks, median task 402 ms); STRAGGLER: slowest task "
-                + "5.4 s = 13.4x the median, on executor 2 (host 10.0.0.2)", p.fields.get("text"));
+                + "5.4 s = 13.4x the median, partition 0 on executor 2 (host 10.0.0.2), read 9.8 KiB = 4.7x the "
+                + "average task, GC 12 ms, fetch wait 40 ms", p.fields.get("text"));
         assertEquals(0, r.trackedStages(), "stage state is freed at completion");
     }
 
@@ -103,12 +190,31 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(false, 10);
         r.stageSubmitted(1, 0, "map", 8, 0);
         for (int i = 0; i < 8; i++) {
-            r.taskEnded(1, 0, true, 3000 + 10 * i, 0, 0, "1", "h");
+            r.taskEnded(1, 0, TaskOutcome.SUCCEEDED, task(3000 + 10 * i, 3000 + 10 * i, i, "1"));
         }
         r.stageCompleted(1, 0, "map", 8, 0L, 4000L, null, 5000);
-        InfluxLineReader p = InfluxLineReader.read(lines.get(0));
+        InfluxLineReader p = line(0);
         assertEquals("false", p.tags.get("straggler"));
         assertFalse(p.fields.get("text").contains("STRAGGLER"));
+    }
+
+    @Test
+    void resubmitted_and_killed_tasks_are_neither_successes_nor_failures() {
+        AnnotationRecorder r = recorder(false, 10);
+        r.stageSubmitted(2, 0, "map", 4, 0);
+        for (int i = 0; i < 4; i++) {
+            r.taskEnded(2, 0, TaskOutcome.SUCCEEDED, task(100, 100, i, "1"));
+        }
+        r.taskEnded(2, 0, TaskOutcome.RESUBMITTED, task(100, 100, 0, "1")); // executor 1 lost its output
+        r.taskEnded(2, 0, TaskOutcome.SUCCEEDED, task(120, 300, 0, "2"));   // the re-run
+        r.taskEnded(2, 0, TaskOutcome.KILLED, task(900, 300, 3, "2"));      // losing speculative copy
+        r.stageCompleted(2, 0, "map", 4, 0L, 300L, null, 0);
+        InfluxLineReader p = line(0);
+        assertEquals("5i", p.fields.get("task_count_seen"));
+        assertEquals("1i", p.fields.get("task_resubmitted_count"));
+        assertEquals("1i", p.fields.get("task_killed_count"));
+        assertEquals("0i", p.fields.get("task_failed_count"));
+        assertEquals("120i", p.fields.get("task_max_ms"));
     }
 
     @Test
@@ -116,11 +222,11 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(false, 10);
         r.stageSubmitted(2, 0, "map", 4, 0);
         for (int i = 0; i < 4; i++) {
-            r.taskEnded(2, 0, true, i == 0 ? 60_000 : 10, 0, 0, "1", "h");
+            r.taskEnded(2, 0, TaskOutcome.SUCCEEDED, task(i == 0 ? 60_000 : 10, 60_000, i, "1"));
         }
-        r.taskEnded(2, 0, false, 5, 0, 0, "1", "h");
+        r.taskEnded(2, 0, TaskOutcome.FAILED, task(5, 5, 1, "1"));
         r.stageCompleted(2, 0, "map", 4, 0L, 61_000L, "Task failed\nstack", 0);
-        InfluxLineReader p = InfluxLineReader.read(lines.get(0));
+        InfluxLineReader p = line(0);
         assertEquals("FAILED", p.tags.get("status"));
         assertEquals("false", p.tags.get("straggler"));
         assertEquals("Task failed\\nstack", p.fields.get("failure_reason"));
@@ -128,11 +234,54 @@ class AnnotationRecorderTest {
     }
 
     @Test
+    void cancelled_job_and_stage_are_cancelled_not_failed() {
+        AnnotationRecorder r = recorder(false, 10);
+        r.jobStarted(3, 0, "long", null, null, "g", null, new int[] {1});
+        r.stageSubmitted(1, 0, "map", 4, 0);
+        r.stageCompleted(1, 0, "map", 4, 0L, 50L, "Job 3 cancelled part of cancelled job group g", 0);
+        r.jobEnded(3, 60, false, "Job 3 cancelled part of cancelled job group g");
+        assertEquals("CANCELLED", line(0).tags.get("status"));
+        assertEquals("CANCELLED", line(1).tags.get("status"));
+        assertTrue(line(1).fields.get("text").startsWith("job 3 CANCELLED [group g]: long"), line(1).fields.get("text"));
+    }
+
+    @Test
+    void work_still_open_when_the_application_ends_gets_a_cancelled_point_with_its_statistics_so_far() {
+        AnnotationRecorder r = recorder(true, 10);
+        r.applicationStarted(0, "stream", "u", "3.5.9");
+        r.queryStarted(1, 100, "streaming batch");
+        r.jobStarted(2, 200, null, null, "start at Stream.scala:3", null, 1L, new int[] {4});
+        r.stageSubmitted(4, 0, "start at Stream.scala:3", 8, 300);
+        for (int i = 0; i < 7; i++) {
+            r.taskEnded(4, 0, TaskOutcome.SUCCEEDED, task(50, 400, i, "1"));
+        }
+        lines.clear();
+        r.applicationEnded(9_000, null);
+        List<String> kinds = new ArrayList<>();
+        for (String l : lines) {
+            InfluxLineReader p = InfluxLineReader.read(l);
+            kinds.add(p.measurement + "/" + p.tags.get("status"));
+            if (!p.measurement.equals("sparkscope_application")) {
+                assertEquals("9000i", p.fields.get("end_time_ms"), l);
+            }
+        }
+        assertEquals(java.util.Arrays.asList("sparkscope_stage/CANCELLED", "sparkscope_job/CANCELLED",
+                "sparkscope_query/CANCELLED", "sparkscope_application/FINISHED"), kinds);
+        assertEquals("7i", line(0).fields.get("task_count_seen"));
+        assertEquals("8700i", line(0).fields.get("duration_ms"));
+        assertEquals("streaming batch", line(1).fields.get("description"));
+        assertEquals(0, r.trackedStages());
+        lines.clear();
+        r.applicationEnded(10_000, null);
+        assertEquals(1, lines.size(), "nothing is cancelled twice");
+    }
+
+    @Test
     void stage_without_finished_tasks_omits_task_statistics() {
         AnnotationRecorder r = recorder(false, 10);
         r.stageCompleted(9, 0, "never submitted", 3, null, null, null, 42_000);
-        InfluxLineReader p = InfluxLineReader.read(lines.get(0));
-        assertEquals(42_000, p.time);
+        InfluxLineReader p = line(0);
+        assertEquals(42_000, p.time / MS);
         assertEquals("0i", p.fields.get("task_count_seen"));
         assertNull(p.fields.get("task_max_ms"));
         assertNull(p.fields.get("skew_ratio"));
@@ -147,10 +296,10 @@ class AnnotationRecorderTest {
         assertEquals(3, r.trackedStages());
         assertEquals(1, warnings.size());
         assertTrue(warnings.get(0).contains(AnnotatorConfig.MAX_TRACKED_STAGES));
-        r.taskEnded(0, 0, true, 100, 0, 0, "1", "h"); // evicted stage: ignored
-        r.taskEnded(9, 0, true, 100, 0, 0, "1", "h");
+        r.taskEnded(0, 0, TaskOutcome.SUCCEEDED, task(100, 100, 0, "1")); // evicted stage: ignored
+        r.taskEnded(9, 0, TaskOutcome.SUCCEEDED, task(100, 100, 0, "1"));
         r.stageCompleted(9, 0, "s9", 1, 9L, 200L, null, 0);
-        assertEquals("1i", InfluxLineReader.read(lines.get(0)).fields.get("task_count_seen"));
+        assertEquals("1i", line(0).fields.get("task_count_seen"));
         assertEquals(2, r.trackedStages());
     }
 
@@ -159,7 +308,7 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(false, 10);
         r.stageSubmitted(1, 0, "s", 1, 0);
         r.stageCompleted(1, 0, "s", 1, 0L, 10L, null, 10);
-        r.taskEnded(1, 0, false, 5, 0, 0, "1", "h");
+        r.taskEnded(1, 0, TaskOutcome.FAILED, task(5, 5, 0, "1"));
         assertEquals(0, r.trackedStages());
     }
 
@@ -169,22 +318,24 @@ class AnnotationRecorderTest {
         r.applicationStarted(1_000, "etl nightly", "alice", "3.5.9");
         r.applicationEnded(64_000, null);
         assertEquals("sparkscope_application,applicationid=app-20260101-0001,status=RUNNING app_name=\"etl nightly\","
-                + "spark_user=\"alice\",spark_version=\"3.5.9\",text=\"application etl nightly started\" 1000", lines.get(0));
+                + "spark_user=\"alice\",spark_version=\"3.5.9\",text=\"application etl nightly started\" "
+                + 1000 * MS, lines.get(0));
         assertEquals("sparkscope_application,applicationid=app-20260101-0001,status=FINISHED app_name=\"etl nightly\","
                 + "spark_user=\"alice\",spark_version=\"3.5.9\",end_time_ms=64000i,duration_ms=63000i,"
-                + "text=\"application etl nightly finished after 1 min 3 s\" 1000", lines.get(1));
+                + "text=\"application etl nightly finished after 1 min 3 s\" " + 1000 * MS, lines.get(1));
     }
 
     @Test
-    void executor_events_are_points_at_their_time() {
+    void executor_events_are_points_at_their_time_with_the_id_as_a_field() {
         AnnotationRecorder r = recorder(true, 10);
         r.executorAdded(5_000, "1", "10.0.0.9", 4);
         r.executorRemoved(9_000, "1", "Executor killed, \"idle\"");
-        assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=added,executor_id=1 "
-                + "host=\"10.0.0.9\",cores=4i,text=\"executor 1 added on 10.0.0.9 (4 cores)\" 5000", lines.get(0));
-        assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=removed,executor_id=1 "
-                + "reason=\"Executor killed, \\\"idle\\\"\",text=\"executor 1 removed: Executor killed, \\\"idle\\\"\" 9000",
-                lines.get(1));
+        assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=added "
+                + "executor_id=\"1\",host=\"10.0.0.9\",cores=4i,text=\"executor 1 added on 10.0.0.9 (4 cores)\" "
+                + (5000 * MS + 1), lines.get(0));
+        assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=removed "
+                + "executor_id=\"1\",reason=\"Executor killed, \\\"idle\\\"\","
+                + "text=\"executor 1 removed: Executor killed, \\\"idle\\\"\" " + (9000 * MS + 1), lines.get(1));
     }
 
     @Test
@@ -196,7 +347,7 @@ class AnnotationRecorderTest {
         }
         r.queryStarted(1, 0, sql.toString());
         r.queryEnded(1, 1, null);
-        InfluxLineReader p = InfluxLineReader.read(lines.get(0));
+        InfluxLineReader p = line(0);
         String d = p.fields.get("description");
         assertTrue(d.length() <= AnnotationRecorder.MAX_DESCRIPTION, "length " + d.length());
         assertTrue(d.endsWith("…"));

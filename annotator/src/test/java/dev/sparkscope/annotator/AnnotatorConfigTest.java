@@ -22,11 +22,11 @@ class AnnotatorConfigTest {
     void defaults_write_to_a_local_influxdb_database_spark() {
         AnnotatorConfig c = parse();
         assertTrue(c.enabled);
-        assertEquals("http://127.0.0.1:8186/write?db=spark&precision=ms", c.writeUrl().toString());
+        assertEquals("http://127.0.0.1:8186/write?db=spark&precision=ns", c.writeUrl().toString());
         assertNull(c.authorizationHeader());
         assertEquals(500, c.batchSize);
         assertEquals(1000, c.flushIntervalMs);
-        assertEquals(10_000, c.queueCapacity);
+        assertEquals(16L << 20, c.queueMaxBytes);
         assertEquals(5000, c.shutdownTimeoutMs);
         assertEquals(3, c.maxAttempts);
         assertEquals(1000, c.connectTimeoutMs);
@@ -49,7 +49,7 @@ class AnnotatorConfigTest {
         conf.put("spark.sparkscope.influx.readTimeoutMs", "750");
         conf.put("spark.sparkscope.batchSize", "50");
         conf.put("spark.sparkscope.flushIntervalMs", "200");
-        conf.put("spark.sparkscope.queueCapacity", "99");
+        conf.put("spark.sparkscope.queueMaxBytes", "1048576");
         conf.put("spark.sparkscope.maxAttempts", "5");
         conf.put("spark.sparkscope.shutdownTimeoutMs", "0");
         conf.put("spark.sparkscope.runningPoints", "false");
@@ -58,13 +58,13 @@ class AnnotatorConfigTest {
         conf.put("spark.sparkscope.straggler.minTasks", "10");
         conf.put("spark.sparkscope.straggler.minExcessMs", "500");
         AnnotatorConfig c = parse();
-        assertEquals("https://influx.example:8443/proxy/write?db=my+db&precision=ms", c.writeUrl().toString());
+        assertEquals("https://influx.example:8443/proxy/write?db=my+db&precision=ns", c.writeUrl().toString());
         assertEquals("Basic dTpw", c.authorizationHeader());
         assertEquals(250, c.connectTimeoutMs);
         assertEquals(750, c.readTimeoutMs);
         assertEquals(50, c.batchSize);
         assertEquals(200, c.flushIntervalMs);
-        assertEquals(99, c.queueCapacity);
+        assertEquals(1L << 20, c.queueMaxBytes);
         assertEquals(5, c.maxAttempts);
         assertEquals(0, c.shutdownTimeoutMs);
         assertEquals(false, c.runningPoints);
@@ -92,10 +92,36 @@ class AnnotatorConfigTest {
     }
 
     @Test
-    void out_of_range_numbers_are_refused() {
-        conf.put("spark.sparkscope.queueCapacity", "0");
+    void a_docker_style_host_with_an_underscore_is_accepted() {
+        conf.put("spark.sparkscope.influx.url", "http://influx_db:8186");
+        AnnotatorConfig c = parse();
+        assertEquals("influx_db", c.writeUrl().getHost());
+        assertEquals("http://influx_db:8186/write?db=spark&precision=ns", c.writeUrl().toString());
+    }
+
+    @Test
+    void credentials_in_the_url_become_basic_auth_and_leave_the_url() {
+        conf.put("spark.sparkscope.influx.url", "http://bob:s%40cret@influx:8086");
+        AnnotatorConfig c = parse();
+        assertEquals("http://influx:8086/write?db=spark&precision=ns", c.writeUrl().toString());
+        assertEquals("Basic " + java.util.Base64.getEncoder().encodeToString("bob:s@cret".getBytes(
+                java.nio.charset.StandardCharsets.UTF_8)), c.authorizationHeader());
+        assertTrue(!c.influxUrl.contains("cret"), c.influxUrl);
+    }
+
+    @Test
+    void a_bad_url_with_a_password_in_it_is_reported_without_the_password() {
+        conf.put("spark.sparkscope.influx.url", "http://bob:hunter2@influx:notaport");
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, this::parse);
-        assertTrue(e.getMessage().contains("spark.sparkscope.queueCapacity=0 is outside 1.."), e.getMessage());
+        assertTrue(!e.getMessage().contains("hunter2"), e.getMessage());
+        assertTrue(e.getMessage().contains("spark.sparkscope.influx.url=http://***@influx:notaport"), e.getMessage());
+    }
+
+    @Test
+    void out_of_range_numbers_are_refused() {
+        conf.put("spark.sparkscope.queueMaxBytes", "10000000000");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, this::parse);
+        assertTrue(e.getMessage().contains("spark.sparkscope.queueMaxBytes=10000000000 is outside 65536..268435456"), e.getMessage());
     }
 
     @Test

@@ -45,7 +45,7 @@ class AnnotatorListenerTest {
             conf.put("spark.sparkscope.influx.url", influx.baseUrl());
             conf.put("spark.sparkscope.flushIntervalMs", "20");
             conf.put("spark.sparkscope.runningPoints", "false");
-            AnnotatorListener listener = new AnnotatorListener(conf::get);
+            AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
             assertTrue(listener.isActive());
 
             // Before ApplicationStart, as in Spark; a real ExecutorInfo needs log4j-core, absent here.
@@ -82,11 +82,12 @@ class AnnotatorListenerTest {
                     "sparkscope_query/SUCCEEDED", "sparkscope_application/FINISHED"), kinds);
             InfluxLineReader stagePoint = InfluxLineReader.read(lines.get(1));
             assertEquals("true", stagePoint.tags.get("straggler"));
-            assertEquals(1300, stagePoint.time);
+            assertEquals(1300L * 1_000_000 + 5 * 16, stagePoint.time);
             assertEquals("9100i", stagePoint.fields.get("duration_ms"));
             assertEquals("7", stagePoint.fields.get("slowest_executor"));
+            assertEquals("3i", stagePoint.fields.get("slowest_partition"));
             InfluxLineReader job = InfluxLineReader.read(lines.get(2));
-            assertEquals("etl group", job.tags.get("job_group"));
+            assertEquals("etl group", job.fields.get("job_group"));
             assertEquals("nightly \"load\"", job.fields.get("description"));
             assertEquals("0i", job.fields.get("execution_id"));
             InfluxLineReader query = InfluxLineReader.read(lines.get(3));
@@ -99,7 +100,7 @@ class AnnotatorListenerTest {
     void an_api_mismatch_in_one_event_type_never_reaches_spark_and_that_type_is_skipped_after() throws Exception {
         try (FakeInflux influx = FakeInflux.answering(204)) {
             conf.put("spark.sparkscope.influx.url", influx.baseUrl());
-            AnnotatorListener listener = new AnnotatorListener(conf::get);
+            AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
             int[] calls = {0};
             class MismatchedJobStart extends SparkListenerJobStart {
                 private static final long serialVersionUID = 1L;
@@ -117,21 +118,74 @@ class AnnotatorListenerTest {
             listener.onEvent(new MismatchedJobStart());
             listener.onEvent(new MismatchedJobStart());
             assertEquals(1, calls[0], "the second event of the broken type is not even looked at");
-            listener.onEvent(new SparkListenerSQLExecutionStart(1, 1, null)); // accessor throws
-            listener.onEvent(new SparkListenerSQLExecutionStart(2, 1, "ok"));  // SQL annotations now off
+            listener.onEvent(new SparkListenerSQLExecutionStart(1, 1, null)); // accessor throws: this event is lost
+            listener.onEvent(new SparkListenerSQLExecutionStart(2, 1, "ok"));  // the next one is annotated
             listener.onEvent(new SparkListenerJobStart(2, 5, seq(), null));     // other types still work
             assertTrue(listener.isActive());
             listener.onEvent(new SparkListenerApplicationEnd(10));
             List<String> lines = influx.lines();
-            assertTrue(lines.stream().anyMatch(l -> l.startsWith("sparkscope_job,") && l.contains("job_id=2")), lines.toString());
-            assertTrue(lines.stream().noneMatch(l -> l.startsWith("sparkscope_query,")), lines.toString());
+            assertTrue(lines.stream().anyMatch(l -> l.startsWith("sparkscope_job,") && l.contains("job_id=2i")), lines.toString());
+            assertTrue(lines.stream().noneMatch(l -> l.startsWith("sparkscope_query,") && l.contains("execution_id=1i")),
+                    lines.toString());
+            assertTrue(lines.stream().anyMatch(l -> l.startsWith("sparkscope_query,") && l.contains("execution_id=2i")),
+                    "a runtime failure in one SQL event leaves SQL annotations on: " + lines);
         }
+    }
+
+    @Test
+    void task_end_reasons_of_spark_itself_are_told_apart() {
+        assertEquals(TaskOutcome.SUCCEEDED, TaskOutcome.fromReasonClass(Success$.MODULE$.getClass().getName()));
+        assertEquals(TaskOutcome.RESUBMITTED,
+                TaskOutcome.fromReasonClass(org.apache.spark.Resubmitted$.MODULE$.getClass().getName()));
+        assertEquals(TaskOutcome.KILLED, TaskOutcome.fromReasonClass(org.apache.spark.TaskKilled.class.getName()));
+        assertEquals(TaskOutcome.KILLED,
+                TaskOutcome.fromReasonClass(org.apache.spark.TaskCommitDenied.class.getName()));
+        assertEquals(TaskOutcome.FAILED,
+                TaskOutcome.fromReasonClass(org.apache.spark.ExecutorLostFailure.class.getName()));
+        assertEquals(TaskOutcome.FAILED, TaskOutcome.fromReasonClass(org.apache.spark.TaskResultLost$.class.getName()));
+    }
+
+    @Test
+    void a_fatal_jvm_error_is_not_swallowed() {
+        try (FakeInflux influx = FakeInflux.answering(204)) {
+            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
+            AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
+            class OutOfMemoryJobStart extends SparkListenerJobStart {
+                private static final long serialVersionUID = 1L;
+
+                OutOfMemoryJobStart() {
+                    super(1, 1, seq(), new Properties());
+                }
+
+                @Override
+                public Properties properties() {
+                    throw new OutOfMemoryError("test");
+                }
+            }
+            org.junit.jupiter.api.Assertions.assertThrows(OutOfMemoryError.class,
+                    () -> listener.onEvent(new OutOfMemoryJobStart()));
+            listener.onEvent(new SparkListenerApplicationEnd(10));
+        } catch (Exception e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    @Test
+    void misspelt_settings_are_warned_about_with_the_key_meant() {
+        conf.put("spark.sparkscope.influx.ulr", "http://x:1");
+        conf.put("spark.sparkscope.queueCapacity", "10");
+        conf.put("spark.sparkscope.runningPoints", "true");
+        List<String> w = AnnotatorConfig.unknownKeys(conf.keySet());
+        assertEquals(2, w.size(), w.toString());
+        assertTrue(w.stream().anyMatch(s -> s.contains("spark.sparkscope.influx.ulr")
+                && s.contains("did you mean spark.sparkscope.influx.url?")), w.toString());
+        assertTrue(w.stream().anyMatch(s -> s.contains("queueMaxBytes")), w.toString());
     }
 
     @Test
     void misconfigured_listener_does_not_throw_and_does_nothing() {
         conf.put("spark.sparkscope.batchSize", "many");
-        AnnotatorListener listener = new AnnotatorListener(conf::get);
+        AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
         assertFalse(listener.isActive());
         listener.onEvent(new SparkListenerApplicationEnd(10));
         listener.onEvent(null);
@@ -140,7 +194,7 @@ class AnnotatorListenerTest {
     @Test
     void disabled_listener_does_nothing() {
         conf.put("spark.sparkscope.enabled", "false");
-        assertFalse(new AnnotatorListener(conf::get).isActive());
+        assertFalse(new AnnotatorListener(conf::get, conf::keySet).isActive());
     }
 
     @Test
@@ -159,9 +213,14 @@ class AnnotatorListenerTest {
     }
 
     private static SparkListenerTaskEnd taskEnd(int stageId, int index, long durationMs, String executor) {
+        return taskEnd(stageId, index, durationMs, executor, Success$.MODULE$);
+    }
+
+    private static SparkListenerTaskEnd taskEnd(int stageId, int index, long durationMs, String executor,
+                                                org.apache.spark.TaskEndReason reason) {
         TaskInfo info = new TaskInfo(index, index, 0, index, 1300, executor, "host-" + executor,
                 TaskLocality.ANY(), false);
         info.markFinished(org.apache.spark.TaskState.FINISHED(), 1300 + durationMs);
-        return new SparkListenerTaskEnd(stageId, 0, "ResultTask", Success$.MODULE$, info, null, null);
+        return new SparkListenerTaskEnd(stageId, 0, "ResultTask", reason, info, null, null);
     }
 }

@@ -76,13 +76,21 @@ class DurationHistogramTest {
     @Test
     void memory_stays_bounded_however_many_tasks_a_stage_has() {
         DurationHistogram h = new DurationHistogram();
+        // One duration in every bucket range there is: everything that can be allocated is.
+        for (long v = 1; v <= DurationHistogram.MAX_TRACKED; v = v * 2 + 1) {
+            h.record(v);
+        }
+        h.record(0);
+        int full = h.allocatedBytes();
+        assertTrue(full > 8 * 1024, "every power of two allocated: " + full);
         Random r = new Random(4);
         for (int i = 0; i < 2_000_000; i++) {
             h.record((long) Math.exp(r.nextDouble() * 28)); // 1 ms .. 45 years
         }
-        assertEquals(2_000_000, h.count());
-        assertTrue(h.allocatedBytes() <= DurationHistogram.MAX_BYTES, "allocated " + h.allocatedBytes());
-        assertTrue(DurationHistogram.MAX_BYTES <= 10 * 1024, "bound is " + DurationHistogram.MAX_BYTES);
+        h.record(Long.MAX_VALUE);
+        assertEquals(2_000_000 + 2 + 41, h.count(), "counted");
+        assertEquals(full, h.allocatedBytes(), "two million more tasks allocate nothing more");
+        assertTrue(full <= 10 * 1024, "bound is " + full);
     }
 
     @Test

@@ -92,7 +92,7 @@ final class FakeInflux implements AutoCloseable {
     }
 
     URL writeUrl() throws IOException {
-        return new URL(baseUrl() + "/write?db=spark&precision=ms");
+        return new URL(baseUrl() + "/write?db=spark&precision=ns");
     }
 
     List<Request> requests() {

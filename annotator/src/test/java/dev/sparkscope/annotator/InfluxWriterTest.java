@@ -42,7 +42,7 @@ class InfluxWriterTest {
     }
 
     private static URL closedUrl() throws IOException {
-        return new URL("http://127.0.0.1:" + FakeInflux.closedPort() + "/write?db=spark&precision=ms");
+        return new URL("http://127.0.0.1:" + FakeInflux.closedPort() + "/write?db=spark&precision=ns");
     }
 
     @Test
@@ -62,7 +62,7 @@ class InfluxWriterTest {
             waitFor(() -> influx.requests().size() == 1);
             FakeInflux.Request r = influx.requests().get(0);
             assertEquals("POST", r.method);
-            assertEquals("/write?db=spark&precision=ms", r.uri);
+            assertEquals("/write?db=spark&precision=ns", r.uri);
             assertEquals("text/plain; charset=utf-8", r.contentType);
             assertEquals(auth, r.authorization);
             assertArrayEquals((String.join("\n", lines) + "\n").getBytes(StandardCharsets.UTF_8), r.body);
@@ -97,7 +97,7 @@ class InfluxWriterTest {
     @Test
     void enqueue_never_blocks_when_influxdb_is_down() throws Exception {
         InfluxWriter.Settings s = settings(10, 10);
-        s.queueCapacity = 100;
+        s.queueMaxBytes = 100 * InfluxWriter.cost("m f=1i 100000");
         InfluxWriter w = writer(closedUrl(), null, s);
         w.start();
         long start = System.nanoTime();
@@ -116,13 +116,75 @@ class InfluxWriterTest {
     @Test
     void full_queue_drops_the_oldest_lines_and_counts_them() throws Exception {
         InfluxWriter.Settings s = settings(10, 10);
-        s.queueCapacity = 5;
+        s.queueMaxBytes = 5 * InfluxWriter.cost("line1");
         InfluxWriter w = writer(closedUrl(), null, s); // not started: nothing drains the queue
         for (int i = 1; i <= 8; i++) {
             w.enqueue("line" + i);
         }
         assertEquals(Arrays.asList("line4", "line5", "line6", "line7", "line8"), w.pending());
         assertEquals(3, w.droppedQueueFull());
+        assertEquals(s.queueMaxBytes, w.queuedBytes());
+    }
+
+    @Test
+    void the_queue_is_bounded_in_bytes_so_long_lines_cannot_hold_more_memory() throws Exception {
+        InfluxWriter.Settings s = settings(10, 10);
+        s.queueMaxBytes = 1 << 20;
+        InfluxWriter w = writer(closedUrl(), null, s);
+        char[] sql = new char[20_000];
+        Arrays.fill(sql, 'x');
+        String longLine = "sparkscope_query description=\"" + new String(sql) + "\" 1";
+        for (int i = 0; i < 1000; i++) {
+            w.enqueue(longLine);
+        }
+        long held = 0;
+        for (String line : w.pending()) {
+            held += InfluxWriter.cost(line);
+        }
+        assertTrue(held <= s.queueMaxBytes, "held " + held);
+        assertEquals(held, w.queuedBytes());
+        assertEquals(1000 - w.pending().size(), w.droppedQueueFull());
+        assertTrue(w.pending().size() >= 20, "kept " + w.pending().size());
+    }
+
+    @Test
+    void lines_dropped_while_the_application_runs_are_reported_then_and_not_only_at_shutdown() throws Exception {
+        try (FakeInflux influx = FakeInflux.answering(204)) {
+            InfluxWriter.Settings s = settings(10, 10);
+            s.queueMaxBytes = 3 * InfluxWriter.cost("m f=1i 10");
+            InfluxWriter w = writer(influx.writeUrl(), null, s); // started after the burst
+            for (int i = 10; i < 30; i++) {
+                w.enqueue("m f=1i " + i);
+            }
+            w.start();
+            waitFor(() -> !warnings.isEmpty());
+            assertTrue(warnings.get(0).contains("17 annotation lines dropped"), warnings.get(0));
+            assertTrue(warnings.get(0).contains(AnnotatorConfig.QUEUE_MAX_BYTES), warnings.get(0));
+            w.shutdown(1000);
+        }
+    }
+
+    @Test
+    void a_partial_write_keeps_the_good_lines_and_counts_only_the_refused_ones_as_lost() throws Exception {
+        String influxBody = "{\"error\":\"partial write: unable to parse 'bad': missing fields dropped=1\"}";
+        // As Telegraf 1.37's influxdb_listener answers (tests/test_annotator_scheduler.py checks the real one).
+        String telegrafBody = "{\"error\":\"metric parse error: expected field at 2:9: \\\"b,t=x f=\\\" "
+                + "(and 2 other parse errors)\"}";
+        assertEquals(1, InfluxWriter.rejectedLines(new HttpLineSender.Response(400, influxBody), 5));
+        assertEquals(3, InfluxWriter.rejectedLines(new HttpLineSender.Response(400, telegrafBody), 5));
+        assertEquals(-1, InfluxWriter.rejectedLines(new HttpLineSender.Response(400, "{\"error\":\"bad\"}"), 5));
+        try (FakeInflux influx = new FakeInflux(n -> new FakeInflux.Answer(400, influxBody))) {
+            InfluxWriter w = writer(influx.writeUrl(), null, settings(5, 10));
+            w.start();
+            for (int i = 0; i < 5; i++) {
+                w.enqueue("m f=1i " + i);
+            }
+            waitFor(() -> w.written() == 4);
+            assertEquals(1, w.linesGivenUp());
+            assertEquals(0, w.batchesGivenUp());
+            assertEquals(1, influx.requests().size(), "a partial write is not retried");
+            w.shutdown(1000);
+        }
     }
 
     @Test
