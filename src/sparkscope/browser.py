@@ -128,8 +128,12 @@ class GrafanaPage:
                 self.traffic.query_errors.append(f"{ref}: {result['error']}")
 
     def _on_failed(self, request) -> None:
-        if self._is_query(request):
-            self.traffic.pending -= 1
+        if not self._is_query(request):
+            return
+        self.traffic.pending -= 1
+        # Grafana itself cancels a query that a newer one replaces (auto-refresh,
+        # a variable changed): the panel shows the newer answer, nothing is lost.
+        if "ERR_ABORTED" not in (request.failure or ""):
             self.traffic.query_errors.append(f"request failed: {request.failure}")
 
     def _on_console(self, message) -> None:
