@@ -146,7 +146,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
             AnnotatorLog.info("sparkscope annotator: writing annotations of application "
                     + (applicationId == null ? "(id not known yet)" : applicationId) + " to "
                     + InfluxWriter.redact(config.influxUrl) + ", database " + config.database);
-            ExecutorPeakEvents peaks = new ExecutorPeakEvents(new ExecutorPeaks(writer::enqueue, this::applicationId));
+            ExecutorPeakEvents peaks = new ExecutorPeakEvents(
+                    new ExecutorPeaks(writer::enqueue, this::applicationId), lookup);
             return new Running(config, writer, recorder, sql, peaks);
         } catch (Throwable t) {
             rethrowIfFatal(t);

@@ -2,9 +2,11 @@ package dev.sparkscope.annotator;
 
 import java.util.List;
 import java.util.Properties;
+import java.util.function.Function;
 
 import org.apache.spark.executor.ExecutorMetrics;
 import org.apache.spark.scheduler.SparkListenerApplicationEnd;
+import org.apache.spark.scheduler.SparkListenerApplicationStart;
 import org.apache.spark.scheduler.SparkListenerEvent;
 import org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate;
 import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
@@ -30,8 +32,11 @@ final class ExecutorPeakEvents {
     /** Metric names this Spark version does not know (getMetricValue throws for them): asked once. */
     private final boolean[] unknown = new boolean[ExecutorPeaks.METRICS.size()];
 
-    ExecutorPeakEvents(ExecutorPeaks peaks) {
+    private final Function<String, String> conf;
+
+    ExecutorPeakEvents(ExecutorPeaks peaks, Function<String, String> conf) {
         this.peaks = peaks;
+        this.conf = conf;
     }
 
     void handle(SparkListenerEvent event) {
@@ -69,6 +74,8 @@ final class ExecutorPeakEvents {
         } else if (event instanceof SparkListenerExecutorRemoved) {
             SparkListenerExecutorRemoved e = (SparkListenerExecutorRemoved) event;
             peaks.executorRemoved(e.executorId(), e.time());
+        } else if (event instanceof SparkListenerApplicationStart) {
+            peaks.applicationStarted(((SparkListenerApplicationStart) event).time(), conf);
         } else if (event instanceof SparkListenerApplicationEnd) {
             peaks.applicationEnded(((SparkListenerApplicationEnd) event).time());
         }

@@ -41,6 +41,20 @@ final class ExecutorPeaks {
     static final String EXECUTOR_PEAKS = "sparkscope_executor_peaks";
     static final String STAGE_PEAKS = "sparkscope_stage_peaks";
     static final String STAGE_EXECUTOR_PEAKS = "sparkscope_stage_executor_peaks";
+    static final String MEMORY_CONF = "sparkscope_memory_conf";
+
+    /**
+     * The settings that size memory, written once at application start so that
+     * advice can be given against what the run had (as set; unset ones are
+     * left out and Spark's defaults apply).
+     */
+    static final List<String> MEMORY_SETTINGS = Collections.unmodifiableList(Arrays.asList(
+            "spark.master", "spark.executor.memory", "spark.executor.memoryOverhead",
+            "spark.executor.memoryOverheadFactor", "spark.executor.pyspark.memory", "spark.executor.cores",
+            "spark.executor.instances", "spark.driver.memory", "spark.driver.memoryOverhead",
+            "spark.driver.cores", "spark.memory.fraction", "spark.memory.storageFraction",
+            "spark.memory.offHeap.enabled", "spark.memory.offHeap.size", "spark.executor.metrics.pollingInterval",
+            "spark.executor.heartbeatInterval", "spark.dynamicAllocation.enabled", "spark.task.cpus"));
 
     /**
      * Spark's ExecutorMetricType names, written as field names unchanged (as
@@ -92,6 +106,20 @@ final class ExecutorPeaks {
         long[] v = new long[METRICS.size()];
         Arrays.fill(v, MISSING);
         return v;
+    }
+
+    void applicationStarted(long timeMs, java.util.function.Function<String, String> conf) {
+        Point p = point(MEMORY_CONF, timeMs);
+        int set = 0;
+        for (String key : MEMORY_SETTINGS) {
+            String value = conf.apply(key);
+            if (value != null) {
+                p.field(key, value);
+                set++;
+            }
+        }
+        p.field("settings_set", (long) set);
+        emit(p);
     }
 
     void stageSubmitted(int stageId, int attempt, Long executionId) {

@@ -112,4 +112,18 @@ class ExecutorPeaksTest {
         peaks.applicationEnded(2_000);
         assertTrue(lines.isEmpty(), lines.toString());
     }
+
+    @Test
+    void the_memory_settings_of_the_run_are_written_as_set() {
+        java.util.Map<String, String> conf = new java.util.HashMap<>();
+        conf.put("spark.executor.memory", "2g");
+        conf.put("spark.memory.fraction", "0.5");
+        conf.put("spark.sql.shuffle.partitions", "7");
+        peaks.applicationStarted(1_000, conf::get);
+        InfluxLineReader p = points(ExecutorPeaks.MEMORY_CONF).get(0);
+        assertEquals("2g", p.fields.get("spark.executor.memory"));
+        assertEquals("0.5", p.fields.get("spark.memory.fraction"));
+        assertEquals("2i", p.fields.get("settings_set"));
+        assertFalse(p.fields.containsKey("spark.sql.shuffle.partitions"));
+    }
 }
