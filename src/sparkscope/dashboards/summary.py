@@ -127,7 +127,8 @@ def _sizing_table() -> Panel:
         "peaks between heartbeats (" + NEEDS_PEAKS + "); '(sampled)' columns are Graphite samples. How to "
         "read it: peak unified (execution + storage) against unified capacity = (heap - 300 MiB) x "
         "spark.memory.fraction (0.6 unless you set it; ./sparkscope report uses your setting); live set = "
-        "old generation used after the last GC, what the heap must hold; container RSS = JVM + Python + other "
+        "old generation used after the last GC, what the heap must hold (0 until a collection of the old "
+        "generation ran: G1's young collections do not update it); container RSS = JVM + Python + other "
         "RSS, what YARN or Kubernetes compares with spark.executor.memory + spark.executor.memoryOverhead "
         "(+ spark.executor.pyspark.memory); container RSS minus heap is what memoryOverhead must cover. "
         "GC time is the JVM's total. For advice with --conf lines run ./sparkscope report.",
