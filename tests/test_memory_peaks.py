@@ -83,6 +83,21 @@ def peaks_match_spark_rest(stack, tmp_path, spark_home=None):
     return run
 
 
+def test_python_worker_memory_shows_in_python_rss_and_in_the_pyspark_advice(stack, tmp_path):
+    from sparkscope.report.advice import MIB, advise, parse_size
+    from sparkscope.report.run_facts import RunReader
+
+    jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+    run = run_spark_job(stack, "python_memory_job.py", tmp_path, args=["300"],
+                        conf=annotator_properties(stack.settings, jar))
+    executors = {p["executor_id"]: p for p in points(stack, "sparkscope_executor_peaks", run.app_id)}
+    for executor in ("0", "1"):
+        assert executors[executor]["ProcessTreePythonRSSMemory"] >= 300 * MIB, executors[executor]
+    advice = advise(RunReader(stack.settings.influx_url, stack.settings.database).read(run.app_id))
+    pyspark = {r.key: r.value for r in advice.recommendations}.get("spark.executor.pyspark.memory")
+    assert pyspark and parse_size(pyspark) >= 300 * MIB * 1.25, advice.recommendations
+
+
 def test_stage_and_executor_peaks_equal_sparks_own_on_spark_3(stack, tmp_path):
     peaks_match_spark_rest(stack, tmp_path)
 
