@@ -58,6 +58,14 @@ def test_spill_or_gc_makes_the_run_short_and_never_advises_less():
         assert parse_size(heap.value) >= 1.5 * GIB, heap
 
 
+def test_user_objects_outgrowing_the_user_region_lower_the_fraction_but_not_on_a_short_run():
+    crowded = {r.key: r.value for r in advise(facts(heap=2 * GIB, unified=300 * MIB, live=1200 * MIB)).recommendations}
+    assert float(crowded["spark.memory.fraction"]) < 0.6, crowded
+    short = {r.key: r.value for r in advise(facts(heap=2 * GIB, unified=300 * MIB, live=1200 * MIB,
+                                                  spilled=MIB)).recommendations}
+    assert short["spark.memory.fraction"] == "0.6", short
+
+
 def test_an_executor_lost_to_memory_is_named_in_the_verdict():
     run = facts()
     run.removals = [{"reason": "Container killed by YARN for exceeding memory limits", "event": "removed"}]

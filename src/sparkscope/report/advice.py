@@ -13,6 +13,9 @@ Rules (all from the exact peaks unless said otherwise):
   minus heap, or JVM non-heap + direct + mapped pools when larger, plus other
   processes' RSS, with 25 % to spare; Spark's floor is 384 MiB.
 - pyspark memory: Python workers' peak RSS with 25 % to spare.
+- spark.memory.fraction is lowered only when objects outside Spark's pools
+  (live set - storage) outgrow the rest of the heap, and never on a short
+  run (its live set is swollen by the pressure).
 """
 
 from __future__ import annotations
@@ -189,7 +192,9 @@ def advise(run: RunFacts) -> Advice:
 
     user = max(0.0, (live or 0) - storage)
     user_region = (need - RESERVED) * (1 - fraction)
-    if live is not None and user > user_region:
+    # A short run's live set is swollen by the pressure itself: judge the
+    # split of the heap again on a run that had enough of it.
+    if live is not None and user > user_region and verdict != "SHORT":
         new_fraction = max(0.3, min(0.8, 1 - user * 1.3 / (need - RESERVED)))
         recs.append(Recommendation("spark.memory.fraction", f"{new_fraction:.2f}",
                                    f"objects outside Spark's pools (live set {human(live)} - storage "
@@ -197,7 +202,8 @@ def advise(run: RunFacts) -> Advice:
                                    run.settings.get("spark.memory.fraction")))
     else:
         recs.append(Recommendation("spark.memory.fraction", f"{fraction:g}",
-                                   "keep: execution and storage fit the unified pool and user objects fit "
+                                   "keep: judge the split again on a run with enough heap" if verdict == "SHORT"
+                                   else "keep: execution and storage fit the unified pool and user objects fit "
                                    "the rest" if live is not None else "keep: no live-set samples to judge by",
                                    run.settings.get("spark.memory.fraction")))
 
