@@ -70,9 +70,10 @@ def peaks_match_spark_rest(stack, tmp_path, spark_home=None):
             assert mine[field] == rest[field], (executor, field)
     workers = [e for e in executor_points if e != "driver"]
     assert len(workers) == 2, executor_points.keys()
-    for executor in workers:
-        for field in MEMORY_FIELDS:
-            assert executor_points[executor][field] > 0, (executor, field)
+    # Each pool was used somewhere (Spark 4's adaptive plan may run the whole
+    # aggregation on one executor, leaving the other's execution memory at 0).
+    for field in MEMORY_FIELDS:
+        assert max(executor_points[e][field] for e in workers) > 0, field
     # The whole stage peak is the highest of its executors.
     for p in points(stack, "sparkscope_stage_peaks", run.app_id):
         ran = [v for (s, _), v in stage_points.items() if s == f'{p["stage_id"]}.{p["attempt"]}']
