@@ -224,6 +224,12 @@ def test_demo_summary_says_what_ran_and_where_to_look(stack, demo_run):
     assert link in text, text
     assert "web UI could not be built" not in text  # the suite's Grafana has its UI
     assert f"applicationid='{result.app_id}'" in text  # the InfluxQL hint names this run
+    # The memory verdict, its --conf line and the report page, written.
+    verdict = next(line for line in lines if line.startswith("  memory    "))
+    assert any(word in verdict for word in ("SHORT", "GENEROUS", "RIGHT")), verdict
+    assert "--conf spark.executor.memory=" in text, text
+    report = next(line.split("report: ", 1)[1].split()[0] for line in lines if "report: " in line)
+    assert result.app_id in report and "plotly" in open(report, encoding="utf-8").read()[:200_000]
 
 
 @pytest.fixture(scope="module")

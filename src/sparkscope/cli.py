@@ -15,6 +15,7 @@ from sparkscope.build.grafana import grafana_home
 from sparkscope.build.grafana_ui import ensure_grafana_with_ui, has_ui
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
+from sparkscope.report import command as report_command
 from sparkscope.spark.conf import LISTENER_CLASS, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.settings import Settings, ensure_env_file, load_settings
@@ -170,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     test.set_defaults(func=cmd_test)
     demo_command.register(sub)
+    report_command.register(sub)
     return parser
 
 

@@ -163,3 +163,31 @@ def pressure(alias: str = "$tag_resource $tag_type") -> dict[str, Any]:
     """PSI as the percentage of wall time stalled: microseconds stalled per second / 10^4."""
     return target('SELECT non_negative_derivative(max("total"), 1s) / 10000 FROM "pressure" WHERE $timeFilter '
                   'GROUP BY time($interval), "host", "resource", "type" fill(none)', alias)
+
+
+# The annotator's exact peaks (sparkscope_*_peaks): Spark's own maxima between
+# heartbeats, per executor and per stage, polled every
+# spark.executor.metrics.pollingInterval; not the Graphite samples.
+NEEDS_PEAKS = ("Needs the sparkscope annotator (--jars sparkscope-annotator.jar, "
+               "spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener): it writes the exact peaks "
+               "when an executor is removed, when a stage ends and at application end, as fine as "
+               "spark.executor.metrics.pollingInterval (2s in spark-conf/).")
+RESERVED_BYTES = 300 * 1024 * 1024  # Spark keeps this much heap out of the unified pool
+
+
+def annotator_fields(measurement: str, columns: list[tuple[str, str]]) -> dict[str, Any]:
+    """One table row per point of an annotator measurement: each (expression,
+    column name) pair a column. Expressions are InfluxQL field expressions,
+    so they may add fields ("a" + "b")."""
+    select = ", ".join(f'{expr} AS "{name}"' for expr, name in columns)
+    return raw(f'SELECT {select} FROM "{measurement}" WHERE {APP} AND $timeFilter', result_format="table")
+
+
+def per_executor_peak_scaled(measurement: str, column: str, expression: str) -> dict[str, Any]:
+    """Like per_executor_peak, with each executor's highest value put through
+    an InfluxQL expression of "v" (e.g. the unified pool from the heap)."""
+    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {APP} AND $timeFilter '
+             'GROUP BY "executorid"')
+    made = target(f'SELECT {expression} AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
+    made["resultFormat"] = "table"
+    return made

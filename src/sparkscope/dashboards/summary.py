@@ -7,7 +7,8 @@ from typing import Any
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
-                                           NEEDS_PROCESS_TREE, NEEDS_SINK, per_executor_peak,
+                                           NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
+                                           annotator_fields, per_executor_peak, per_executor_peak_scaled,
                                            peaks_executors_and_driver, raw, target, total)
 
 
@@ -93,15 +94,89 @@ def app_row() -> Row:
     ])
 
 
+SIZING_EXACT = [
+    ('"executor_id"', "executorid"),
+    ('"JVMHeapMemory"', "peak heap"),
+    ('"OnHeapUnifiedMemory"', "peak unified"),
+    ('"OnHeapExecutionMemory"', "peak execution"),
+    ('"OnHeapStorageMemory"', "peak storage"),
+    ('"OffHeapUnifiedMemory"', "off-heap unified"),
+    ('"DirectPoolMemory"', "direct"),
+    ('"MappedPoolMemory"', "mapped"),
+    ('"ProcessTreeJVMRSSMemory"', "JVM RSS"),
+    ('"ProcessTreePythonRSSMemory"', "Python RSS"),
+    ('"ProcessTreeOtherRSSMemory"', "other RSS"),
+    ('"ProcessTreeJVMRSSMemory" + "ProcessTreePythonRSSMemory" + "ProcessTreeOtherRSSMemory"', "container RSS"),
+    ('"TotalGCTime"', "GC time"),
+]
+
+
+def _sizing_table() -> Panel:
+    """Exact peaks (annotator) joined by executor with two sampled columns
+    (Graphite): the configured heap and the live set."""
+    targets = [
+        annotator_fields("sparkscope_executor_peaks", SIZING_EXACT),
+        per_executor_peak("heap.max", "heap (sampled)"),
+        per_executor_peak_scaled("heap.max", "unified capacity at fraction 0.6",
+                                 f'(sum("v") - {RESERVED_BYTES}) * 0.6'),
+        per_executor_peak("/^pools\\..*Old-Gen\\.used-after-gc$/", "live set (sampled)"),
+    ]
+    panel = Panel(
+        "Sizing: what each executor needed, exact peaks",
+        "One row per executor (in local mode the driver is the one executor). Exact columns are Spark's own "
+        "peaks between heartbeats (" + NEEDS_PEAKS + "); '(sampled)' columns are Graphite samples. How to "
+        "read it: peak unified (execution + storage) against unified capacity = (heap - 300 MiB) x "
+        "spark.memory.fraction (0.6 unless you set it; ./sparkscope report uses your setting); live set = "
+        "old generation used after the last GC, what the heap must hold (0 until a collection of the old "
+        "generation ran: G1's young collections do not update it); container RSS = JVM + Python + other "
+        "RSS, what YARN or Kubernetes compares with spark.executor.memory + spark.executor.memoryOverhead "
+        "(+ spark.executor.pyspark.memory); container RSS minus heap is what memoryOverhead must cover. "
+        "GC time is the JVM's total. For advice with --conf lines run ./sparkscope report.",
+        targets, "bytes", kind="table", width=24, height=7,
+        options={"sortBy": [{"displayName": "executorid", "desc": False}]},
+        overrides=[{"matcher": {"id": "byName", "options": "executorid"},
+                    "properties": [{"id": "unit", "value": "string"}]},
+                   {"matcher": {"id": "byName", "options": "GC time"},
+                    "properties": [{"id": "unit", "value": "ms"}]}])
+    # Each frame loses its own time first (the exact points and the samples
+    # are stamped differently), then rows are joined by executor id.
+    panel.transformations = [{"id": "organize", "options": {"excludeByName": {"Time": True}}},
+                             {"id": "convertFieldType", "options": {"conversions": [
+                                 {"targetField": "executorid", "destinationType": "string"}]}},
+                             {"id": "merge", "options": {}}]
+    return panel
+
+
+def _memory_by_stage() -> Panel:
+    columns = [('"stage_id"', "stage"), ('"attempt"', "attempt"), ('"name"', "name"),
+               ('"execution_id"', "SQL query"), ('"executors"', "executors"),
+               ('"OnHeapExecutionMemory"', "peak execution"), ('"OnHeapStorageMemory"', "peak storage"),
+               ('"JVMHeapMemory"', "peak heap"), ('"ProcessTreeJVMRSSMemory"', "peak JVM RSS"),
+               ('"ProcessTreePythonRSSMemory"', "peak Python RSS"),
+               ('"heap_peak_executor"', "heap peak on"), ('"status"', "status")]
+    return Panel(
+        "Memory by stage: which stage needed it",
+        "Each stage's highest execution memory, storage, heap and RSS on any one executor while it ran, "
+        "largest execution memory first; 'SQL query' is the execution id of the SQL queries table. "
+        "Heap and RSS belong to the whole JVM: stages that ran at the same time show the same peak. "
+        + NEEDS_PEAKS,
+        [annotator_fields("sparkscope_stage_peaks", columns)], "bytes", kind="table", width=24, height=8,
+        options={"sortBy": [{"displayName": "peak execution", "desc": True}]},
+        overrides=[{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": "none"}]}
+                   for name in ("stage", "attempt", "SQL query", "executors")]
+        + [{"matcher": {"id": "byName", "options": "Time"},
+            "properties": [{"id": "custom.hidden", "value": True}]}])
+
+
 def memory_row() -> Row:
     return Row("Memory: what each executor really needed", [
+        _sizing_table(),
+        _memory_by_stage(),
         _peak_table(
-            "Peak memory per executor",
-            "The highest value each memory metric reached on each executor over the run, beside the "
-            "configured heap (heap max, about spark.executor.memory). Size executors from these: heap "
-            "used near heap max with GC time = too small; RSS JVM + Python + other is what the cluster "
-            "manager sees against spark.executor.memory + spark.executor.memoryOverhead. "
-            + NEEDS_EXECUTOR_METRICS + " RSS: " + NEEDS_PROCESS_TREE,
+            "Peak memory per executor, sampled",
+            "The highest Graphite sample of each memory metric on each executor over the run (every sink "
+            "period; short peaks between samples are missed: the exact table above has them). For runs "
+            "without the annotator. " + NEEDS_EXECUTOR_METRICS + " RSS: " + NEEDS_PROCESS_TREE,
             BYTES_COLUMNS, "bytes"),
     ])
 

@@ -179,6 +179,9 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         say("  straggler stages: none (a stage is one when its slowest task took >= 3x the typical task, "
             ">= 2 s longer, and held the stage up)")
 
+    if result.app_id and not result.influx_error:
+        _memory_verdict(settings, result.app_id, say)
+
     say("\nWhere to look")
     app = result.app_id or ""
     start_ms = min((r.start_ms for r in result.results), default=int(time.time() * 1000)) - 60_000
@@ -198,3 +201,20 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         f"AND status <> 'RUNNING'\"")
     if result.interrupted:
         say("  The stack keeps running; ./sparkscope down stops it.")
+
+
+def _memory_verdict(settings: Settings, app_id: str, say: Out) -> None:
+    """The report's verdict and --conf lines, and where its page is."""
+    from sparkscope.report.command import make_report
+    from sparkscope.report.run_facts import RunReader
+
+    try:
+        path, advice, _, _ = make_report(RunReader(settings.influx_url, settings.database), app_id,
+                                         settings.root / "reports")
+    except Exception as err:  # the summary must not fail over its last section
+        say(f"  memory    no report: {err}")
+        return
+    say(f"  memory    {advice.summary}")
+    if advice.recommendations:
+        say(f"            {' '.join(advice.conf_lines())}")
+    say(f"            report: {path}  (./sparkscope report {app_id} writes it again)")

@@ -61,12 +61,15 @@ public class AnnotatorListener extends SparkFirehoseListener {
         final InfluxWriter writer;
         final AnnotationRecorder recorder;
         final SqlExecutionEvents sql;
+        final ExecutorPeakEvents peaks;
 
-        Running(AnnotatorConfig config, InfluxWriter writer, AnnotationRecorder recorder, SqlExecutionEvents sql) {
+        Running(AnnotatorConfig config, InfluxWriter writer, AnnotationRecorder recorder, SqlExecutionEvents sql,
+                ExecutorPeakEvents peaks) {
             this.config = config;
             this.writer = writer;
             this.recorder = recorder;
             this.sql = sql;
+            this.peaks = peaks;
         }
     }
 
@@ -76,6 +79,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
             new RateLimitedWarning(AnnotatorLog::warn, 60_000, System::currentTimeMillis);
     private final Set<Class<?>> brokenEventTypes = Collections.synchronizedSet(new HashSet<>());
     private volatile boolean stopped;
+    private volatile boolean peaksBroken;
     private String applicationId;
     private String applicationIdFromEvent;
 
@@ -142,7 +146,9 @@ public class AnnotatorListener extends SparkFirehoseListener {
             AnnotatorLog.info("sparkscope annotator: writing annotations of application "
                     + (applicationId == null ? "(id not known yet)" : applicationId) + " to "
                     + InfluxWriter.redact(config.influxUrl) + ", database " + config.database);
-            return new Running(config, writer, recorder, sql);
+            ExecutorPeakEvents peaks = new ExecutorPeakEvents(
+                    new ExecutorPeaks(writer::enqueue, this::applicationId), lookup);
+            return new Running(config, writer, recorder, sql, peaks);
         } catch (Throwable t) {
             rethrowIfFatal(t);
             AnnotatorLog.warn("sparkscope annotator is off for this application: could not start: " + t);
@@ -164,6 +170,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
         if (!brokenEventTypes.isEmpty() && brokenEventTypes.contains(type)) {
             return;
         }
+        recordPeaks(event, type);
         try {
             dispatch(event);
         } catch (LinkageError e) {
@@ -181,6 +188,24 @@ public class AnnotatorListener extends SparkFirehoseListener {
     static void rethrowIfFatal(Throwable t) {
         if (t instanceof VirtualMachineError) {
             throw (VirtualMachineError) t;
+        }
+    }
+
+    /** Before dispatch: the application's end writes the last peaks, then stops the writer. */
+    private void recordPeaks(SparkListenerEvent event, Class<?> type) {
+        if (peaksBroken) {
+            return;
+        }
+        try {
+            running.peaks.handle(event);
+        } catch (LinkageError e) {
+            peaksBroken = true;
+            AnnotatorLog.warn("sparkscope annotator: memory peaks are off from now on: this Spark version's "
+                    + type.getSimpleName() + " differs from what the annotator was built for (" + e + ")");
+        } catch (Throwable t) {
+            rethrowIfFatal(t);
+            eventFailure.warn(() -> "sparkscope annotator: could not read memory peaks from " + type.getSimpleName()
+                    + " (" + t + "); Spark is not affected");
         }
     }
 

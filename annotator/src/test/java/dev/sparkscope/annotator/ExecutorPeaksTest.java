@@ -1,0 +1,129 @@
+package dev.sparkscope.annotator;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+import org.junit.jupiter.api.Test;
+
+class ExecutorPeaksTest {
+
+    private final List<String> lines = new ArrayList<>();
+    private final ExecutorPeaks peaks = new ExecutorPeaks(lines::add, () -> "app-1");
+
+    private static long[] values(long heap, long execution, long rss) {
+        long[] v = ExecutorPeaks.emptyPeaks();
+        v[ExecutorPeaks.METRICS.indexOf("JVMHeapMemory")] = heap;
+        v[ExecutorPeaks.METRICS.indexOf("OnHeapExecutionMemory")] = execution;
+        v[ExecutorPeaks.METRICS.indexOf("ProcessTreeJVMRSSMemory")] = rss;
+        return v;
+    }
+
+    private List<InfluxLineReader> points(String measurement) {
+        List<InfluxLineReader> out = new ArrayList<>();
+        for (String line : lines) {
+            InfluxLineReader p = InfluxLineReader.read(line);
+            if (p.measurement.equals(measurement)) {
+                out.add(p);
+            }
+        }
+        return out;
+    }
+
+    @Test
+    void each_metric_keeps_its_own_highest_value_across_heartbeats_and_task_ends() {
+        peaks.stageSubmitted(3, 0, 7L);
+        peaks.update("1", 3, 0, values(500, 10, 900));
+        peaks.update("1", 3, 0, values(200, 80, 950)); // execution and RSS peak later than heap
+        peaks.update("1", -1, -1, values(100, 0, 990)); // no stage: counts for the executor only
+        peaks.stageCompleted(3, 0, "sum at job.py:9", "SUCCEEDED", 5_000);
+        peaks.executorRemoved("1", 6_000);
+
+        InfluxLineReader stage = points(ExecutorPeaks.STAGE_PEAKS).get(0);
+        assertEquals("500i", stage.fields.get("JVMHeapMemory"));
+        assertEquals("80i", stage.fields.get("OnHeapExecutionMemory"));
+        assertEquals("950i", stage.fields.get("ProcessTreeJVMRSSMemory"));
+        assertEquals("7i", stage.fields.get("execution_id"));
+        assertEquals("3i", stage.fields.get("stage_id"));
+        InfluxLineReader executor = points(ExecutorPeaks.EXECUTOR_PEAKS).get(0);
+        assertEquals("990i", executor.fields.get("ProcessTreeJVMRSSMemory"));
+        assertEquals("1", executor.fields.get("executor_id"));
+        assertEquals("removed", executor.fields.get("written_at"));
+        assertFalse(executor.fields.containsKey("MajorGCTime"), "a metric never reported is not written as a number");
+    }
+
+    @Test
+    void a_stage_reports_the_highest_executor_and_one_point_per_executor() {
+        peaks.stageSubmitted(4, 1, null);
+        peaks.update("1", 4, 1, values(300, 30, 1000));
+        peaks.update("2", 4, 1, values(700, 20, 800));
+        peaks.update("2", 5, 0, values(9_999, 9_999, 9_999)); // another stage, never submitted here
+        peaks.stageCompleted(4, 1, "join", "SUCCEEDED", 5_000);
+
+        InfluxLineReader stage = points(ExecutorPeaks.STAGE_PEAKS).get(0);
+        assertEquals("700i", stage.fields.get("JVMHeapMemory"));
+        assertEquals("30i", stage.fields.get("OnHeapExecutionMemory"));
+        assertEquals("2", stage.fields.get("heap_peak_executor"));
+        assertEquals("1", stage.fields.get("execution_peak_executor"));
+        assertEquals("2i", stage.fields.get("executors"));
+        assertFalse(stage.fields.containsKey("execution_id"));
+        List<InfluxLineReader> perExecutor = points(ExecutorPeaks.STAGE_EXECUTOR_PEAKS);
+        assertEquals(2, perExecutor.size());
+        assertEquals("300i", perExecutor.get(0).fields.get("JVMHeapMemory"));
+        assertEquals("1i", perExecutor.get(0).fields.get("attempt"));
+        assertEquals(0, peaks.trackedStages());
+    }
+
+    @Test
+    void only_the_application_id_is_a_tag_and_points_of_one_measurement_never_share_a_time() {
+        for (int s = 0; s < 3; s++) {
+            peaks.stageSubmitted(s, 0, null);
+            peaks.update("1", s, 0, values(1, 1, 1));
+            peaks.update("2", s, 0, values(2, 2, 2));
+        }
+        for (int s = 0; s < 3; s++) {
+            peaks.stageCompleted(s, 0, "x", "SUCCEEDED", 5_000); // all in the same millisecond
+        }
+        peaks.applicationEnded(5_000);
+        for (String m : new String[] {ExecutorPeaks.STAGE_PEAKS, ExecutorPeaks.STAGE_EXECUTOR_PEAKS,
+                ExecutorPeaks.EXECUTOR_PEAKS}) {
+            Set<Long> times = new HashSet<>();
+            for (InfluxLineReader p : points(m)) {
+                assertEquals(1, p.tags.size(), p.toString());
+                assertEquals("app-1", p.tags.get("applicationid"));
+                assertTrue(times.add(p.time), m + ": two points at " + p.time);
+            }
+        }
+        assertEquals(3, points(ExecutorPeaks.STAGE_PEAKS).size());
+        assertEquals(6, points(ExecutorPeaks.STAGE_EXECUTOR_PEAKS).size());
+        assertEquals(2, points(ExecutorPeaks.EXECUTOR_PEAKS).size());
+        assertEquals("application end", points(ExecutorPeaks.EXECUTOR_PEAKS).get(0).fields.get("written_at"));
+    }
+
+    @Test
+    void a_stage_no_executor_reported_for_writes_nothing() {
+        peaks.stageSubmitted(1, 0, null);
+        peaks.stageCompleted(1, 0, "x", "SUCCEEDED", 1_000);
+        peaks.applicationEnded(2_000);
+        assertTrue(lines.isEmpty(), lines.toString());
+    }
+
+    @Test
+    void the_memory_settings_of_the_run_are_written_as_set() {
+        java.util.Map<String, String> conf = new java.util.HashMap<>();
+        conf.put("spark.executor.memory", "2g");
+        conf.put("spark.memory.fraction", "0.5");
+        conf.put("spark.sql.shuffle.partitions", "7");
+        peaks.applicationStarted(1_000, conf::get);
+        InfluxLineReader p = points(ExecutorPeaks.MEMORY_CONF).get(0);
+        assertEquals("2g", p.fields.get("spark.executor.memory"));
+        assertEquals("0.5", p.fields.get("spark.memory.fraction"));
+        assertEquals("2i", p.fields.get("settings_set"));
+        assertFalse(p.fields.containsKey("spark.sql.shuffle.partitions"));
+    }
+}

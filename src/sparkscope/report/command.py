@@ -1,0 +1,73 @@
+"""`./sparkscope report [APP_ID]`: the verdict and --conf lines in the
+terminal, the whole report in one HTML file."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sparkscope.report.advice import advise, gc_share, human, spilled
+from sparkscope.report.page import render
+from sparkscope.report.run_facts import RunFacts, RunReader
+from sparkscope.stack.settings import load_settings
+
+EARLIER_RUNS = 5
+
+
+def run_summary(run: RunFacts) -> dict[str, Any]:
+    workers = run.workers().values()
+    return {"app_id": run.app_id, "duration_ms": run.duration_ms,
+            "finished": datetime.fromtimestamp((run.ended_ms or run.started_ms) / 1000, tz=timezone.utc)
+            .strftime("%Y-%m-%d %H:%M:%S UTC"),
+            "peak_heap": max((e.peaks.get("JVMHeapMemory") or 0 for e in workers), default=None),
+            "peak_execution": max((e.peaks.get("OnHeapExecutionMemory") or 0 for e in workers), default=None),
+            "gc_share": gc_share(run), "spilled": spilled(run)}
+
+
+def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[Path, Any, RunFacts, list]:
+    app_id = app_id or reader.latest_app()
+    run = reader.read(app_id)
+    advice = advise(run)
+    earlier = [r["applicationid"] for r in reader.finished_runs(run.app_name)
+               if r["applicationid"] != app_id and r["time"] <= run.started_ms][:EARLIER_RUNS]
+    runs = [run_summary(run)] + [run_summary(reader.read(a)) for a in earlier]
+    heap = max((e.heap_max or 0 for e in run.workers().values()), default=None) or None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"sparkscope-report-{app_id}.html"
+    path.write_text(render(run, advice, runs, heap), encoding="utf-8")
+    return path, advice, run, runs
+
+
+def print_verdict(advice, runs, path: Path, out=print) -> None:
+    out(advice.summary)
+    for r in advice.recommendations:
+        out(f"  {r.key}={r.value}: {r.reason}")
+    if advice.recommendations:
+        out("paste into spark-submit:  " + " ".join(advice.conf_lines()))
+    for note in advice.notes:
+        out(f"  note: {note}")
+    if len(runs) > 1:
+        out(f"earlier runs of the same name: {len(runs) - 1} (compared in the report)")
+        for r in runs:
+            share = f"{r['gc_share']:.0%}" if r.get("gc_share") is not None else "n/a"
+            out(f"  {r['app_id']}: {(r['duration_ms'] or 0) / 1000:.0f} s, peak heap {human(r['peak_heap'])}, "
+                f"GC {share}, spilled {human(r['spilled'])}")
+    out(f"report: {path}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    reader = RunReader(settings.influx_url, settings.database)
+    path, advice, _, runs = make_report(reader, args.app_id, Path(args.out))
+    print_verdict(advice, runs, path)
+    return 0
+
+
+def register(sub) -> None:
+    report = sub.add_parser("report", help="how much memory a run really needed: verdict, --conf advice, and "
+                                           "an HTML report that opens offline")
+    report.add_argument("app_id", nargs="?", help="the application id (default: the latest finished run)")
+    report.add_argument("--out", default="reports", help="directory for the HTML file (default reports/)")
+    report.set_defaults(func=cmd_report)

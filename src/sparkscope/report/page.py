@@ -1,0 +1,163 @@
+"""The report as one HTML file that opens offline: plotly.js is inlined once,
+every figure and table is in the page."""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from sparkscope.report.advice import Advice, human
+from sparkscope.report.run_facts import MIB, RunFacts
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+.verdict { padding: .8em 1em; border-radius: 6px; font-size: 1.1em; }
+.SHORT { background: #fde2e1; } .GENEROUS { background: #e1f0fd; } .RIGHT { background: #e3f6e3; }
+.UNKNOWN { background: #eee; }
+table { border-collapse: collapse; margin: .5em 0; } td, th { padding: .25em .7em; border-bottom: 1px solid #ddd;
+text-align: left; vertical-align: top; } pre { background: #f6f6f6; padding: .8em; overflow-x: auto; }
+.note { color: #555; }
+"""
+
+
+def _t(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def memory_over_time(run: RunFacts, settings_heap: Optional[float]) -> go.Figure:
+    fig = go.Figure()
+    for executor_id, e in sorted(run.executors.items()):
+        for name, points in sorted(e.series.items()):
+            if points:
+                fig.add_trace(go.Scatter(x=[_t(t) for t, _ in points], y=[v / MIB for _, v in points],
+                                         mode="lines", name=f"{executor_id} {name}"))
+    for stage in run.stages:
+        if stage.get("end_time_ms"):
+            fig.add_vrect(x0=_t(stage["time"]), x1=_t(stage["end_time_ms"]), fillcolor="#8888ff", opacity=0.08,
+                          line_width=0)
+    for query in run.queries:
+        if query.get("end_time_ms"):
+            fig.add_vrect(x0=_t(query["time"]), x1=_t(query["end_time_ms"]), fillcolor="#44aa44", opacity=0.06,
+                          line_width=0, annotation_text=f"query {query.get('execution_id', '')}",
+                          annotation_position="top left")
+    if settings_heap:
+        fig.add_hline(y=settings_heap / MIB, line_dash="dash", annotation_text="heap configured")
+    fig.update_layout(title="Heap, unified pool and RSS per executor (Graphite samples; blue: stages, "
+                      "green: SQL queries)", yaxis_title="MiB", height=460)
+    return fig
+
+
+def peaks_per_stage(run: RunFacts) -> go.Figure:
+    stages = sorted(run.stage_peaks, key=lambda s: (s.get("stage_id", 0), s.get("attempt", 0)))
+    labels = [f"{s.get('stage_id')}.{s.get('attempt')} {str(s.get('name', ''))[:30]}" for s in stages]
+    fig = go.Figure()
+    for field, name in (("OnHeapExecutionMemory", "execution"), ("OnHeapStorageMemory", "storage"),
+                        ("JVMHeapMemory", "heap"), ("ProcessTreeJVMRSSMemory", "JVM RSS"),
+                        ("ProcessTreePythonRSSMemory", "Python RSS")):
+        values = [(s.get(field) or 0) / MIB for s in stages]
+        if any(values):
+            fig.add_trace(go.Bar(x=labels, y=values, name=name))
+    fig.update_layout(title="Exact peaks per stage (highest executor)", yaxis_title="MiB", barmode="group",
+                      height=420)
+    return fig
+
+
+def task_time(run: RunFacts) -> go.Figure:
+    """Executor-core seconds: CPU, GC, shuffle wait, (de)serialization, other
+    time in tasks, and idle slots (allocated but running no task)."""
+    ids, parts = [], {k: [] for k in ("CPU", "GC", "shuffle fetch wait", "serialization", "other in task",
+                                     "idle slots")}
+    duration_s = (run.duration_ms or 0) / 1000
+    for executor_id, e in sorted(run.workers().items()):
+        t = e.totals
+        run_s = t.get("run_ms", 0) / 1000
+        cpu = t.get("cpu_ns", 0) / 1e9
+        gc = t.get("gc_ms", 0) / 1000
+        fetch = t.get("fetch_wait_ms", 0) / 1000
+        serial = (t.get("deserialize_ms", 0) + t.get("serialize_ms", 0)) / 1000
+        ids.append(executor_id)
+        parts["CPU"].append(cpu)
+        parts["GC"].append(gc)
+        parts["shuffle fetch wait"].append(fetch)
+        parts["serialization"].append(serial)
+        parts["other in task"].append(max(0.0, run_s - cpu - gc - fetch))
+        slots = (e.cores or 1) * duration_s
+        parts["idle slots"].append(max(0.0, slots - run_s - serial))
+    fig = go.Figure([go.Bar(x=ids, y=v, name=k) for k, v in parts.items()])
+    fig.update_layout(title="Where executor-core time went (seconds)", barmode="stack", xaxis_title="executor",
+                      height=380)
+    return fig
+
+
+def stragglers(run: RunFacts) -> go.Figure:
+    rows = sorted((s for s in run.stages if s.get("skew_ratio")), key=lambda s: -s["skew_ratio"])[:15]
+    fig = go.Figure(go.Bar(x=[f"{s.get('stage_id')}.{s.get('attempt')}" for s in rows],
+                           y=[s["skew_ratio"] for s in rows],
+                           marker_color=["#d62728" if str(s.get("straggler")) == "true" else "#1f77b4" for s in rows],
+                           text=[str(s.get("name", ""))[:30] for s in rows]))
+    fig.update_layout(title="Skew per stage: slowest task / median (red: straggler)", xaxis_title="stage",
+                      height=360)
+    return fig
+
+
+def comparison(runs: list[dict[str, Any]]) -> go.Figure:
+    ids = [r["app_id"] for r in runs]
+    fig = go.Figure([go.Bar(x=ids, y=[(r.get("duration_ms") or 0) / 1000 for r in runs], name="duration s"),
+                     go.Bar(x=ids, y=[(r.get("peak_heap") or 0) / MIB for r in runs], name="peak heap MiB"),
+                     go.Bar(x=ids, y=[(r.get("peak_execution") or 0) / MIB for r in runs], name="peak execution MiB")])
+    fig.update_layout(title="This run beside earlier runs of the same application name", barmode="group",
+                      height=360)
+    return fig
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Optional[float]) -> str:
+    figures = [memory_over_time(run, heap), peaks_per_stage(run), task_time(run), stragglers(run)]
+    if len(runs) > 1:
+        figures.append(comparison(runs))
+    plots = [pio.to_html(f, full_html=False, include_plotlyjs=(i == 0), config={"displaylogo": False})
+             for i, f in enumerate(figures)]
+    recs = _table(["setting", "advice", "this run had", "why"],
+                  [[r.key, r.value, r.had or "(Spark's default)", r.reason] for r in advice.recommendations])
+    sizing = _table(["executor", "peak heap", "peak unified", "peak execution", "peak storage", "live set",
+                     "direct", "JVM RSS", "Python RSS", "other RSS", "GC time"],
+                    [[k, human(e.peaks.get("JVMHeapMemory")), human(e.peaks.get("OnHeapUnifiedMemory")),
+                      human(e.peaks.get("OnHeapExecutionMemory")), human(e.peaks.get("OnHeapStorageMemory")),
+                      human(e.live_set), human(e.peaks.get("DirectPoolMemory")),
+                      human(e.peaks.get("ProcessTreeJVMRSSMemory")), human(e.peaks.get("ProcessTreePythonRSSMemory")),
+                      human(e.peaks.get("ProcessTreeOtherRSSMemory")), f"{(e.peaks.get('TotalGCTime') or 0) / 1000:.1f} s"]
+                     for k, e in sorted(run.executors.items()) if e.peaks])
+    history = _table(["application", "finished", "duration", "peak heap", "peak execution", "GC share", "spilled"],
+                     [[r["app_id"] + (" (this run)" if r["app_id"] == run.app_id else ""), r.get("finished", ""),
+                       f"{(r.get('duration_ms') or 0) / 1000:.1f} s", human(r.get("peak_heap")),
+                       human(r.get("peak_execution")),
+                       f"{r['gc_share']:.1%}" if r.get("gc_share") is not None else "n/a", human(r.get("spilled"))]
+                      for r in runs])
+    notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in advice.notes)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>sparkscope report: {html.escape(run.app_name)}</title>
+<style>{STYLE}</style></head><body>
+<h1>How much memory did {html.escape(run.app_name)} need?</h1>
+<p>{html.escape(run.app_id)}, {html.escape(run.settings.get('spark.master', 'master unknown'))},
+{(run.duration_ms or 0) / 1000:.1f} s</p>
+<p class="verdict {advice.verdict}">{html.escape(advice.summary)}</p>
+<h2>Advice</h2>{recs}
+<pre>{html.escape(" ".join(advice.conf_lines()))}</pre>{notes}
+<h2>Exact peaks per executor</h2>{sizing}
+<h2>Over time</h2>{plots[0]}
+<h2>Which stage needed it</h2>{plots[1]}
+<h2>Task time</h2>{plots[2]}
+<h2>Straggler stages</h2>{plots[3]}
+<h2>Earlier runs of {html.escape(run.app_name)}</h2>{history}{plots[4] if len(plots) > 4 else ""}
+</body></html>
+"""

@@ -1,0 +1,149 @@
+"""What one run left in InfluxDB, read into plain values: the annotator's
+exact peaks and memory settings, its stages and queries, and the Graphite
+samples the plots and the task-time breakdown need."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from sparkscope.errors import SparkscopeError
+from sparkscope.stack import influx
+
+MIB = 1024 * 1024
+
+
+class NoRunError(SparkscopeError):
+    pass
+
+
+@dataclass
+class ExecutorFacts:
+    executor_id: str
+    peaks: dict[str, float] = field(default_factory=dict)  # Spark's ExecutorMetrics names, exact
+    heap_max: Optional[float] = None  # sampled: the JVM's max heap (about spark.executor.memory)
+    live_set: Optional[float] = None  # sampled: old generation used after GC, highest
+    cores: Optional[int] = None
+    totals: dict[str, float] = field(default_factory=dict)  # counters at their last value (ms, bytes)
+    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # sampled, for the plots
+
+
+@dataclass
+class RunFacts:
+    app_id: str
+    app_name: str
+    started_ms: int
+    ended_ms: Optional[int]
+    settings: dict[str, str]
+    executors: dict[str, ExecutorFacts]
+    stages: list[dict[str, Any]]
+    stage_peaks: list[dict[str, Any]]
+    queries: list[dict[str, Any]]
+    removals: list[dict[str, Any]]
+
+    @property
+    def duration_ms(self) -> Optional[int]:
+        return self.ended_ms - self.started_ms if self.ended_ms else None
+
+    @property
+    def local_mode(self) -> bool:
+        master = self.settings.get("spark.master", "")
+        return master.startswith("local") and not master.startswith("local-cluster")
+
+    def workers(self) -> dict[str, ExecutorFacts]:
+        """The executors that ran tasks: the driver only in local mode."""
+        if self.local_mode:
+            return {k: v for k, v in self.executors.items() if k == "driver"}
+        return {k: v for k, v in self.executors.items() if k != "driver"}
+
+
+# Counters of Spark's executor source, each executor's total at its last report.
+TOTALS = {
+    "runTime.count": "run_ms", "cpuTime.count": "cpu_ns", "jvmGCTime.count": "gc_ms",
+    "shuffleFetchWaitTime.count": "fetch_wait_ms", "deserializeTime.count": "deserialize_ms",
+    "resultSerializationTime.count": "serialize_ms", "shuffleWriteTime.count": "shuffle_write_ns",
+    "memoryBytesSpilled.count": "spilled_memory", "diskBytesSpilled.count": "spilled_disk",
+    "succeededTasks.count": "tasks",
+}
+SERIES = {"JVMHeapMemory": "heap", "OnHeapUnifiedMemory": "unified", "ProcessTreeJVMRSSMemory": "JVM RSS",
+          "ProcessTreePythonRSSMemory": "Python RSS"}
+OLD_GEN_AFTER_GC = r"/^pools\..*Old-Gen\.used-after-gc$/"
+
+
+def _q(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(zip(s["columns"], values), **s.get("tags", {}) or {}) for s in series for values in s.get("values", [])]
+
+
+class RunReader:
+    def __init__(self, influx_url: str, database: str):
+        self.url = influx_url
+        self.database = database
+
+    def q(self, statement: str) -> list[dict[str, Any]]:
+        try:
+            return influx.query(self.url, statement, self.database)
+        except OSError as err:
+            raise SparkscopeError(f"InfluxDB not reachable at {self.url} ({err}): is the stack up? "
+                                  "run ./sparkscope up") from err
+
+    def finished_runs(self, app_name: Optional[str] = None) -> list[dict[str, Any]]:
+        """Finished applications, newest first."""
+        where = f" AND \"app_name\" = '{_q(app_name)}'" if app_name else ""
+        rows = _rows(self.q('SELECT "app_name", "end_time_ms", "duration_ms", "applicationid" FROM '
+                            f"\"sparkscope_application\" WHERE \"status\" = 'FINISHED'{where} GROUP BY \"applicationid\""))
+        return sorted(rows, key=lambda r: r["time"], reverse=True)
+
+    def latest_app(self) -> str:
+        runs = self.finished_runs()
+        if not runs:
+            raise NoRunError("no finished Spark application with the sparkscope annotator in InfluxDB yet: run a "
+                             "job with the flags of ./sparkscope conf (or ./sparkscope demo), then ./sparkscope report")
+        return runs[0]["applicationid"]
+
+    def read(self, app_id: str) -> RunFacts:
+        app = f"\"applicationid\" = '{_q(app_id)}'"
+        apps = _rows(self.q(f'SELECT * FROM "sparkscope_application" WHERE {app}'))
+        if not apps:
+            raise NoRunError(f"application {app_id} is not in InfluxDB (no sparkscope_application point): check "
+                             "the id (./sparkscope report without an id takes the latest run), and that the run "
+                             "had the annotator (spark.extraListeners, see ./sparkscope conf)")
+        finished = [a for a in apps if a.get("status") == "FINISHED"]
+        head = finished[0] if finished else apps[0]
+        settings_rows = _rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {app}'))
+        settings = {k: v for k, v in (settings_rows[0] if settings_rows else {}).items()
+                    if k.startswith("spark.") and v is not None}
+        executors: dict[str, ExecutorFacts] = {}
+
+        def executor(executor_id: str) -> ExecutorFacts:
+            return executors.setdefault(executor_id, ExecutorFacts(executor_id))
+
+        for row in _rows(self.q(f'SELECT * FROM "sparkscope_executor_peaks" WHERE {app}')):
+            executor(row["executor_id"]).peaks = {k: v for k, v in row.items() if k[:1].isupper() and v is not None}
+        for row in _rows(self.q(f'SELECT max("value") FROM "heap.max" WHERE {app} GROUP BY "executorid"')):
+            executor(row["executorid"]).heap_max = row["max"]
+        for row in _rows(self.q(f'SELECT max("value") FROM {OLD_GEN_AFTER_GC} WHERE {app} GROUP BY "executorid"')):
+            # 0 until a collection of the old generation ran (G1's young collections leave it): unknown.
+            executor(row["executorid"]).live_set = row["max"] or None
+        for measurement, name in TOTALS.items():
+            for row in _rows(self.q(f'SELECT max("value") FROM "{measurement}" WHERE {app} GROUP BY "executorid"')):
+                executor(row["executorid"]).totals[name] = row["max"]
+        for measurement, name in SERIES.items():
+            for s in self.q(f'SELECT "value" FROM "{measurement}" WHERE {app} GROUP BY "executorid"'):
+                executor(s["tags"]["executorid"]).series[name] = [(t, v) for t, v in s["values"]]
+        removals = []
+        for row in _rows(self.q(f'SELECT * FROM "sparkscope_executor" WHERE {app}')):
+            if row.get("cores") is not None and row.get("executor_id"):
+                executor(row["executor_id"]).cores = int(row["cores"])
+            if row.get("event") == "removed":
+                removals.append(row)
+        stages = _rows(self.q(f"SELECT * FROM \"sparkscope_stage\" WHERE {app} AND \"status\" <> 'RUNNING'"))
+        stage_peaks = _rows(self.q(f'SELECT * FROM "sparkscope_stage_peaks" WHERE {app}'))
+        queries = _rows(self.q(f"SELECT * FROM \"sparkscope_query\" WHERE {app} AND \"status\" <> 'RUNNING'"))
+        return RunFacts(app_id=app_id, app_name=head.get("app_name") or app_id, started_ms=int(head["time"]),
+                        ended_ms=int(head["end_time_ms"]) if head.get("end_time_ms") else None,
+                        settings=settings, executors=executors, stages=stages, stage_peaks=stage_peaks,
+                        queries=queries, removals=removals)

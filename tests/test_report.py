@@ -1,0 +1,177 @@
+"""./sparkscope report: the advice follows from the peaks by its rules, the
+page opens offline in a real browser, and the advice holds: the same workload
+rerun with the recommended memory succeeds as well, and with clearly less it
+is reported short."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.report.advice import MIB, SHORT_GC_SHARE, advise, parse_size, spark_size
+from sparkscope.report.command import make_report
+from sparkscope.report.run_facts import ExecutorFacts, RunFacts, RunReader
+from sparkscope.spark.conf import annotator_properties
+from sparkscope.stack.settings import ROOT
+
+from conftest import run_spark_job
+
+GIB = 1024 * MIB
+
+
+def facts(heap=GIB, unified=100 * MIB, live=150 * MIB, rss=1200 * MIB, python=0, spilled=0, gc_ms=100,
+          master="local-cluster[2,1,1024]", settings=None) -> RunFacts:
+    executors = {}
+    for executor_id in ("0", "1"):
+        e = ExecutorFacts(executor_id, heap_max=heap, live_set=live, cores=1)
+        e.peaks = {"JVMHeapMemory": heap * 0.8, "OnHeapUnifiedMemory": unified, "OnHeapExecutionMemory": unified / 2,
+                   "OnHeapStorageMemory": unified / 2, "ProcessTreeJVMRSSMemory": rss,
+                   "ProcessTreePythonRSSMemory": python, "ProcessTreeOtherRSSMemory": 0,
+                   "JVMOffHeapMemory": 80 * MIB, "DirectPoolMemory": 20 * MIB}
+        e.totals = {"run_ms": 10_000, "gc_ms": gc_ms, "spilled_disk": spilled}
+        executors[executor_id] = e
+    conf = {"spark.master": master, "spark.executor.memory": f"{heap // MIB}m", **(settings or {})}
+    return RunFacts("app-1", "etl", 0, 60_000, conf, executors, [], [], [], [])
+
+
+def test_memory_strings_read_and_written_as_spark_does():
+    assert parse_size("2g") == 2 * GIB and parse_size("512") == 512 * MIB and parse_size("1536m") == 1536 * MIB
+    assert spark_size(1000 * MIB) == "1g" and spark_size(1025 * MIB) == "1152m" and spark_size(1) == "128m"
+
+
+def test_a_roomy_run_is_told_how_much_heap_to_give_back():
+    advice = advise(facts(heap=4 * GIB, unified=200 * MIB, live=300 * MIB))
+    assert advice.verdict == "GENEROUS", advice.summary
+    heap = next(r for r in advice.recommendations if r.key == "spark.executor.memory")
+    # 200 MiB x 1.2 / 0.6 + 300 MiB = 700 MiB; live set 300 x 1.5 = 450 MiB
+    assert parse_size(heap.value) == 768 * MIB, heap
+    assert "--conf spark.executor.memory=768m" in advice.conf_lines()
+
+
+def test_spill_or_gc_makes_the_run_short_and_never_advises_less():
+    for run in (facts(spilled=50 * MIB), facts(gc_ms=int(10_000 * SHORT_GC_SHARE) + 1)):
+        advice = advise(run)
+        assert advice.verdict == "SHORT", advice.summary
+        heap = next(r for r in advice.recommendations if r.key == "spark.executor.memory")
+        assert parse_size(heap.value) >= 1.5 * GIB, heap
+
+
+def test_user_objects_outgrowing_the_user_region_lower_the_fraction_but_not_on_a_short_run():
+    crowded = {r.key: r.value for r in advise(facts(heap=2 * GIB, unified=300 * MIB, live=1200 * MIB)).recommendations}
+    assert float(crowded["spark.memory.fraction"]) < 0.6, crowded
+    short = {r.key: r.value for r in advise(facts(heap=2 * GIB, unified=300 * MIB, live=1200 * MIB,
+                                                  spilled=MIB)).recommendations}
+    assert short["spark.memory.fraction"] == "0.6", short
+
+
+def test_an_executor_lost_to_memory_is_named_in_the_verdict():
+    run = facts()
+    run.removals = [{"reason": "Container killed by YARN for exceeding memory limits", "event": "removed"}]
+    advice = advise(run)
+    assert advice.verdict == "SHORT" and "exceeding memory limits" in advice.summary
+
+
+def test_overhead_covers_rss_beyond_the_heap_with_spark_floor():
+    overhead = {r.key: r.value for r in advise(facts(heap=GIB, rss=2 * GIB)).recommendations}
+    assert parse_size(overhead["spark.executor.memoryOverhead"]) == 1280 * MIB  # 1 GiB x 1.25
+    small = {r.key: r.value for r in advise(facts(heap=GIB, rss=900 * MIB)).recommendations}
+    assert small["spark.executor.memoryOverhead"] == "384m"
+
+
+def test_python_workers_get_pyspark_memory_advice_only_when_they_ran():
+    with_python = {r.key: r.value for r in advise(facts(python=400 * MIB)).recommendations}
+    assert parse_size(with_python["spark.executor.pyspark.memory"]) == 512 * MIB
+    assert "spark.executor.pyspark.memory" not in {r.key for r in advise(facts()).recommendations}
+
+
+def test_local_mode_advises_the_driver_which_is_the_executor():
+    run = facts(master="local[2]", settings={"spark.driver.memory": "2g"})
+    run.executors = {"driver": run.executors["0"]}
+    run.executors["driver"].executor_id = "driver"
+    keys = {r.key for r in advise(run).recommendations}
+    assert "spark.driver.memory" in keys and "spark.executor.memory" not in keys
+
+
+def test_a_run_without_peaks_says_the_annotator_is_missing():
+    run = facts()
+    for e in run.executors.values():
+        e.peaks = {}
+    advice = advise(run)
+    assert advice.verdict == "UNKNOWN" and "annotator" in advice.summary and not advice.recommendations
+
+
+# ---- on a real run ----
+
+CACHE_MIB = "400"
+WORKER_MIB = 1536  # executors get at most the worker's memory; 450 MiB is Spark's least
+
+
+def memory_run(stack, tmp_path: Path, executor_memory: str, extra: dict[str, str] | None = None):
+    jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+    conf = {**annotator_properties(stack.settings, jar), "spark.executor.memory": executor_memory,
+            **(extra or {})}
+    run = run_spark_job(stack, "memory_job.py", tmp_path, master=f"local-cluster[2,1,{WORKER_MIB}]",
+                        conf=conf, args=[CACHE_MIB])
+    stack.wait_for(f'SELECT count("JVMHeapMemory") FROM "sparkscope_executor_peaks" '
+                   f"WHERE \"applicationid\" = '{run.app_id}'", lambda s: bool(s) and s[0]["values"][0][1] >= 3)
+    stack.wait_for(f'SELECT count("value") FROM "runTime.count" WHERE "applicationid" = \'{run.app_id}\'',
+                   lambda s: bool(s))
+    return run
+
+
+@pytest.fixture(scope="module")
+def generous(stack, tmp_path_factory):
+    run = memory_run(stack, tmp_path_factory.mktemp("generous"), f"{WORKER_MIB}m")
+    reader = RunReader(stack.settings.influx_url, stack.settings.database)
+    path, advice, facts_, runs = make_report(reader, run.app_id, tmp_path_factory.mktemp("report"))
+    return run, path, advice
+
+
+def test_the_report_page_opens_offline_with_its_plots(generous, tmp_path):
+    from sparkscope.browser import chromium, find_chromium
+    if find_chromium() is None:
+        pytest.fail("no Chromium: ./sparkscope install installs Debian's chromium")
+    _, path, advice = generous
+    with chromium() as context:
+        page = context.new_page()
+        errors, remote = [], []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+        page.goto(path.as_uri())
+        page.wait_for_selector(".plotly-graph-div .main-svg", timeout=30_000)
+        drawn = page.locator(".plotly-graph-div .main-svg").count()
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        (ROOT / "docs" / "img").mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ROOT / "docs" / "img" / "report.png"), full_page=True)
+    assert not errors, errors
+    assert not remote, f"the page fetched from the network: {remote[:3]}"
+    assert drawn >= 4, f"only {drawn} plots drawn"
+    text = path.read_text()
+    assert advice.summary.split(":")[0] in text and "--conf spark.executor.memory=" in text
+
+
+def test_the_recommended_memory_runs_the_same_workload_as_well(stack, generous, tmp_path_factory):
+    run, _, advice = generous
+    assert advice.verdict != "SHORT", f"the generous run was short: {advice.summary}"
+    rec = {r.key: r.value for r in advice.recommendations}
+    heap = parse_size(rec["spark.executor.memory"])
+    assert 512 * MIB <= heap <= WORKER_MIB * MIB, rec  # the workload must need a real amount
+    reader = RunReader(stack.settings.influx_url, stack.settings.database)
+    again = memory_run(stack, tmp_path_factory.mktemp("recommended"), rec["spark.executor.memory"],
+                       {"spark.memory.fraction": rec["spark.memory.fraction"]})
+    _, advice_again, facts_again, runs = make_report(reader, again.app_id, tmp_path_factory.mktemp("report2"))
+    assert advice_again.spilled <= advice.spilled + 16 * MIB, (advice.spilled, advice_again.spilled)
+    assert (advice_again.gc_share or 0) <= (advice.gc_share or 0) + 0.05, (advice.gc_share, advice_again.gc_share)
+    assert advice_again.verdict != "SHORT", advice_again.summary
+    assert [r["app_id"] for r in runs][:2] == [again.app_id, run.app_id], "earlier run not compared"
+
+    less = spark_size(max(heap / 2, 512 * MIB))
+    assert parse_size(less) < heap
+    short = memory_run(stack, tmp_path_factory.mktemp("less"), less)
+    _, advice_short, _, _ = make_report(reader, short.app_id, tmp_path_factory.mktemp("report3"))
+    assert advice_short.verdict == "SHORT", (less, advice_short.summary)
+    for name, a in (("generous", advice), ("recommended", advice_again), (f"less ({less})", advice_short)):
+        print(f"\n{name}: {a.summary} spilled {a.spilled / MIB:.0f} MiB; {' '.join(a.conf_lines())}")
