@@ -337,7 +337,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
         }
     }
 
-    private static String property(Properties p, String key) {
+    static String property(Properties p, String key) {
         if (p == null) {
             return null;
         }
@@ -345,7 +345,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
         return v == null || v.isEmpty() ? null : v;
     }
 
-    private static Long parseLong(String s) {
+    static Long parseLong(String s) {
         if (s == null) {
             return null;
         }

@@ -102,14 +102,6 @@ final class ExecutorPeakEvents {
     }
 
     private static Long executionId(Properties p) {
-        String s = p == null ? null : p.getProperty(SQL_EXECUTION_ID);
-        if (s == null) {
-            return null;
-        }
-        try {
-            return Long.parseLong(s.trim());
-        } catch (NumberFormatException e) {
-            return null;
-        }
+        return AnnotatorListener.parseLong(AnnotatorListener.property(p, SQL_EXECUTION_ID));
     }
 }
