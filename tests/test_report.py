@@ -58,6 +58,14 @@ def test_spill_or_gc_makes_the_run_short_and_never_advises_less():
         assert parse_size(heap.value) >= 1.5 * GIB, heap
 
 
+def test_a_run_without_spill_that_needs_more_than_it_had_is_not_called_simply_right():
+    # Live set 800 MiB x 1.5 = 1.17 GiB against a 1 GiB heap: it ran, with little headroom.
+    advice = advise(facts(heap=GIB, unified=300 * MIB, live=800 * MIB))
+    heap = next(r for r in advice.recommendations if r.key == "spark.executor.memory")
+    assert parse_size(heap.value) > GIB, heap
+    assert advice.verdict == "RIGHT" and "little headroom" in advice.summary, advice.summary
+
+
 def test_user_objects_outgrowing_the_user_region_lower_the_fraction_but_not_on_a_short_run():
     crowded = {r.key: r.value for r in advise(facts(heap=2 * GIB, unified=300 * MIB, live=1200 * MIB)).recommendations}
     assert float(crowded["spark.memory.fraction"]) < 0.6, crowded

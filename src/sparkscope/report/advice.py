@@ -160,6 +160,13 @@ def advise(run: RunFacts) -> Advice:
         summary = (f"memory was GENEROUS for {run.app_name}: the {role}s needed about {spark_size(need)} of "
                    f"{human(had_heap)} heap (peak heap used {human(heap_peak)}, garbage included); about "
                    f"{human(had_heap - need)} per {role} can be given back.")
+    elif need > had_heap:
+        # No spill and little GC, yet the live set leaves little headroom: say so,
+        # rather than calling it right and advising more in the same breath.
+        verdict = "RIGHT"
+        gc = f", GC {share:.0%} of task time" if share is not None else ""
+        summary = (f"memory was enough for {run.app_name} (no spill{gc}) but with little headroom: the "
+                   f"advice, {spark_size(need)}, adds some to the {human(had_heap)} heap.")
     else:
         verdict = "RIGHT"
         summary = (f"memory was about RIGHT for {run.app_name}: needed about {spark_size(need)} of "
