@@ -102,8 +102,10 @@ def fail(message: str, code: int = 1) -> None:
 
 
 def compose_services(compose_file: Path) -> dict[str, str]:
-    """service -> image, from the real docker-compose.yml."""
-    return {name: svc["image"] for name, svc in yaml.safe_load(compose_file.read_text())["services"].items()}
+    """service -> image, from the real docker-compose.yml: the services compose
+    starts without --profile (a service with profiles is left out, as compose does)."""
+    services = yaml.safe_load(compose_file.read_text())["services"]
+    return {name: svc["image"] for name, svc in services.items() if not svc.get("profiles")}
 
 
 def ps_object(service: str, image: str, container: dict) -> dict:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from sparkscope.report.advice import advise, gc_share, human, spilled
-from sparkscope.report.page import render
 from sparkscope.report.run_facts import RunFacts, RunReader
 from sparkscope.stack.settings import load_settings
 
@@ -27,6 +26,8 @@ def run_summary(run: RunFacts) -> dict[str, Any]:
 
 
 def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[Path, Any, RunFacts, list]:
+    from sparkscope.report.page import render  # plotly: loaded only when a page is drawn
+
     app_id = app_id or reader.latest_app()
     run = reader.read(app_id)
     advice = advise(run)
