@@ -101,31 +101,12 @@ def ensure_grafana(cache_dir: pathlib.Path, progress: Progress = print) -> pathl
 
 
 def _build(env: dict[str, str], work: pathlib.Path, log_path: pathlib.Path, progress: Progress) -> pathlib.Path:
-    spec = f"{GRAFANA_MODULE}@{GRAFANA_MODULE_VERSION}"
-
     progress("[1/5] fetching the Grafana module from the Go module proxy")
-    info_path = work / "download.json"
-    with info_path.open("w", encoding="utf-8") as info_out:
-        rc = _run(["go", "mod", "download", "-json", spec], work, env, log_path, progress,
-                  "go mod download (grafana)", stdout=info_out, check=False)
-    info = _parse_download(info_path.read_text(encoding="utf-8"))
-    with log_path.open("a", encoding="utf-8") as log:
-        log.write(json.dumps(info, indent=1) + "\n")
-    if rc != 0 or info.get("Error") or not info.get("Dir"):
-        raise BuildError(
-            f"!!! The Go module proxy did not serve {spec} !!!\n"
-            f"  go said: {info.get('Error') or 'exit status ' + str(rc)}\n"
-            f"  GOPROXY={env.get('GOPROXY') or _go_env_value(env, 'GOPROXY')}\n"
-            "The proxy refuses every Grafana release tag (403); this pseudo-version is the "
-            "only one known to download. If it is gone, Grafana cannot be built natively here: "
-            "run Grafana another way (e.g. the grafana/grafana-oss image) and check the "
-            "dashboards' queries straight against InfluxDB.\n"
-            f"Full output: {log_path}"
-        )
+    module = download_module(env, work, log_path, progress)
 
     progress("[2/5] copying the module sources out of the read-only module cache")
     src = work / "src"
-    shutil.copytree(str(info["Dir"]), src, symlinks=True)
+    shutil.copytree(str(module), src, symlinks=True)
     _make_writable(src)
 
     progress("[3/5] downloading Grafana's Go dependencies")
@@ -149,6 +130,32 @@ def _build(env: dict[str, str], work: pathlib.Path, log_path: pathlib.Path, prog
         encoding="utf-8",
     )
     return home
+
+
+def download_module(env: dict[str, str], work: pathlib.Path, log_path: pathlib.Path,
+                    progress: Progress) -> pathlib.Path:
+    """The Grafana module's source dir in the Go module cache (read-only); the
+    backend and the web UI are both built from a copy of it."""
+    spec = f"{GRAFANA_MODULE}@{GRAFANA_MODULE_VERSION}"
+    info_path = work / "download.json"
+    with info_path.open("w", encoding="utf-8") as info_out:
+        rc = _run(["go", "mod", "download", "-json", spec], work, env, log_path, progress,
+                  "go mod download (grafana)", stdout=info_out, check=False)
+    info = _parse_download(info_path.read_text(encoding="utf-8"))
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(json.dumps(info, indent=1) + "\n")
+    if rc != 0 or info.get("Error") or not info.get("Dir"):
+        raise BuildError(
+            f"!!! The Go module proxy did not serve {spec} !!!\n"
+            f"  go said: {info.get('Error') or 'exit status ' + str(rc)}\n"
+            f"  GOPROXY={env.get('GOPROXY') or _go_env_value(env, 'GOPROXY')}\n"
+            "The proxy refuses every Grafana release tag (403); this pseudo-version is the "
+            "only one known to download. If it is gone, Grafana cannot be built natively here: "
+            "run Grafana another way (e.g. the grafana/grafana-oss image) and check the "
+            "dashboards' queries straight against InfluxDB.\n"
+            f"Full output: {log_path}"
+        )
+    return pathlib.Path(info["Dir"])
 
 
 def _assemble(src: pathlib.Path, home: pathlib.Path) -> None:

@@ -36,7 +36,7 @@ import time
 
 from sparkscope.build import BuildError
 from sparkscope.build.go import go_env
-from sparkscope.build.grafana import GRAFANA_MODULE, GRAFANA_MODULE_VERSION, ensure_grafana
+from sparkscope.build.grafana import GRAFANA_MODULE_VERSION, download_module, ensure_grafana
 from sparkscope.build.grafana import _exclusive_lock as exclusive_lock
 from sparkscope.build.grafana import _make_writable as make_writable
 from sparkscope.build.grafana import _rmtree as rmtree
@@ -142,7 +142,7 @@ def _build_into(ui: pathlib.Path, cache_dir: pathlib.Path, progress: Progress) -
             node = _ensure_node(cache_dir, log_path, progress)
             progress("[2/5] copying Grafana's frontend sources out of the module cache")
             src = work / "src"
-            module = download_module(log_path, progress)
+            module = download_module(go_env(), work, log_path, progress)
             # The backend's Go code and the docs are not needed (top level only:
             # plugins have e2e/ and docs/ dirs of their own that the build imports).
             shutil.copytree(module, src, symlinks=True,
@@ -204,24 +204,6 @@ def _untar(tarball: pathlib.Path, dest: pathlib.Path) -> None:
             archive.extractall(dest, filter="tar")
         else:
             archive.extractall(dest)
-
-
-def download_module(log_path: pathlib.Path, progress: Progress) -> pathlib.Path:
-    """The Grafana module's source dir in the Go module cache (read-only)."""
-    spec = f"{GRAFANA_MODULE}@{GRAFANA_MODULE_VERSION}"
-    with tempfile.TemporaryFile("w+") as out:
-        finished = run_logged(["go", "mod", "download", "-json", spec], log_path, "go mod download (grafana)",
-                              progress, env=go_env(), stdout=out)
-        out.seek(0)
-        text = out.read()
-    try:
-        info = json.loads(text) if text.strip() else {}
-    except json.JSONDecodeError:
-        info = {"Error": text.strip()}
-    if finished.returncode != 0 or info.get("Error") or not info.get("Dir"):
-        raise BuildError(f"The Go module proxy did not serve {spec}: "
-                         f"{info.get('Error') or 'exit status ' + str(finished.returncode)}; see {log_path}")
-    return pathlib.Path(info["Dir"])
 
 
 def _patch_sources(src: pathlib.Path, work: pathlib.Path, log_path: pathlib.Path, progress: Progress) -> None:
