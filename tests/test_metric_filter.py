@@ -23,7 +23,8 @@ from support.sandbox import throwaway_stack
 
 NAMES_FILE = Path(__file__).parent / "data" / "spark-3.5.9-metric-names.txt"
 RECORDED_APP = "app-20261122123158-0000"
-SOURCE = re.compile(r'\bFROM\s+("(?:[^"\\]|\\.)+"|/(?:[^/\\]|\\.)+/)')
+# A measurement, after an optional "retention policy". (the dashboards' "$rp".).
+SOURCE = re.compile(r'\bFROM\s+(?:"[^"]+"\.)?("(?:[^"\\]|\\.)+"|/(?:[^/\\]|\\.)+/)')
 
 
 # --- what is read -----------------------------------------------------------------------
