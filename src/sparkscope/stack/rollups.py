@@ -32,7 +32,10 @@ class Level:
     every: str = ""  # rollups: bucket size
     source: str = ""  # rollups: the policy it is computed from
     source_mean: str = ""  # rollups: the mean field of the source
-    lag: str = ""  # rollups: how far back each run recomputes (points that arrived late)
+    # rollups: how far back each run recomputes, for points that arrive late
+    # (Telegraf flushes every 2 s). Each run reads this much of every Spark
+    # measurement, so it is the rollups' running cost: keep it short.
+    lag: str = ""
 
 
 HOUR_MS = 3_600_000
@@ -41,8 +44,8 @@ HOUR_MS = 3_600_000
 # hundred points per series whatever its length.
 LEVELS = (
     Level(RAW_POLICY, "value", 2 * HOUR_MS),
-    Level("sparkscope_1m", "mean", 48 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="3m"),
-    Level("sparkscope_10m", "mean", 2**62, every="10m", source="sparkscope_1m", source_mean="mean", lag="30m"),
+    Level("sparkscope_1m", "mean", 48 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="2m"),
+    Level("sparkscope_10m", "mean", 2**62, every="10m", source="sparkscope_1m", source_mean="mean", lag="20m"),
 )
 
 
