@@ -109,8 +109,8 @@ def test_the_ten_minute_rollup_keeps_the_spike_of_the_minute_rollup(influx_only)
 
 
 @pytest.mark.parametrize("hours,policy,field", [(0.5, "sparkscope", "value"), (2, "sparkscope", "value"),
-                                                 (6, "sparkscope_1m", "mean"), (24, "sparkscope_1m", "mean"),
-                                                 (7 * 24, "sparkscope_10m", "mean")])
+                                                 (3, "sparkscope_1m", "mean"), (6, "sparkscope_10m", "mean"),
+                                                 (24, "sparkscope_10m", "mean"), (7 * 24, "sparkscope_10m", "mean")])
 def test_the_resolution_variables_follow_the_time_range(influx_only, hours, policy, field):
     variables = {v["name"]: v["query"] for v in LIVE["templating"]["list"]}
     to_ms = int(time.time() * 1000)

@@ -147,7 +147,7 @@ def _variable(name: str, label: str, query: str, **extra: Any) -> dict[str, Any]
 
 def _resolution(column: str, name: str, description: str) -> dict[str, Any]:
     """A hidden variable from stack/rollups.py's lookup: the coarsest level whose
-    range covers the time range, e.g. raw up to 2 h, minutes up to 2 days."""
+    range covers the time range: raw up to 2 h, minutes up to 4 h, then 10 minutes."""
     query = (f'SELECT "{column}" FROM "{META_POLICY}"."{RESOLUTION_MEASUREMENT}" '
              'WHERE "up_to_ms" >= ${__to} - ${__from} LIMIT 1')
     return _variable(name, name, query, hide=2, sort=SORT_AS_QUERIED, description=description)

@@ -40,11 +40,14 @@ class Level:
 
 HOUR_MS = 3_600_000
 # Up to 2 h the raw samples (a 36 s interval at the dashboards' 200 points),
-# up to 2 days minutes, beyond that 10 minutes: each range then reads a few
-# hundred points per series whatever its length.
+# up to 4 h minutes, beyond that 10 minutes. What a panel costs is series x
+# points: at 500 executors a per-executor panel over 6 h of minutes read
+# 1,503 series x 360 points and took 2-6 s (docs/performance.md); over 10
+# minutes it reads 36 points a series. Finer, at long ranges, only for few
+# executors.
 LEVELS = (
     Level(RAW_POLICY, "value", 2 * HOUR_MS),
-    Level("sparkscope_1m", "mean", 48 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="2m"),
+    Level("sparkscope_1m", "mean", 4 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="2m"),
     Level("sparkscope_10m", "mean", 2**62, every="10m", source="sparkscope_1m", source_mean="mean", lag="20m"),
 )
 
