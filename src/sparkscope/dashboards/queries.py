@@ -29,6 +29,9 @@ COUNTER_PATTERNS = ("filesystem.",)
 # hidden variables $rp and $mean_field (layout.py). A rollup keeps each
 # interval's highest value as "value", so max("value") reads the same from
 # any of them, and its mean as $mean_field.
+# Only the graphs do: numbers over the whole range (totals, peaks, tables)
+# read raw samples, since a rollup lags its samples by up to 20 minutes and a
+# run that just ended would show nothing.
 ROLLED = '"$rp".'
 MEAN_FIELD = '"$mean_field"'
 
@@ -83,13 +86,13 @@ def total(measurement: str, alias: str, where: str = APP, scale: str = "") -> di
     value, summed. Counters start at 0 when an executor starts. The driver
     is not left out: it has the executor source only in local mode, where
     it is the one executor."""
-    inner = (f'SELECT max("value"){scale} AS "v" FROM {ROLLED}{source(measurement)} WHERE {where} AND $timeFilter '
+    inner = (f'SELECT max("value"){scale} AS "v" FROM {source(measurement)} WHERE {where} AND $timeFilter '
              'GROUP BY "executorid"')
     return target(f'SELECT sum("v") FROM ({inner})', alias)
 
 
 def peak(measurement: str, alias: str, where: str = NOT_DRIVER) -> dict[str, Any]:
-    return target(f'SELECT max("value") FROM {ROLLED}{source(measurement)} WHERE {where} AND $timeFilter', alias)
+    return target(f'SELECT max("value") FROM {source(measurement)} WHERE {where} AND $timeFilter', alias)
 
 
 def peaks_executors_and_driver(measurement: str, what: str) -> list[dict[str, Any]]:
@@ -112,7 +115,7 @@ def per_executor_peak(measurement: str, column: str) -> dict[str, Any]:
     """One table column: each executor's highest value. sum() of the single
     maximum gives every column the same time, so a merge joins them by
     executor."""
-    inner = (f'SELECT max("value") AS "v" FROM {ROLLED}{source(measurement)} WHERE {APP} AND $timeFilter '
+    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {APP} AND $timeFilter '
              'GROUP BY "executorid"')
     made = target(f'SELECT sum("v") AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"
@@ -195,7 +198,7 @@ def annotator_fields(measurement: str, columns: list[tuple[str, str]]) -> dict[s
 def per_executor_peak_scaled(measurement: str, column: str, expression: str) -> dict[str, Any]:
     """Like per_executor_peak, with each executor's highest value put through
     an InfluxQL expression of "v" (e.g. the unified pool from the heap)."""
-    inner = (f'SELECT max("value") AS "v" FROM {ROLLED}{source(measurement)} WHERE {APP} AND $timeFilter '
+    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {APP} AND $timeFilter '
              'GROUP BY "executorid"')
     made = target(f'SELECT {expression} AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"
