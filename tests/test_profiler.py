@@ -213,6 +213,41 @@ def test_no_running_application_with_the_plugin_is_a_clear_error(tmp_path, stack
     assert "spark.plugins=dev.sparkscope.annotator.ProfilerPlugin" in result.stderr
 
 
+def test_continuous_profiles_arrive_every_window_with_no_new_series_and_yield_to_a_request(stack, udf_jar,
+                                                                                          tmp_path):
+    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.stack.settings import ROOT
+
+    app = ProfiledApp(stack, [ensure_annotator_jar(ROOT, progress=lambda _: None), udf_jar], tmp_path, {
+        "spark.sparkscope.profiler.continuous": "cpu", "spark.sparkscope.profiler.continuous.windowSeconds": "5"})
+
+    def whole_profiles() -> list[dict]:
+        return [p for p in stage_profiles(stack, app.app_id, "cpu") if p["stage"] == ""]
+
+    def series() -> int:
+        found = stack.influx(f"SHOW SERIES EXACT CARDINALITY FROM {store.ROWS} WHERE applicationid = '{app.app_id}'")
+        return sum(v[0] for s in found for v in s["values"])
+
+    try:
+        app.wait_until_executors_check_in()
+        stack.wait_for(f"SELECT count(samples) FROM {store.PROFILES} WHERE applicationid = '{app.app_id}' "
+                       "AND stage = ''", lambda s: bool(s) and s[0]["values"][0][1] >= 4, 120)
+        early = series()
+        before = len(whole_profiles())
+        asked = app.profile("--executor", "1", "--seconds", "3", "--mode", "wall", "--out", str(tmp_path))
+        stack.wait_for(f"SELECT count(samples) FROM {store.PROFILES} WHERE applicationid = '{app.app_id}' "
+                       "AND stage = '' AND kind = 'cpu'",
+                       lambda s: bool(s) and s[0]["values"][0][1] >= before + 2, 60)
+        late = series()
+    finally:
+        code = app.stop()
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert {p["executorid"] for p in whole_profiles()} == {"0", "1"}
+    # One series per executor and kind, however many windows: cpu for both, wall for the one asked.
+    assert early == 2 and late == 3, (early, late)
+    assert code == 0
+
+
 # ------------------------------------------------------------------ Grafana
 
 PROFILES_BOARD = "spark-profiles.json"

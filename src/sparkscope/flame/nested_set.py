@@ -91,7 +91,7 @@ def widest_leaves(rows_: Sequence[Row], n: int = 5) -> list[tuple[str, int]]:
     looks for first ("where does the time go")."""
     totals: dict[str, int] = {}
     for row in rows_:
-        if row.self_value:
+        if row.self_value and row.level > 0:  # the root's self is only the folded narrow frames
             totals[row.label] = totals.get(row.label, 0) + row.self_value
     return sorted(totals.items(), key=lambda item: -item[1])[:n]
 
