@@ -131,6 +131,9 @@ def test_cpu_profile_names_the_hot_method_under_the_stage_that_ran_it(stack, pro
     # The terminal summary puts the burning method first.
     top = re.search(r"most self time:\n\s+([\d.]+) %\s+(\S+)", cpu.stdout)
     assert top and "burnCpuForProfilerTest" in top.group(2), cpu.stdout
+    # Each stage cut is named, with its share and the job the annotator saw it run for.
+    assert re.search(r"^  stage \d+\.\d+ \(.+\): \d+ % of the samples, most self time in ProfiledUdfs\.burnCpu",
+                     cpu.stdout, re.M), cpu.stdout
     profiles = stage_profiles(stack, app.app_id, "cpu")
     whole = [p for p in profiles if p["stage"] == ""]
     per_stage = [p for p in profiles if p["stage"].startswith("stage ")]

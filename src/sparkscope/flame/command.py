@@ -46,6 +46,31 @@ def _complete(rows: list[Row]) -> bool:
     return rows[0].level == 0 and rows[0].value == children + rows[0].self_value
 
 
+def stage_cuts(influx_url: str, database: str, app_id: str, profile: str, kind: str) -> list[dict]:
+    """The per-stage cuts stored with a profile (same executor, kind, start
+    and length), each with the job or SQL query the annotator recorded for
+    its stage, busiest first."""
+    from sparkscope.stack import influx
+
+    prefix = profile.rsplit(" all threads", 1)[0] + " "
+    series = influx.query(influx_url, f"SELECT profile, stage, samples, top FROM {store.PROFILES} "
+                          f"WHERE applicationid = '{app_id}' AND kind = '{kind}' AND stage <> ''", database)
+    cuts = [dict(zip(s["columns"], v)) for s in series for v in s["values"]]
+    cuts = [c for c in cuts if c["profile"].startswith(prefix)]
+    for cut in cuts:
+        stage_id = cut["stage"].split()[-1].split(".")[0]
+        cut["job"] = ""
+        # The final point names the job; a stage still running has only its short text.
+        for field in ("job_description", "text"):
+            found = influx.query(influx_url, f'SELECT last("{field}") FROM "sparkscope_stage" WHERE '
+                                 f"applicationid = '{app_id}' AND stage_id = {int(stage_id)}", database) \
+                if stage_id.isdigit() else []
+            if found and found[0]["values"][0][1]:
+                cut["job"] = found[0]["values"][0][1]
+                break
+    return sorted(cuts, key=lambda c: -c["samples"])
+
+
 def grafana_link(grafana_url: str, app_id: str, profile: str, kind: str, start_ms: int, seconds: float) -> str:
     query = urllib.parse.urlencode({"var-app": app_id, "var-kind": kind, "var-profile": profile,
                                     "from": start_ms - 60_000, "to": start_ms + int(seconds * 1000) + 60_000})
@@ -97,6 +122,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
         total = rows[0].value or 1
         for label, value in widest_leaves(rows, 5):
             print(f"  {100 * value / total:5.1f} %  {label}")
+        samples = max(int(state["samples"]), 1)
+        for cut in stage_cuts(settings.influx_url, settings.database, ctl.application_id, profile, args.mode):
+            job = f" ({cut['job']})" if cut["job"] else ""
+            print(f"  {cut['stage']}{job}: {100 * cut['samples'] / samples:.0f} % of the samples, "
+                  f"most self time in {cut['top']}")
         print(f"  flame graph: {path}")
         print(f"  in Grafana:  {grafana_link(settings.grafana_url, ctl.application_id, profile, args.mode, _start_ms(profile), args.seconds)}")
     return 1 if failures == len(states) else 0
