@@ -26,7 +26,8 @@ final class ProfileStacks {
 
     private static final Pattern THREAD_FRAME = Pattern.compile("^\\[(.*?)(?: tid=\\d+)?]$");
     private static final Pattern STAGE = Pattern.compile("in stage (\\d+\\.\\d+)");
-    private static final Pattern DIGITS = Pattern.compile("\\d+");
+    /** Numbers in a thread name, with a "#" before them: "GC Thread#0" and "shuffle-client-4-1" read as one pool. */
+    private static final Pattern DIGITS = Pattern.compile("#?\\d+");
     /**
      * Leaf frames of a thread that is off CPU: blocked in a syscall, parked,
      * sleeping, waiting on a monitor or a condition. Wall-clock samples whose
