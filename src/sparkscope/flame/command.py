@@ -90,7 +90,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     live = control.live_executors(ctl)
     if not live:
         raise control.ProfileError(f"{ctl.application_id} has no executor running the profiler plugin yet "
-                                   f"(executors check in every 2 s after they start): try again in a few seconds")
+                                   f"(executors check in every few seconds after they start, spark.sparkscope.profiler.pollSeconds): try again in a few seconds")
     if args.executor == "all":
         executors = [e for e in live if e != "driver"] or live
     elif args.executor:

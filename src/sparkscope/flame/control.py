@@ -113,7 +113,7 @@ def request_profile(control: Control, executor: str, mode: str, seconds: float) 
 def follow(control: Control, request_ids: list[str], seconds: float,
            progress: Callable[[str], None] = print, poll_s: float = 1.0) -> list[dict]:
     """Waits until every request is done or failed, printing progress; the
-    deadline leaves room for the executor to pick the request up (2 s polls)
+    deadline leaves room for the executor to pick the request up (pollSeconds, 5 s)
     and to write."""
     deadline = time.monotonic() + seconds + 60
     started = time.monotonic()

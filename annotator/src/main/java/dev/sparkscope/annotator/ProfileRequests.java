@@ -18,8 +18,8 @@ import java.util.concurrent.atomic.AtomicLong;
 final class ProfileRequests {
 
     static final int MAX_KEPT = 200;
-    /** An executor that has not polled for this long is gone (it polls every 2 s). */
-    static final long EXECUTOR_GONE_MS = 15_000;
+    /** An executor that has not polled for this many of its poll periods is gone. */
+    static final int POLLS_MISSED = 3;
 
     static final class Request {
         final String id;
@@ -85,11 +85,11 @@ final class ProfileRequests {
     }
 
     /** Executors that polled recently: the ones a request can reach. */
-    synchronized List<String> liveExecutors(long nowMs) {
+    synchronized List<String> liveExecutors(long nowMs, long pollMs) {
         List<String> live = new ArrayList<>();
         for (Iterator<Map.Entry<String, Long>> it = lastPoll.entrySet().iterator(); it.hasNext(); ) {
             Map.Entry<String, Long> e = it.next();
-            if (nowMs - e.getValue() > EXECUTOR_GONE_MS) {
+            if (nowMs - e.getValue() > POLLS_MISSED * pollMs + 2000) {
                 it.remove();
                 Deque<Request> q = queued.remove(e.getKey());
                 if (q != null) {

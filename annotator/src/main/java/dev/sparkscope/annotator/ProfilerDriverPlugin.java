@@ -28,7 +28,7 @@ import java.util.concurrent.Executors;
  * {@code ./sparkscope profile} to executors. It listens on 127.0.0.1 (a
  * random port unless set) and leaves the URL and a random token in a file
  * only its user can read ({@code <control.dir>/<application id>.json}); a
- * request without the token is refused. Executors ask for work every 2 s
+ * request without the token is refused. Executors ask for work every few seconds
  * through Spark's own plugin RPC, so nothing listens on the executors.
  */
 final class ProfilerDriverPlugin implements DriverPlugin {
@@ -149,7 +149,7 @@ final class ProfilerDriverPlugin implements DriverPlugin {
             long now = System.currentTimeMillis();
             if (path.equals("/executors")) {
                 StringBuilder list = new StringBuilder();
-                for (String e : requests.liveExecutors(now)) {
+                for (String e : requests.liveExecutors(now, settings.pollSeconds * 1000L)) {
                     list.append(list.length() == 0 ? "" : ",").append(Json.quote(e));
                 }
                 reply(ex, 200, "{\"application\":" + Json.quote(appId) + ",\"executors\":[" + list + "]}");
@@ -181,7 +181,7 @@ final class ProfilerDriverPlugin implements DriverPlugin {
         } catch (NumberFormatException e) {
             seconds = -1;
         }
-        List<String> live = requests.liveExecutors(now);
+        List<String> live = requests.liveExecutors(now, settings.pollSeconds * 1000L);
         if (!ProfilerSettings.MODES.contains(mode)) {
             reply(ex, 400, "{\"error\":" + Json.quote("mode " + mode + " is not one of " + ProfilerSettings.MODES)
                     + "}");

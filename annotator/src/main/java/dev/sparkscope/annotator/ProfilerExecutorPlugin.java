@@ -10,14 +10,13 @@ import java.util.function.Function;
 
 /**
  * The executor's side of the profiler. One thread asks the driver for work
- * every 2 s; another runs the profiles: on-demand requests first, and in the
+ * every {@code pollSeconds} (5 s); another runs the profiles: on-demand requests first, and in the
  * gaps, when continuous profiling is on, one low-rate window after another.
  * A request that arrives during a continuous window ends that window early
  * (what it gathered is still written).
  */
 final class ProfilerExecutorPlugin implements ExecutorPlugin {
 
-    static final long POLL_MS = 2000;
     private static final String STOP = "stop";
 
     private final LinkedBlockingQueue<String> work = new LinkedBlockingQueue<>();
@@ -85,7 +84,7 @@ final class ProfilerExecutorPlugin implements ExecutorPlugin {
                     warned = true;
                 }
             }
-            sleep(POLL_MS);
+            sleep(settings.pollSeconds * 1000L);
         }
     }
 

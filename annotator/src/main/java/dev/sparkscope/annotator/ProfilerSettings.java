@@ -24,11 +24,12 @@ final class ProfilerSettings {
     static final String CONTROL_PORT = P + "control.port";
     static final String CONTROL_DIR = P + "control.dir";
     static final String MAX_SECONDS = P + "maxSeconds";
+    static final String POLL_SECONDS = P + "pollSeconds";
     static final String STAGE_PROFILES = P + "stageProfiles";
 
     static final List<String> KEYS = Arrays.asList(CONTINUOUS, CONTINUOUS_WINDOW_S, CONTINUOUS_INTERVAL_MS,
             INTERVAL_MS, ALLOC_INTERVAL_BYTES, DUMP_S, CONTROL, CONTROL_HOST, CONTROL_PORT, CONTROL_DIR, MAX_SECONDS,
-            STAGE_PROFILES);
+            STAGE_PROFILES, POLL_SECONDS);
 
     static final List<String> MODES = Arrays.asList("cpu", "wall", "alloc", "lock");
 
@@ -45,6 +46,8 @@ final class ProfilerSettings {
     final String controlDir;
     final int maxSeconds;
     final int stageProfiles;
+    /** How often each executor asks the driver for work: the delay before a requested profile starts. */
+    final int pollSeconds;
 
     private ProfilerSettings(Function<String, String> conf) {
         StringBuilder problems = new StringBuilder();
@@ -65,6 +68,7 @@ final class ProfilerSettings {
         controlDir = text(conf, CONTROL_DIR, defaultControlDir());
         maxSeconds = (int) number(conf, MAX_SECONDS, 300, 1, 86_400, problems);
         stageProfiles = (int) number(conf, STAGE_PROFILES, 8, 0, 99, problems);
+        pollSeconds = (int) number(conf, POLL_SECONDS, 5, 1, 3600, problems);
         if (problems.length() > 0) {
             throw new IllegalArgumentException(problems.substring(0, problems.length() - 2));
         }
