@@ -16,6 +16,7 @@ Written per period (Telegraf adds the tag host):
   they waited in most, each with the average number of task threads
   waiting there. wchan is a kernel function name: a set fixed by the
   kernel (a few dozen for a JVM), not one that grows with the application.
+  seconds: thread-seconds waited there in the period (threads x period).
 - the off-CPU kernel stacks of task threads as one flame profile
   (sparkscope.flame.store, kind "offcpu"), when the sampler may read them.
 """
@@ -79,7 +80,8 @@ def lines(app_id: str, executor_id: str, period: JvmPeriod, end_ns: int, seconds
         fields.append(f"cpu_wait={period.wait_ns[cls] / 1e9 / seconds}")
         out.append(f"{THREADS},{tags},class={cls} {','.join(fields)},samples={period.samples}i {end_ns}")
     for (state, wchan), n in top_waits(period.waits):
-        out.append(f"{WAITS},{tags},state={state},wchan={escape_tag(wchan)} threads={n / period.samples} {end_ns}")
+        out.append(f"{WAITS},{tags},state={state},wchan={escape_tag(wchan)} threads={n / period.samples},"
+                   f"seconds={n / period.samples * seconds} {end_ns}")
     if period.stacks:
         start_ms = (end_ns // 1_000_000) - int(seconds * 1000)
         # The profile's name shows whole seconds; its rows carry the exact time.
