@@ -132,6 +132,7 @@ def test_a_period_becomes_averages_per_class_top_waits_and_an_offcpu_profile():
     assert task.endswith(" 10000000000") and "samples=4i" in task
     waits = [line for line in out if line.startswith("sparkscope_thread_waits")]
     assert len(waits) == periods.TOP_WAITS  # bounded, however many channels
+    assert "io=0.0,network=0.0,lock=0.0,other_wait=0.0" in task  # no kinds counted in this made-up period
     assert waits[0].startswith("sparkscope_thread_waits,applicationid=app-1,executorid=0,state=disk,"
                                "wchan=request_wait_answer threads=1.0,seconds=10.0 ")
     flame = [line for line in out if line.startswith("sparkscope_flame,")]
@@ -181,6 +182,7 @@ def test_threads_that_vanish_or_hold_garbage_are_skipped_and_counted_and_the_res
     assert period.states["task", "disk"] == 2 and period.states["task", "running"] == 2
     assert period.states["gc", "sleeping"] == 2 and period.states["other", "sleeping"] == 1
     assert period.waits == Counter({("disk", "request_wait_answer"): 2})  # task threads only
+    assert period.kinds == Counter({"io": 2})
     assert sum(period.stacks.values()) == 2
 
 
@@ -263,3 +265,13 @@ def test_collapsed_text_of_py_spy_parses_with_the_shared_flame_parser():
     assert parse_collapsed(raw.splitlines()) == {
         ('process 4242:"python3 -m pyspark.daemon"', "<module> (pyspark/daemon.py:212)",
          "burn_in_python (job.py:14)"): 37}
+
+
+@pytest.mark.parametrize("state,wchan,kind", [
+    ("sleeping", "request_wait_answer", "io"),  # FUSE: interruptible, yet I/O
+    ("disk", "", "io"), ("disk", "folio_wait_bit_common", "io"), ("sleeping", "rpc_wait_bit_killable", "io"),
+    ("sleeping", "wait_woken", "network"), ("sleeping", "sk_wait_data", "network"),
+    ("sleeping", "futex_do_wait", "lock"), ("sleeping", "futex_wait_queue", "lock"),
+    ("sleeping", "hrtimer_nanosleep", "other_wait"), ("sleeping", "", "other_wait")])
+def test_off_cpu_task_threads_are_told_by_what_their_wait_channel_waits_for(state, wchan, kind):
+    assert periods.wait_kind(state, wchan) == kind

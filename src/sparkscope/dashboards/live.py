@@ -130,16 +130,18 @@ def _task_thread_states() -> Panel:
     return Panel(
         "Task threads: on CPU vs waiting",
         "What the executors' task threads ('Executor task launch worker') were doing, summed over the selected "
-        "executors (pick one in Executor to see it alone), sampled from /proc a few times a second: on CPU and "
-        "waiting for a CPU (run queue: more runnable threads than cores) are the kernel's own accounting; "
-        "D is an uninterruptible wait, almost always I/O: a local disk, a FUSE or NFS mount, a page fault "
-        "on a memory-mapped file; sleeping is a wait the thread chose: a futex (a lock, or a pool with no "
-        "work), a socket (shuffle fetch, a Python worker's answer, a remote store), a timer. Compare with "
-        "Active tasks beside: tasks running but few threads on CPU means they wait; the wait channels "
-        "below say on what. JVM service threads (GC, JIT, RPC, shuffle server) are not counted. "
-        + NEEDS_THREADPROBE,
+        "executors (pick one in Executor to see it alone), sampled from /proc a few times a second. On CPU "
+        "and waiting for a CPU (run queue: more runnable threads than cores) are the kernel's own accounting. "
+        "Off CPU, by the kernel function the thread waits in (table beside): I/O = D state (a local disk, "
+        "NFS, a page fault on a mapped file) or a file system's wait, e.g. a FUSE mount (s3fs, gcsfuse) whose "
+        "requests wait interruptibly; network = a socket (shuffle fetch, a PySpark worker's answer, remote "
+        "storage); lock or idle = a futex: a Java lock, or a task thread the pool keeps idle for a minute "
+        "after its task; other = timers and the rest. Compare with Active tasks beside: tasks running but "
+        "few threads on CPU means they wait, and this says on what. JVM service threads (GC, JIT, RPC, "
+        "shuffle server) are not counted. " + NEEDS_THREADPROBE,
         [task_threads("on_cpu", "on CPU"), task_threads("cpu_wait", "waiting for a CPU"),
-         task_threads("disk", "D: disk, FUSE or NFS wait"), task_threads("sleeping", "sleeping: lock, socket, timer")],
+         task_threads("io", "I/O: disk, FUSE, NFS"), task_threads("network", "network"),
+         task_threads("lock", "lock or idle"), task_threads("other_wait", "other wait")],
         "none", decimals=1, stacked=True, annotated=True)
 
 
@@ -147,7 +149,8 @@ def _task_thread_waits() -> Panel:
     return Panel(
         "Task threads: top wait channels",
         "Where the selected executors' task threads waited off CPU, longest first: the kernel function "
-        "they slept in (wchan), their state (D or sleeping) and thread-seconds waited there in the time "
+        "they slept in (wchan), their state (disk = D, uninterruptible; sleeping = S) and thread-seconds "
+        "waited there in the time "
         "range (2 threads for 10 s = 20). Common ones: futex_wait_queue / futex_do_wait = a Java lock "
         "or an idle pool; request_wait_answer = a FUSE file system (s3fs, gcsfuse, a slow mount); "
         "folio_wait_bit / io_schedule / blk_mq_get_tag = a local disk; nfs_* / rpc_wait_bit_killable = NFS; "

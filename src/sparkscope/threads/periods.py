@@ -10,7 +10,9 @@ Written per period (Telegraf adds the tag host):
   exiting); threads (all of them); and, from the kernel's own accounting
   (schedstat, not sampled), on_cpu and cpu_wait: CPU-seconds run and
   seconds waited in the run queue per second, i.e. threads on a CPU and
-  threads waiting for one, on average; samples.
+  threads waiting for one, on average; samples. Task threads also have
+  io, network, lock and other_wait: the off-CPU ones (disk + sleeping) by
+  what their wait channel says they wait for (wait_kind).
 - sparkscope_thread_waits (tags applicationid, executorid, state = disk |
   sleeping, wchan): for task threads off CPU, the TOP_WAITS kernel functions
   they waited in most, each with the average number of task threads
@@ -39,7 +41,31 @@ WAITS = "sparkscope_thread_waits"
 TASK_PREFIX = "Executor task l"  # "Executor task launch worker for task 12.0 in stage 3.0"
 GC_PREFIXES = ("GC Thread", "G1 ", "VM Thread", "ParGC", "Shenandoah", "ZWorker", "ZDirector", "ZDriver")
 JIT_PREFIXES = ("C1 CompilerThre", "C2 CompilerThre", "JVMCI")
+WAIT_KINDS = ("io", "network", "lock", "other_wait")
+# Wait channels (kernel functions, Linux 5.x-6.x names) by what a task waits
+# for. A FUSE request waits interruptibly (S, not D) in request_wait_answer,
+# so the channel, not the state letter alone, tells I/O from a lock.
+IO_CHANNELS = ("request_wait_answer", "fuse_", "nfs_", "rpc_wait_bit", "folio_wait", "wait_on_page", "io_schedule",
+               "blk_", "rq_qos_wait", "bit_wait_io", "jbd2_", "ext4_", "xfs_", "btrfs_", "__lock_page", "filemap_",
+               "wait_on_buffer", "__wait_on_buffer", "ovl_", "cifs_", "ceph_")
+NETWORK_CHANNELS = ("sk_wait_data", "wait_woken", "inet_csk_accept", "tcp_", "unix_stream", "sock_", "ep_poll",
+                    "do_epoll_wait", "do_sys_poll", "do_select", "core_sys_select")
+LOCK_CHANNELS = ("futex_",)
 STATE_FRAME = {"disk": "D: uninterruptible wait (disk, FUSE, NFS)", "sleeping": "S: sleeping (lock, socket, timer)"}
+
+
+def wait_kind(state: str, wchan: str) -> str:
+    """What an off-CPU task thread waits for: io (D, or a file system's wait
+    channel), network (a socket: shuffle fetch, a Python worker's answer),
+    lock (a futex: a Java lock, or an idle thread of the task pool), or
+    other_wait (a timer, or a channel not known here)."""
+    if state == "disk" or wchan.startswith(IO_CHANNELS):
+        return "io"
+    if wchan.startswith(NETWORK_CHANNELS):
+        return "network"
+    if wchan.startswith(LOCK_CHANNELS):
+        return "lock"
+    return "other_wait"
 
 
 def thread_class(comm: str) -> str:
@@ -60,6 +86,7 @@ class JvmPeriod:
     cpu_ns: Counter = field(default_factory=Counter)  # class -> ns on a CPU (schedstat)
     wait_ns: Counter = field(default_factory=Counter)  # class -> ns in the run queue (schedstat)
     waits: Counter = field(default_factory=Counter)  # (state, wchan) of off-CPU task threads -> samples
+    kinds: Counter = field(default_factory=Counter)  # wait_kind of off-CPU task threads -> samples
     stacks: Counter = field(default_factory=Counter)  # kernel stack (state frame first) -> samples
 
     def add(self, cls: str, state: str) -> None:
@@ -78,6 +105,8 @@ def lines(app_id: str, executor_id: str, period: JvmPeriod, end_ns: int, seconds
         fields.append(f"threads={period.threads[cls] / period.samples}")
         fields.append(f"on_cpu={period.cpu_ns[cls] / 1e9 / seconds}")
         fields.append(f"cpu_wait={period.wait_ns[cls] / 1e9 / seconds}")
+        if cls == "task":  # wait channels are read for task threads only
+            fields += [f"{kind}={period.kinds[kind] / period.samples}" for kind in WAIT_KINDS]
         out.append(f"{THREADS},{tags},class={cls} {','.join(fields)},samples={period.samples}i {end_ns}")
     for (state, wchan), n in top_waits(period.waits):
         out.append(f"{WAITS},{tags},state={state},wchan={escape_tag(wchan)} threads={n / period.samples},"

@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from sparkscope.threads import procfs
 from sparkscope.threads.jvms import Discovery, SparkJvm
-from sparkscope.threads.periods import JvmPeriod, lines, thread_class, STATE_FRAME
+from sparkscope.threads.periods import STATE_FRAME, JvmPeriod, lines, thread_class, wait_kind
 from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
 
 DEFAULT_RATE_HZ = 4.0
@@ -113,7 +113,10 @@ class Sampler:
 
     def _off_cpu(self, base: str, tid: int, word: str, period: JvmPeriod) -> None:
         wchan = (procfs.read_text(f"{base}{tid}/wchan", 128) or "").strip()
-        if wchan and wchan != "0":  # "0": it woke up since its stat was read (or wchan is not ours to read)
+        if wchan == "0":  # it woke up since its stat was read (or wchan is not ours to read)
+            wchan = ""
+        period.kinds[wait_kind(word, wchan)] += 1
+        if wchan:
             period.waits[word, wchan] += 1
         if self.kernel_stacks:
             text = procfs.read_text(f"{base}{tid}/stack", 8192)
