@@ -161,8 +161,10 @@ def _task_thread_waits() -> Panel:
         "s", kind="table", width=12, no_value="no task thread waited off CPU",
         options={"sortBy": [{"displayName": "waited", "desc": True}]},
         transformations=[{"id": "merge", "options": {}},
+                         # Grafana names a grouped table query's value column "value"; the header says what it is.
                          {"id": "organize", "options": {"excludeByName": {"Time": True},
-                                                        "indexByName": {"wchan": 0, "state": 1, "waited": 2}}}])
+                                                        "renameByName": {"value": "waited"},
+                                                        "indexByName": {"wchan": 0, "state": 1, "value": 2}}}])
 
 
 def memory_row() -> Row:
