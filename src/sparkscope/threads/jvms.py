@@ -75,6 +75,8 @@ def listening_ports(pid: int) -> set[int]:
     inodes = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
+    except PermissionError:
+        raise
     except OSError:
         return set()
     for fd in fds:
@@ -159,12 +161,16 @@ class Discovery:
         executors = [j for j in jvms if j.executor_id != "driver"]
         for jvm in jvms:
             if jvm.app_id is None:
-                jvm.app_id = resolve_driver(jvm, executors)
+                why = ("its UI at /api/v1/applications does not answer and no executor on this host names it; "
+                       "it is sampled once one does")
+                try:
+                    jvm.app_id = resolve_driver(jvm, executors)
+                except PermissionError:
+                    why = ("its sockets are not ours to read (another user's process): run the sampler as root "
+                           "or as the user running Spark to sample drivers; executors are sampled all the same")
                 key = (jvm.pid, jvm.start)
                 if jvm.app_id is None and key not in self.unresolved_said:
                     self.unresolved_said.add(key)
-                    self.messages.append(
-                        f"driver pid {jvm.pid}: application id not known yet (its UI at /api/v1/applications "
-                        "does not answer and no executor on this host names it); it is sampled once it does")
+                    self.messages.append(f"driver pid {jvm.pid}: application id not known: {why}")
         self.unresolved_said &= {(j.pid, j.start) for j in jvms}
         return [j for j in jvms if j.app_id is not None]
