@@ -173,10 +173,13 @@ def test_threads_that_vanish_or_hold_garbage_are_skipped_and_counted_and_the_res
     shutil.rmtree(tmp_path / "100" / "task" / "105")  # exited before the listing: not seen at all
     (tmp_path / "100" / "task" / "106" / "stat").write_text("106 (garbled")
     sampler.sample()
-    # One that exits after the listing, before its stat is read: listed, unreadable.
-    os.unlink(tmp_path / "100" / "task" / "104" / "stat")
+    # One that exits after the listing, before its stat is read again: /proc then answers its open
+    # file with an error, which a regular file cannot do; an empty read is the closest a file gets.
+    (tmp_path / "100" / "task" / "104" / "stat").write_text("")
     sampler.sample()
     assert sampler.skipped == 2 + 1  # 106 garbled in both samples, 104 in the second
+    state = next(iter(sampler.jvms.values()))
+    assert 104 not in state.stat_fds  # its file was closed, not kept
     period = next(iter(sampler.jvms.values())).period
     assert period.samples == 2
     assert period.states["task", "disk"] == 2 and period.states["task", "running"] == 2
@@ -191,6 +194,8 @@ def test_an_executor_that_exits_is_written_once_then_forgotten(tmp_path):
     sampler = Sampler(proc=str(tmp_path))
     sampler.refresh()
     sampler.sample()
+    fds = list(next(iter(sampler.jvms.values())).stat_fds.values())
+    assert fds
     shutil.rmtree(tmp_path / "100")
     sampler.refresh()
     sampler.sample()  # gone: nothing read, nothing raised
@@ -198,6 +203,9 @@ def test_an_executor_that_exits_is_written_once_then_forgotten(tmp_path):
     assert any("class=task running=1.0" in line for line in out), "what was measured before it exited is lost"
     sampler.refresh()
     assert sampler.jvms == {} and sampler.discovery.known == {}
+    for fd in fds:  # every stat file it held open is closed
+        with pytest.raises(OSError):
+            os.fstat(fd)
     assert sampler.close_period(2_000, 10.0, 0.25) == []
 
 

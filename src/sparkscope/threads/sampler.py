@@ -8,8 +8,8 @@ from the outside (bench/threadprobe.py); /proc gives the kernel's view (D
 state, wait channel, kernel stack), which the JVM does not have. What it
 cannot see is the Java stack: that is the profiler plugin's part.
 
-Cost control: per thread and sample one read of its stat; its name is read
-once per period, its wait channel only for task threads off CPU, its kernel
+Cost control: per thread and sample one pread of its stat, kept open; its
+name is read once per period, its wait channel only for task threads off CPU, its kernel
 stack only for those and only where allowed, its schedstat once per period.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import signal
 import sys
 import time
@@ -45,7 +46,8 @@ def say(message: str) -> None:
 class JvmState:
     jvm: SparkJvm
     period: JvmPeriod = field(default_factory=JvmPeriod)
-    comms: dict[int, str] = field(default_factory=dict)  # tid -> name, read once per period
+    classes: dict[int, str] = field(default_factory=dict)  # tid -> thread class, from its name, once per period
+    stat_fds: dict[int, int] = field(default_factory=dict)  # tid -> open fd of its stat, re-read with pread
     sched: dict[int, tuple[int, int]] = field(default_factory=dict)  # tid -> schedstat at the last period end
 
 
@@ -58,6 +60,7 @@ class Sampler:
         self.jvms: dict[tuple[int, int], JvmState] = {}
         self.skipped = 0  # reads of a thread or process that had exited: skipped, counted
         self.sampled = 0
+        self.max_open = open_files_budget()
 
     def refresh(self) -> None:
         """Pick up new Spark JVMs, forget those that exited. A JVM that exits
@@ -76,7 +79,7 @@ class Sampler:
             say(message)
         self.discovery.messages.clear()
         for key in [k for k in self.jvms if k not in found and not self.jvms[k].period.samples]:
-            del self.jvms[key]
+            self.close_files(self.jvms.pop(key))
 
     def _schedstat(self, pid: int, tid: int) -> Optional[tuple[int, int]]:
         text = procfs.read_text(f"{self.proc}/{pid}/task/{tid}/schedstat", 128)
@@ -88,20 +91,17 @@ class Sampler:
             tids = procfs.task_ids(pid, self.proc)
             if tids is None:  # exited; forgotten at the next refresh once its period is written
                 continue
-            period = state.period
+            period, fds, classes = state.period, state.stat_fds, state.classes
             base = f"{self.proc}/{pid}/task/"
             counted = 0
             for tid in tids:
-                stat = procfs.read_text(f"{base}{tid}/stat", 1024)
-                letter = procfs.parse_stat_state(stat) if stat else None
+                letter = self._state_letter(fds, base, tid)
                 if letter is None:
                     self.skipped += 1
                     continue
-                comm = state.comms.get(tid)
-                if comm is None:
-                    comm = (procfs.read_text(f"{base}{tid}/comm", 64) or "").rstrip("\n")
-                    state.comms[tid] = comm
-                cls = thread_class(comm)
+                cls = classes.get(tid)
+                if cls is None:
+                    cls = classes[tid] = thread_class((procfs.read_text(f"{base}{tid}/comm", 64) or "").rstrip("\n"))
                 word = procfs.state_word(letter)
                 period.add(cls, word)
                 counted += 1
@@ -110,6 +110,42 @@ class Sampler:
             if counted:
                 period.samples += 1
                 self.sampled += counted
+
+    def _state_letter(self, fds: dict[int, int], base: str, tid: int) -> Optional[str]:
+        """The thread's state from its stat file, kept open and re-read with
+        pread (a read at offset 0 of a /proc file renders it afresh): half the
+        system calls of open, read, close. A thread that exited answers with
+        an error; its fd is closed, and a later thread with the same tid gets
+        a fresh one. Past the open-files limit it falls back to open/read/close."""
+        fd = fds.get(tid)
+        if fd is None:
+            try:
+                fd = os.open(f"{base}{tid}/stat", os.O_RDONLY)
+            except OSError:
+                return None
+            if len(fds) < self.max_open:
+                fds[tid] = fd
+            else:
+                try:
+                    return procfs.parse_stat_state(os.read(fd, 1024).decode("utf-8", "replace"))
+                except OSError:
+                    return None
+                finally:
+                    os.close(fd)
+        try:
+            data = os.pread(fd, 1024, 0)
+        except OSError:
+            data = b""
+        if not data:
+            os.close(fds.pop(tid))
+            return None
+        # The state letter follows the last ")" and a space (see procfs.parse_stat_state), read on bytes.
+        end = data.rfind(b")")
+        return chr(data[end + 2]) if 0 <= end < len(data) - 2 else None
+
+    def close_files(self, state: JvmState, keep: Optional[set[int]] = None) -> None:
+        for tid in [t for t in state.stat_fds if keep is None or t not in keep]:
+            os.close(state.stat_fds.pop(tid))
 
     def _off_cpu(self, base: str, tid: int, word: str, period: JvmPeriod) -> None:
         wchan = (procfs.read_text(f"{base}{tid}/wchan", 128) or "").strip()
@@ -131,7 +167,8 @@ class Sampler:
             out += lines(state.jvm.app_id or "", state.jvm.executor_id, state.period, end_ns, seconds,
                          sample_interval_s)
             state.period = JvmPeriod()
-            state.comms = {}  # re-read once a period: a JVM may rename a thread
+            state.classes = {}  # names re-read once a period: a JVM may rename a thread
+            self.close_files(state, keep=set(procfs.task_ids(state.jvm.pid, self.proc) or ()))
         return out
 
     def _account_cpu(self, state: JvmState) -> None:
@@ -146,11 +183,26 @@ class Sampler:
                 continue
             now[tid] = got
             before = state.sched.get(tid, (0, 0))
-            comm = state.comms.get(tid) or (procfs.read_text(f"{self.proc}/{pid}/task/{tid}/comm", 64) or "").strip()
-            cls = thread_class(comm)
+            cls = state.classes.get(tid) or thread_class(
+                (procfs.read_text(f"{self.proc}/{pid}/task/{tid}/comm", 64) or "").rstrip("\n"))
             state.period.cpu_ns[cls] += max(got[0] - before[0], 0)
             state.period.wait_ns[cls] += max(got[1] - before[1], 0)
         state.sched = now
+
+
+def open_files_budget(reserve: int = 64) -> int:
+    """How many stat files may stay open: the soft limit raised to the hard
+    one (a host may run thousands of JVM threads), less a reserve for
+    sockets, py-spy and /proc reads."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            wanted = 1 << 16 if hard == resource.RLIM_INFINITY else min(hard, 1 << 16)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, wanted), hard))
+            soft = max(soft, wanted)
+    except (ValueError, OSError):
+        soft = 1024
+    return max(soft - reserve, 0)
 
 
 class Errors:
@@ -229,6 +281,8 @@ def run(url: str, rate_hz: float, period_s: float, kernel_stacks: bool, python: 
         if done:
             if python is not None:
                 python.stop()
+            for state in sampler.jvms.values():
+                sampler.close_files(state)
             return 0
         next_sample += interval
         delay = next_sample - clock()
