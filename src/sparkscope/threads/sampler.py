@@ -253,7 +253,7 @@ def run(url: str, rate_hz: float, period_s: float, kernel_stacks: bool, python: 
     say(f"{STARTED} of Spark JVMs at {rate_hz:g} Hz, period {period_s:g} s, kernel stacks "
         f"{'on' if kernel_stacks else 'off'} -> {url}")
     period_start, next_discovery = clock(), 0.0
-    cpu0, skipped0, errors0 = self_cpu_s(), 0, 0
+    cpu0, skipped0, errors0, sampled0 = self_cpu_s(), 0, 0, 0
     next_sample = clock()
     errors = Errors()
     while True:
@@ -274,10 +274,13 @@ def run(url: str, rate_hz: float, period_s: float, kernel_stacks: bool, python: 
             if python is not None:
                 out += errors.guard("reading py-spy", lambda: python.harvest(end_ns)) or []
             cpu1 = self_cpu_s()
+            # Its own cost, beside what it measured: CPU, and the thread samples that CPU bought.
             out.append(f"{SELF} cpu_pct={100 * (cpu1 - cpu0) / seconds},jvms={len(sampler.jvms)}i,"
-                       f"skipped={sampler.skipped - skipped0}i,errors={errors.count - errors0}i {end_ns}")
+                       f"thread_samples={sampler.sampled - sampled0}i,skipped={sampler.skipped - skipped0}i,"
+                       f"errors={errors.count - errors0}i {end_ns}")
             send(url, out)
             period_start, cpu0, skipped0, errors0 = end, cpu1, sampler.skipped, errors.count
+            sampled0 = sampler.sampled
         if done:
             if python is not None:
                 python.stop()
