@@ -283,3 +283,18 @@ def test_collapsed_text_of_py_spy_parses_with_the_shared_flame_parser():
     ("sleeping", "hrtimer_nanosleep", "other_wait"), ("sleeping", "", "other_wait")])
 def test_off_cpu_task_threads_are_told_by_what_their_wait_channel_waits_for(state, wchan, kind):
     assert periods.wait_kind(state, wchan) == kind
+
+
+def test_past_the_open_files_budget_threads_are_still_sampled_with_one_shot_reads(tmp_path):
+    fake_jvm(tmp_path, 100, EXECUTOR_ARGV, {tid: ("Executor task l", "R") for tid in range(101, 111)})
+    sampler = Sampler(proc=str(tmp_path))
+    sampler.max_open = 3
+    sampler.refresh()
+    sampler.sample()
+    sampler.sample()
+    state = next(iter(sampler.jvms.values()))
+    assert len(state.stat_fds) == sampler.open_files == 3
+    assert state.period.states["task", "running"] == 20 and sampler.skipped == 0
+    sampler.close_period(1_000, 10.0, 0.25)
+    sampler.close_files(state)
+    assert sampler.open_files == 0

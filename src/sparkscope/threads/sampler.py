@@ -61,6 +61,7 @@ class Sampler:
         self.skipped = 0  # reads of a thread or process that had exited: skipped, counted
         self.sampled = 0
         self.max_open = open_files_budget()
+        self.open_files = 0
 
     def refresh(self) -> None:
         """Pick up new Spark JVMs, forget those that exited. A JVM that exits
@@ -111,23 +112,25 @@ class Sampler:
                 period.samples += 1
                 self.sampled += counted
 
-    def _state_letter(self, fds: dict[int, int], base: str, tid: int) -> Optional[str]:
+    def _state_letter(self, fds: dict[int, int], base: str, tid: int, retry: bool = True) -> Optional[str]:
         """The thread's state from its stat file, kept open and re-read with
         pread (a read at offset 0 of a /proc file renders it afresh): half the
         system calls of open, read, close. A thread that exited answers with
-        an error; its fd is closed, and a later thread with the same tid gets
-        a fresh one. Past the open-files limit it falls back to open/read/close."""
+        an error: its fd is closed and the tid opened afresh once (a new
+        thread may have it now). Past the open-files budget (all JVMs
+        together) it falls back to open, read, close."""
         fd = fds.get(tid)
         if fd is None:
             try:
                 fd = os.open(f"{base}{tid}/stat", os.O_RDONLY)
             except OSError:
                 return None
-            if len(fds) < self.max_open:
+            if self.open_files < self.max_open:
                 fds[tid] = fd
+                self.open_files += 1
             else:
                 try:
-                    return procfs.parse_stat_state(os.read(fd, 1024).decode("utf-8", "replace"))
+                    return _letter(os.read(fd, 1024))
                 except OSError:
                     return None
                 finally:
@@ -138,14 +141,14 @@ class Sampler:
             data = b""
         if not data:
             os.close(fds.pop(tid))
-            return None
-        # The state letter follows the last ")" and a space (see procfs.parse_stat_state), read on bytes.
-        end = data.rfind(b")")
-        return chr(data[end + 2]) if 0 <= end < len(data) - 2 else None
+            self.open_files -= 1
+            return self._state_letter(fds, base, tid, retry=False) if retry else None
+        return _letter(data)
 
     def close_files(self, state: JvmState, keep: Optional[set[int]] = None) -> None:
         for tid in [t for t in state.stat_fds if keep is None or t not in keep]:
             os.close(state.stat_fds.pop(tid))
+            self.open_files -= 1
 
     def _off_cpu(self, base: str, tid: int, word: str, period: JvmPeriod) -> None:
         wchan = (procfs.read_text(f"{base}{tid}/wchan", 128) or "").strip()
@@ -188,6 +191,13 @@ class Sampler:
             state.period.cpu_ns[cls] += max(got[0] - before[0], 0)
             state.period.wait_ns[cls] += max(got[1] - before[1], 0)
         state.sched = now
+
+
+def _letter(stat: bytes) -> Optional[str]:
+    """The state letter: after the last ")" and a space (see
+    procfs.parse_stat_state), read on bytes, as this runs per thread sample."""
+    end = stat.rfind(b")")
+    return chr(stat[end + 2]) if 0 <= end < len(stat) - 2 else None
 
 
 def open_files_budget(reserve: int = 64) -> int:
