@@ -298,3 +298,22 @@ def test_past_the_open_files_budget_threads_are_still_sampled_with_one_shot_read
     sampler.close_period(1_000, 10.0, 0.25)
     sampler.close_files(state)
     assert sampler.open_files == 0
+
+
+def test_listening_ports_are_found_past_the_first_page_of_the_socket_table():
+    # /proc/<pid>/net/tcp gives at most a page per read: with 80 listeners
+    # (about 150 bytes a row) most of the table lies past the first page.
+    import socket
+
+    listeners = []
+    try:
+        for _ in range(80):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            listeners.append(s)
+        ports = {s.getsockname()[1] for s in listeners}
+        assert ports <= jvms.listening_ports(os.getpid())
+    finally:
+        for s in listeners:
+            s.close()

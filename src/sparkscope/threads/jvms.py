@@ -88,7 +88,7 @@ def listening_ports(pid: int) -> set[int]:
             inodes.add(link[8:-1])
     ports = set()
     for table in ("tcp", "tcp6"):
-        text = procfs.read_text(f"/proc/{pid}/net/{table}", 1 << 22) or ""
+        text = procfs.read_all(f"/proc/{pid}/net/{table}") or ""
         for line in text.splitlines()[1:]:
             cols = line.split()
             if len(cols) > 9 and cols[3] == TCP_LISTEN and cols[9] in inodes:
@@ -172,5 +172,7 @@ class Discovery:
                 if jvm.app_id is None and key not in self.unresolved_said:
                     self.unresolved_said.add(key)
                     self.messages.append(f"driver pid {jvm.pid}: application id not known: {why}")
+                elif jvm.app_id is not None and key in self.unresolved_said:
+                    self.messages.append(f"driver pid {jvm.pid}: application {jvm.app_id}, sampled from now on")
         self.unresolved_said &= {(j.pid, j.start) for j in jvms}
         return [j for j in jvms if j.app_id is not None]

@@ -34,6 +34,28 @@ def read_text(path: str, size: int = 4096) -> Optional[str]:
         os.close(fd)
 
 
+def read_all(path: str) -> Optional[str]:
+    """A /proc file of any length: seq_file files (/proc/<pid>/net/tcp) give
+    at most a page per read, so a single read of a busy host's socket table
+    stops after the first few dozen rows."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    chunks = []
+    try:
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
 def parse_stat_state(stat: str) -> Optional[str]:
     """The state letter of a /proc/<pid>/stat line. The name in parentheses
     may itself hold spaces and ')' ("(Executor task l)"), so the state is
@@ -94,14 +116,14 @@ def children(pid: int) -> list[int]:
     every common distribution's kernel); empty when unknown."""
     out: list[int] = []
     for tid in task_ids(pid) or []:
-        text = read_text(f"{PROC}/{pid}/task/{tid}/children", 65536)
+        text = read_all(f"{PROC}/{pid}/task/{tid}/children")
         if text:
             out += [int(c) for c in text.split() if c.isdigit()]
     return out
 
 
 def cmdline(pid: int, proc: str = PROC) -> Optional[list[str]]:
-    text = read_text(f"{proc}/{pid}/cmdline", 1 << 20)
+    text = read_all(f"{proc}/{pid}/cmdline")
     if text is None:
         return None
     return [arg for arg in text.split("\0") if arg]
