@@ -317,3 +317,19 @@ def test_listening_ports_are_found_past_the_first_page_of_the_socket_table():
     finally:
         for s in listeners:
             s.close()
+
+
+def test_a_driver_left_nameless_is_said_once_after_its_start_up_and_again_when_named(tmp_path, monkeypatch):
+    pid = 99_999_999  # no such pid in the real /proc, whose sockets listening_ports reads
+    fake_jvm(tmp_path, pid, DRIVER_ARGV, {pid: ("main", "S")})
+    now = [1000.0]
+    monkeypatch.setattr(jvms.time, "monotonic", lambda: now[0])
+    discovery = Discovery(str(tmp_path))
+    assert discovery.scan() == [] and discovery.messages == []  # starting up: UI and executors come later
+    now[0] += jvms.NAME_GRACE_S + 1
+    discovery.scan()
+    discovery.scan()
+    assert len(discovery.messages) == 1 and "application id not known" in discovery.messages[0]
+    monkeypatch.setattr(jvms, "resolve_driver", lambda jvm, executors: "local-1795459168141")
+    assert [j.app_id for j in discovery.scan()] == ["local-1795459168141"]
+    assert discovery.messages[-1] == f"driver pid {pid}: application local-1795459168141, sampled from now on"

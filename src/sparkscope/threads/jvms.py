@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -32,6 +33,7 @@ from sparkscope.threads import procfs
 SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 UI_TIMEOUT_S = 0.5
 UI_PORTS = range(4040, 4140)
+NAME_GRACE_S = 30.0
 TCP_LISTEN = "0A"
 
 
@@ -132,6 +134,7 @@ class Discovery:
         self.proc = proc
         self.known: dict[int, tuple[int, Optional[SparkJvm]]] = {}  # pid -> (start, jvm or not Spark)
         self.unresolved_said: set[tuple[int, int]] = set()
+        self.unresolved_since: dict[tuple[int, int], float] = {}
         self.messages: list[str] = []
 
     def scan(self) -> list[SparkJvm]:
@@ -169,10 +172,15 @@ class Discovery:
                     why = ("its sockets are not ours to read (another user's process): run the sampler as root "
                            "or as the user running Spark to sample drivers; executors are sampled all the same")
                 key = (jvm.pid, jvm.start)
-                if jvm.app_id is None and key not in self.unresolved_said:
+                since = self.unresolved_since.setdefault(key, time.monotonic())
+                # A driver is nameless for its first seconds (UI and executors start after it): say so
+                # only when it stays so.
+                if jvm.app_id is None and key not in self.unresolved_said and time.monotonic() - since > NAME_GRACE_S:
                     self.unresolved_said.add(key)
                     self.messages.append(f"driver pid {jvm.pid}: application id not known: {why}")
                 elif jvm.app_id is not None and key in self.unresolved_said:
                     self.messages.append(f"driver pid {jvm.pid}: application {jvm.app_id}, sampled from now on")
-        self.unresolved_said &= {(j.pid, j.start) for j in jvms}
+        alive = {(j.pid, j.start) for j in jvms}
+        self.unresolved_said &= alive
+        self.unresolved_since = {k: v for k, v in self.unresolved_since.items() if k in alive}
         return [j for j in jvms if j.app_id is not None]
