@@ -104,7 +104,7 @@ def tasks_row() -> Row:
               "cores means idle slots; one executor busy while the others idle is skew. SQL query regions "
               "are drawn here, on Task time by component and on the heap graph only, so that a run of a "
               "hundred queries leaves the other graphs readable. " + NEEDS_SINK,
-              [gauge("threadpool.activeTasks")], "none", decimals=1, annotated=True),
+              [gauge("threadpool.activeTasks")], "none", decimals=1, annotated=True, height=TASK_ROW_HEIGHT),
         _task_thread_states(),
         Panel("Executor CPU",
               "CPU used by each executor JVM, in cores (rate of JVMCPU jvmCpuTime): all threads, tasks, "
@@ -126,6 +126,11 @@ def tasks_row() -> Row:
     ])
 
 
+# Active tasks and the task thread states side by side, tall enough for the
+# states' six-line legend.
+TASK_ROW_HEIGHT = 10
+
+
 def _task_thread_states() -> Panel:
     return Panel(
         "Task threads: on CPU vs waiting",
@@ -142,7 +147,7 @@ def _task_thread_states() -> Panel:
         [task_threads("on_cpu", "on CPU"), task_threads("cpu_wait", "waiting for a CPU"),
          task_threads("io", "I/O: disk, FUSE, NFS"), task_threads("network", "network"),
          task_threads("lock", "lock or idle"), task_threads("other_wait", "other wait")],
-        "none", decimals=1, stacked=True, annotated=True)
+        "none", decimals=1, stacked=True, annotated=True, height=TASK_ROW_HEIGHT)
 
 
 def _task_thread_waits() -> Panel:
