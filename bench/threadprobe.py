@@ -15,6 +15,11 @@ The sampler runs as ./sparkscope up runs it (python -m sparkscope.threads,
 with and without kernel stacks.
 
     nice -n 5 .venv/bin/python bench/threadprobe.py --seconds 30
+    nice -n 5 .venv/bin/python bench/threadprobe.py --py-spy-only --seconds 20
+
+py-spy (PySpark workers, root only) is measured apart: its own CPU while
+it samples one busy Python process as the sampler runs it, and the work that
+process did with and without it.
 """
 
 from __future__ import annotations
@@ -122,12 +127,53 @@ def measure(url: str, seconds: int, kernel_stacks: bool, log: Path) -> tuple[flo
     return 100 * (c1 - c0) / (t1 - t0), DEFAULT_RATE_HZ * (t1 - t0)
 
 
+def py_spy_cost(seconds: int) -> None:
+    """py-spy as the sampler runs it on a PySpark worker (--nonblocking, raw
+    output, PY_SPY_RATE_HZ) against a Python process that computes the whole
+    time: py-spy's own CPU from its rusage, and the work the target did with
+    and without it (loop iterations per second of its CPU)."""
+    from sparkscope.threads.python_workers import PY_SPY_RATE_HZ
+    from sparkscope.threads.readiness import py_spy_path, why_no_py_spy
+    reason = why_no_py_spy()
+    if reason:
+        print(f"py-spy not measured: {reason}")
+        return
+    spin = ("import os, time\nend = time.time() + float(os.environ['SPIN_S'])\nn = 0\n"
+            "while time.time() < end:\n    n += sum(i * i for i in range(1000))\n"
+            "t = os.times()\nprint(n / (t.user + t.system))\n")
+
+    def target(with_spy: bool) -> tuple[float, float]:
+        proc = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True,
+                                env=dict(os.environ, SPIN_S=str(seconds + 2)))
+        spy_cpu = 0.0
+        if with_spy:
+            time.sleep(1)
+            spy = subprocess.Popen([py_spy_path(), "record", "--pid", str(proc.pid), "--nonblocking", "--format",
+                                    "raw", "--rate", str(PY_SPY_RATE_HZ), "--duration", str(seconds), "--output",
+                                    os.devnull], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _, _, usage = os.wait4(spy.pid, 0)
+            spy_cpu = 100 * (usage.ru_utime + usage.ru_stime) / seconds
+        work = float(proc.communicate()[0])
+        return work, spy_cpu
+
+    rows = [(False, *target(False)), (True, *target(True)), (True, *target(True)), (False, *target(False))]
+    off = [w for on, w, _ in rows if not on]
+    on = [w for on, w, _ in rows if on]
+    print(f"\npy-spy at {PY_SPY_RATE_HZ} Hz on one busy Python process, {seconds} s runs, ABBA: py-spy CPU "
+          f"{', '.join(f'{c:.2f} %' for o, _, c in rows if o)} of one core; the target's work per CPU-second "
+          f"with/without {sum(on) / len(on) / (sum(off) / len(off)):.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=30)
     parser.add_argument("--executors", default="1,2,4")
     parser.add_argument("--threads", default="100,200", help="threads started per JVM (the JVM adds its own)")
+    parser.add_argument("--py-spy-only", action="store_true", help="measure py-spy on a Python process alone")
     args = parser.parse_args()
+    if args.py_spy_only:
+        py_spy_cost(args.seconds)
+        return 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -162,6 +208,7 @@ def main() -> int:
         for path in work.iterdir():
             path.unlink()
         work.rmdir()
+    py_spy_cost(args.seconds)
     print(f"\n{Sink.lines} lines received by the sink; the sampler's own last reports:")
     for line in Sink.own[-3:]:
         print("  " + line)
