@@ -40,6 +40,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     if stack.name == "compose":
         print("Disks    block I/O latency probe (eBPF, privileged) is optional: "
               "docker compose --profile blockprobe up -d")
+        print("Threads  thread states of Spark JVMs (pid: host, privileged) are optional: "
+              "docker compose --profile threadprobe up -d")
     print("\nAttach Spark:  spark-submit --properties-file spark-conf/spark-defaults.conf ...")
     print("          or:  ./sparkscope conf --host <this host>   (prints --conf flags)")
     return 0
