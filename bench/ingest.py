@@ -9,12 +9,22 @@ loss (sent minus stored, by count), and the CPU and peak RSS of Telegraf and
 InfluxDB. The same load is then fed to InfluxDB's own [[graphite]] listener,
 so the cost of the Telegraf hop is a ratio measured in the same run.
 
+Telegraf runs as shipped: it stores only the metrics a panel or the report
+reads (SPARKSCOPE_UNREAD_METRICS=drop), so a point counts as lost when its
+measurement passes that filter (the globs of telegraf/telegraf.conf) and it
+is not stored; --unread pass keeps (and counts) everything. InfluxDB's own
+listener cannot filter and stores every line. The machine's CPU busy share
+(/proc/stat) and the sender's own CPU are printed too: on 2 cores the sender
+competes with what it measures. On loss, the error lines of the services'
+logs say which limit was hit.
+
     .venv/bin/python bench/ingest.py --executors 10,100,500,1000,2000
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import random
 import re
@@ -40,6 +50,39 @@ from support.sandbox import free_port, throwaway_stack  # noqa: E402
 NAMES_FILE = ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SETTLE_S = 5.0
+
+
+def kept_globs() -> list[str]:
+    """The measurements telegraf.conf's filter always stores (its first rule)."""
+    text = (ROOT / "telegraf" / "telegraf.conf").read_text()
+    block = re.search(r"\[\[processors\.filter\.rule\]\]\s*name = \[(.*?)\]", text, re.S).group(1)
+    return re.findall(r'"([^"]+)"', block)
+
+
+def stored_by_filter(path: str, unread: str) -> bool:
+    """Whether Telegraf stores this executor metric path (namespace.measurement...)."""
+    measurement = path.split(".", 1)[1]
+    return unread == "pass" or any(fnmatch.fnmatchcase(measurement, g) for g in kept_globs())
+
+
+def machine_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def log_errors(path: Path, since: int) -> list[str]:
+    """Distinct error lines (digits blanked) the service logged after byte `since`."""
+    if not path.exists():
+        return []
+    text = path.read_bytes()[since:].decode(errors="replace")
+    seen = {}
+    for line in text.splitlines():
+        if re.search(r"\b(E!|W!|error|err=|drop|exceed|full)", line, re.I):
+            key = re.sub(r"\d+", "#", line.split(" ", 1)[-1])[:160]
+            seen[key] = seen.get(key, 0) + 1
+    return [f"{n}x {k}" for k, n in seen.items()][:8]
 
 
 def executor_metric_paths() -> list[str]:
@@ -121,19 +164,28 @@ def wait_stored(url: str, db: str, app_id: str, expected: int, deadline_s: float
 
 
 def measure(label: str, address, url: str, db: str, pids: dict[str, int], executors: int,
-            period_s: float, periods: int, seed: int) -> dict:
+            period_s: float, periods: int, seed: int, unread: str, logs: dict[str, Path]) -> dict:
     app_id = f"app-{time.strftime('%Y%m%d%H%M%S')}-{executors:04d}"
     before = {n: cpu_seconds(p) for n, p in pids.items()}
+    log_sizes = {n: p.stat().st_size if p.exists() else 0 for n, p in logs.items()}
+    busy_before, self_before = machine_busy(), os.times()
     sent, elapsed = send_load(address, app_id, executors, period_s, periods, random.Random(seed))
+    sender_cpu = (os.times().user + os.times().system - self_before.user - self_before.system) / elapsed
     # CPU is read after a settle time for the last flush, before the counting
     # queries below add their own load.
     time.sleep(SETTLE_S)
     cpu = {n: (cpu_seconds(p) - before[n]) / (elapsed + SETTLE_S) for n, p in pids.items()}
-    stored = wait_stored(url, db, app_id, sent, deadline_s=120 + executors * 0.1)
+    busy_after = machine_busy()
+    busy = (busy_after[0] - busy_before[0]) / max(busy_after[1] - busy_before[1], 1)
+    kept_share = sum(stored_by_filter(p, unread) for p in executor_metric_paths()) / len(executor_metric_paths())
+    expected = round(sent * kept_share)
+    stored = wait_stored(url, db, app_id, expected, deadline_s=120 + executors * 0.1)
     return {
         "path": label, "executors": executors, "offered_pts_s": sent / (periods * period_s),
-        "sent": sent, "stored": stored, "lost": sent - stored,
-        "cpu": cpu, "rss": {n: rss_peak_mb(p) for n, p in pids.items()},
+        "stored_pts_s": stored / (periods * period_s),
+        "sent": sent, "expected": expected, "stored": stored, "lost": expected - stored,
+        "cpu": cpu, "rss": {n: rss_peak_mb(p) for n, p in pids.items()}, "busy": busy, "sender": sender_cpu,
+        "errors": {n: log_errors(p, log_sizes[n]) for n, p in logs.items()},
     }
 
 
@@ -179,8 +231,12 @@ def start_influx_graphite(state: Path) -> tuple[subprocess.Popen, int, int]:
 def print_row(r: dict) -> None:
     cpu = " ".join(f"{n} {v * 100:5.1f}%" for n, v in r["cpu"].items())
     rss = " ".join(f"{n} {v:6.0f} MB" for n, v in r["rss"].items())
-    print(f"{r['path']:18} {r['executors']:6d} {r['offered_pts_s']:10.0f} {r['sent']:9d} {r['stored']:9d} "
-          f"{r['lost']:6d}   cpu: {cpu}   peak rss: {rss}", flush=True)
+    print(f"{r['path']:18} {r['executors']:6d} {r['offered_pts_s']:10.0f} {r['stored_pts_s']:10.0f} {r['sent']:9d} "
+          f"{r['expected']:9d} {r['stored']:9d} {r['lost']:7d}   cpu: {cpu} sender {r['sender'] * 100:5.1f}% "
+          f"machine busy {r['busy'] * 100:3.0f}%   peak rss: {rss}   load {os.getloadavg()[0]:.1f}", flush=True)
+    for name, lines in r["errors"].items():
+        for line in lines:
+            print(f"    {name} log: {line}", flush=True)
 
 
 def main() -> int:
@@ -189,21 +245,32 @@ def main() -> int:
     parser.add_argument("--period", type=float, default=10.0, help="sink period in seconds (default 10)")
     parser.add_argument("--periods", type=int, default=3, help="reports per executor per scale (default 3)")
     parser.add_argument("--no-compare", action="store_true", help="skip InfluxDB's own [[graphite]] listener")
+    parser.add_argument("--only-compare", action="store_true", help="only InfluxDB's own [[graphite]] listener")
+    parser.add_argument("--unread", choices=("drop", "pass"), default="drop",
+                        help="SPARKSCOPE_UNREAD_METRICS of the Telegraf path (default drop, as shipped)")
     args = parser.parse_args()
     scales = [int(x) for x in args.executors.split(",")]
     print(f"{len(executor_metric_paths())} metrics per executor, period {args.period:g} s, "
           f"{args.periods} periods per scale; machine: {os.cpu_count()} cores", flush=True)
-    header = f"{'path':18} {'execs':>6} {'offered/s':>10} {'sent':>9} {'stored':>9} {'lost':>6}"
+    header = (f"{'path':18} {'execs':>6} {'offered/s':>10} {'stored/s':>10} {'sent':>9} {'expected':>9} "
+              f"{'stored':>9} {'lost':>7}")
+    print(f"Telegraf path: SPARKSCOPE_UNREAD_METRICS={args.unread}, "
+          f"{sum(stored_by_filter(p, args.unread) for p in executor_metric_paths())} metrics per executor stored",
+          flush=True)
+    print(header, flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-") as tmp:
-        with throwaway_stack(Path(tmp) / "stack", only=("influxdb", "telegraf")) as settings:
-            pids = {n: PidFile(settings.state_dir, n).running_pid() for n in ("telegraf", "influxdb")}
-            print(header, flush=True)
-            for n in scales:
-                r = measure("telegraf->influxdb", (settings.graphite_host, settings.graphite_port),
-                            settings.influx_url, settings.database, pids, n, args.period, args.periods, n)
-                print_row(r)
-                results.append(r)
+        if not args.only_compare:
+            with throwaway_stack(Path(tmp) / "stack", only=("influxdb", "telegraf"),
+                                 unread_metrics=args.unread) as settings:
+                pids = {n: PidFile(settings.state_dir, n).running_pid() for n in ("telegraf", "influxdb")}
+                logs = {n: settings.state_dir / "logs" / f"{n}.log" for n in pids}
+                for n in scales:
+                    r = measure("telegraf->influxdb", (settings.graphite_host, settings.graphite_port),
+                                settings.influx_url, settings.database, pids, n, args.period, args.periods, n,
+                                args.unread, logs)
+                    print_row(r)
+                    results.append(r)
         if not args.no_compare:
             state = Path(tmp) / "influx-graphite"
             state.mkdir()
@@ -211,7 +278,8 @@ def main() -> int:
             try:
                 for n in scales:
                     r = measure("influxdb[[graphite]]", ("127.0.0.1", graphite_port), f"http://127.0.0.1:{http_port}",
-                                "spark", {"influxdb": proc.pid}, n, args.period, args.periods, n)
+                                "spark", {"influxdb": proc.pid}, n, args.period, args.periods, n, "pass",
+                                {"influxdb": state / "influxd.log"})
                     print_row(r)
                     results.append(r)
             finally:

@@ -57,7 +57,11 @@ GRAFANA_BUILD_ERROR: list[str] = []
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Stack:
-    settings = isolated_settings(tmp_path_factory.mktemp("state"))
+    # Every metric Spark sends is kept (SPARKSCOPE_UNREAD_METRICS=pass): the
+    # suite checks the path end to end, every line sent stored (test_faults) and
+    # every name's schema (test_graphite_templates); what the shipped filter
+    # keeps is proven apart, against every query (test_metric_filter.py).
+    settings = isolated_settings(tmp_path_factory.mktemp("state"), unread_metrics="pass")
     grafana: Grafana | None = None
     try:
         ensure_grafana_with_ui(settings.cache_dir)

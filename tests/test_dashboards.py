@@ -39,7 +39,7 @@ def selects(query: str) -> list[tuple[str, str]]:
     """(select list, source) of every SELECT reading a measurement directly:
     a SELECT over a subquery has no source of its own."""
     out = []
-    for match in re.finditer(r"SELECT (.*?) FROM (\"[^\"]+\"|/(?:[^/\\]|\\.)+/|\()", query):
+    for match in re.finditer(r"SELECT (.*?) FROM (?:\"[^\"]+\"\.)?(\"[^\"]+\"|/(?:[^/\\]|\\.)+/|\()", query):
         if match.group(2) != "(":
             out.append((match.group(1), match.group(2)))
     return out
@@ -184,9 +184,10 @@ def grafana(stack):
 
 def ui_variables(run) -> dict[str, str]:
     """What the UI substitutes with Prefix=All, Application=this run, Executor=All, Device=All, Interval=auto
-    (10 s at the least); substitute() uses only those the dashboard defines."""
+    (10 s at the least), and the raw samples that the hidden $rp and $mean_field pick for a
+    range of minutes; substitute() uses only those the dashboard defines."""
     return {"username": ".*", "applicationid": run.app_id, "executorid": ".*", "interval": "10s",
-            "device": WHOLE_DISKS}
+            "device": WHOLE_DISKS, "rp": "sparkscope", "mean_field": "value"}
 
 
 def run_window(run) -> tuple[int, int]:
@@ -297,7 +298,8 @@ def test_variable_queries_offer_this_run_and_its_executors(grafana, metrics_run,
         values = {row.get("value") or row.get("Value") for row in frame_rows(frames)}
         values |= {v for f in frames for column in f["data"]["values"][1:] for v in column}
         wanted = {"username": {"spark"}, "applicationid": {metrics_run.app_id},
-                  "executorid": {"0", "1", "driver"}, "device": busy_whole_disks()}[variable["name"]]
+                  "executorid": {"0", "1", "driver"}, "device": busy_whole_disks(),
+                  "rp": {"sparkscope"}, "mean_field": {"value"}}[variable["name"]]
         assert wanted <= values, f"variable {variable['name']}: {values}"
 
 

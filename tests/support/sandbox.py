@@ -35,7 +35,8 @@ def free_port(pair_offset: int | None = None) -> int:
     raise RuntimeError("no free port pair on 127.0.0.1")
 
 
-def isolated_settings(state_dir: Path) -> Settings:
+def isolated_settings(state_dir: Path, unread_metrics: str = "drop") -> Settings:
+    """unread_metrics: SPARKSCOPE_UNREAD_METRICS, drop (the shipped default) or pass."""
     env = {
         "GRAFANA_ADMIN_USER": "admin",
         "GRAFANA_ADMIN_PASSWORD": "test-" + secrets.token_hex(8),
@@ -48,6 +49,7 @@ def isolated_settings(state_dir: Path) -> Settings:
         "SPARKSCOPE_DB": "spark",
         "SPARKSCOPE_RETENTION": "7d",
         "SPARKSCOPE_STATE_DIR": str(state_dir),
+        "SPARKSCOPE_UNREAD_METRICS": unread_metrics,
     }
     if os.environ.get("SPARKSCOPE_CACHE_DIR"):
         env["SPARKSCOPE_CACHE_DIR"] = os.environ["SPARKSCOPE_CACHE_DIR"]
@@ -67,8 +69,9 @@ def settings_environ(settings) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def throwaway_stack(state_dir: Path, only: tuple[str, ...] = SERVICE_NAMES) -> Iterator[Settings]:
-    settings = isolated_settings(state_dir)
+def throwaway_stack(state_dir: Path, only: tuple[str, ...] = SERVICE_NAMES,
+                    unread_metrics: str = "drop") -> Iterator[Settings]:
+    settings = isolated_settings(state_dir, unread_metrics)
     backend = NativeBackend(settings)
     try:
         backend.up(only=only, progress=quiet)

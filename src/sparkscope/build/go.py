@@ -33,6 +33,7 @@ TELEGRAF_PLUGINS = (
     "inputs.kernel",
     "inputs.net",
     "processors.starlark",
+    "processors.filter",
     "outputs.influxdb",
     "parsers.graphite",
     "parsers.influx",

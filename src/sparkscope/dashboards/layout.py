@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sparkscope.dashboards.queries import APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, source
+from sparkscope.stack.rollups import META_POLICY, RESOLUTION_MEASUREMENT
 
 SCHEMA_VERSION = 38
 GRID_COLUMNS = 24  # a dashboard row is 24 units wide
@@ -144,8 +145,19 @@ def _variable(name: str, label: str, query: str, **extra: Any) -> dict[str, Any]
             "includeAll": False, "current": {}, "options": [], "hide": 0, **extra}
 
 
+def _resolution(column: str, name: str, description: str) -> dict[str, Any]:
+    """A hidden variable from stack/rollups.py's lookup: the coarsest level whose
+    range covers the time range: raw up to 2 h, minutes up to 4 h, then 10 minutes."""
+    query = (f'SELECT "{column}" FROM "{META_POLICY}"."{RESOLUTION_MEASUREMENT}" '
+             'WHERE "up_to_ms" >= ${__to} - ${__from} LIMIT 1')
+    return _variable(name, name, query, hide=2, sort=SORT_AS_QUERIED, description=description)
+
+
 def _variables(with_executors: bool) -> list[dict[str, Any]]:
     out = [
+        _resolution("rp", "rp", "Retention policy the Spark panels read for this time range: raw samples, or "
+                                "per-minute or per-10-minute rollups of them (highest value and mean)."),
+        _resolution("mean_field", "mean_field", "The field holding each interval's mean at that resolution."),
         _variable("username", "Prefix",
                   'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "username"',
                   multi=True, includeAll=True, allValue=".*",
@@ -156,6 +168,9 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
         # arrived: ids alone do not sort by time (YARN's sequence numbers,
         # Kubernetes' hex ids, local vs standalone ids). The default is the
         # first, so the dashboard opens on the run that started last.
+        # Raw samples, not $rp: in a rollup, runs that started in the same
+        # bucket share a time and the outer SELECT keeps one of them (a 6 h
+        # range of 10-minute points listed 36 of 359 runs).
         _variable("applicationid", "Application",
                   'SELECT "applicationid", "first" FROM (SELECT first("value") FROM "JVMHeapMemory" '
                   'WHERE "username" =~ /^$username$/ AND $timeFilter GROUP BY "applicationid") '

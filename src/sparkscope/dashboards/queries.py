@@ -24,6 +24,14 @@ COUNTER_MEASUREMENTS = {
 # Hadoop FileSystem statistics: Dropwizard gauges whose value only grows.
 COUNTER_PATTERNS = ("filesystem.",)
 
+# Spark's metrics are read at the resolution the time range needs: raw samples
+# or a per-minute or per-10-minute rollup (stack/rollups.py), picked by the
+# hidden variables $rp and $mean_field (layout.py). A rollup keeps each
+# interval's highest value as "value", so max("value") reads the same from
+# any of them, and its mean as $mean_field.
+ROLLED = '"$rp".'
+MEAN_FIELD = '"$mean_field"'
+
 APP = '"applicationid" =~ /^$applicationid$/'
 EXECUTORS = f'{APP} AND "executorid" =~ /^$executorid$/'
 NOT_DRIVER = f"{APP} AND \"executorid\" != 'driver'"
@@ -48,14 +56,15 @@ def is_counter(measurement: str) -> bool:
 def gauge(measurement: str, alias: str = "$tag_executorid", agg: str = "mean",
           where: str = EXECUTORS) -> dict[str, Any]:
     """A gauge per executor: mean (or max) of each interval."""
-    return target(f'SELECT {agg}("value") FROM {source(measurement)} WHERE {where} AND $timeFilter '
+    field = MEAN_FIELD if agg == "mean" else '"value"'
+    return target(f'SELECT {agg}({field}) FROM {ROLLED}{source(measurement)} WHERE {where} AND $timeFilter '
                    f'GROUP BY time($interval), "executorid" fill(none)', alias)
 
 
 def rate(measurement: str, alias: str = "$tag_executorid", per: str = "1s", scale: str = "",
          where: str = EXECUTORS) -> dict[str, Any]:
     """A counter per executor as a rate: its increase per `per`, times `scale`."""
-    return target(f'SELECT non_negative_derivative(max("value"), {per}){scale} FROM {source(measurement)} '
+    return target(f'SELECT non_negative_derivative(max("value"), {per}){scale} FROM {ROLLED}{source(measurement)} '
                    f'WHERE {where} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)',
                    alias)
 
@@ -63,7 +72,7 @@ def rate(measurement: str, alias: str = "$tag_executorid", per: str = "1s", scal
 def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
                 where: str = EXECUTORS) -> dict[str, Any]:
     """A counter's rate summed over the selected executors."""
-    inner = (f'SELECT non_negative_derivative(max("value"), {per}){scale} AS "r" FROM {source(measurement)} '
+    inner = (f'SELECT non_negative_derivative(max("value"), {per}){scale} AS "r" FROM {ROLLED}{source(measurement)} '
              f'WHERE {where} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)')
     return target(f'SELECT sum("r") FROM ({inner}) WHERE $timeFilter GROUP BY time($interval) fill(none)',
                    alias)
@@ -74,13 +83,13 @@ def total(measurement: str, alias: str, where: str = APP, scale: str = "") -> di
     value, summed. Counters start at 0 when an executor starts. The driver
     is not left out: it has the executor source only in local mode, where
     it is the one executor."""
-    inner = (f'SELECT max("value"){scale} AS "v" FROM {source(measurement)} WHERE {where} AND $timeFilter '
+    inner = (f'SELECT max("value"){scale} AS "v" FROM {ROLLED}{source(measurement)} WHERE {where} AND $timeFilter '
              'GROUP BY "executorid"')
     return target(f'SELECT sum("v") FROM ({inner})', alias)
 
 
 def peak(measurement: str, alias: str, where: str = NOT_DRIVER) -> dict[str, Any]:
-    return target(f'SELECT max("value") FROM {source(measurement)} WHERE {where} AND $timeFilter', alias)
+    return target(f'SELECT max("value") FROM {ROLLED}{source(measurement)} WHERE {where} AND $timeFilter', alias)
 
 
 def peaks_executors_and_driver(measurement: str, what: str) -> list[dict[str, Any]]:
@@ -103,7 +112,7 @@ def per_executor_peak(measurement: str, column: str) -> dict[str, Any]:
     """One table column: each executor's highest value. sum() of the single
     maximum gives every column the same time, so a merge joins them by
     executor."""
-    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {APP} AND $timeFilter '
+    inner = (f'SELECT max("value") AS "v" FROM {ROLLED}{source(measurement)} WHERE {APP} AND $timeFilter '
              'GROUP BY "executorid"')
     made = target(f'SELECT sum("v") AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"
@@ -202,7 +211,7 @@ def annotator_fields(measurement: str, columns: list[tuple[str, str]]) -> dict[s
 def per_executor_peak_scaled(measurement: str, column: str, expression: str) -> dict[str, Any]:
     """Like per_executor_peak, with each executor's highest value put through
     an InfluxQL expression of "v" (e.g. the unified pool from the heap)."""
-    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {APP} AND $timeFilter '
+    inner = (f'SELECT max("value") AS "v" FROM {ROLLED}{source(measurement)} WHERE {APP} AND $timeFilter '
              'GROUP BY "executorid"')
     made = target(f'SELECT {expression} AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"

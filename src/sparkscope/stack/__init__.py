@@ -25,7 +25,7 @@ from typing import Callable, Optional
 
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
-from sparkscope.stack import influx
+from sparkscope.stack import influx, rollups
 from sparkscope.stack.influx_storage import human_size, influx_write_problem
 from sparkscope.stack.settings import Settings
 
@@ -153,6 +153,7 @@ class Backend:
                 self._wait_healthy(name, started)
                 if name == "influxdb":
                     influx.ensure_database(settings.influx_url, settings.database, settings.retention)
+                    rollups.ensure_rollups(settings.influx_url, settings.database, settings.retention)
                 progress(f"{name:9} up in {time.monotonic() - started:4.1f} s  {labels.get(name, '')}  "
                          f"{checks[name][1]}")
 

@@ -42,6 +42,7 @@ def compose_env(settings: Settings) -> dict[str, str]:
         "INFLUXDB_PORT": str(settings.influxdb_port), "GRAPHITE_BIND": settings.graphite_bind,
         "GRAPHITE_PORT": str(settings.graphite_port), "EVENTS_PORT": str(settings.events_port),
         "SPARKSCOPE_DB": settings.database, "SPARKSCOPE_RETENTION": settings.retention,
+        "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
     }
 
 

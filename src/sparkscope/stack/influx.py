@@ -111,8 +111,9 @@ def query(base_url: str, statement: str, database: str | None = None, epoch: str
     return first.get("series", [])
 
 
-def write(base_url: str, database: str, lines: str, precision: str = "s") -> None:
-    url = f"{base_url}/write?" + urllib.parse.urlencode({"db": database, "precision": precision})
+def write(base_url: str, database: str, lines: str, precision: str = "s", policy: str | None = None) -> None:
+    params = {"db": database, "precision": precision, **({"rp": policy} if policy else {})}
+    url = f"{base_url}/write?" + urllib.parse.urlencode(params)
     status, raw = _request(url, data=lines.encode())
     if status != 204:
         try:

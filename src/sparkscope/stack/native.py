@@ -87,6 +87,7 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
         **_base_env(),
         "INFLUX_URL": settings.influx_url,
         "SPARKSCOPE_DB": settings.database,
+        "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
         "GRAPHITE_LISTEN": f"{settings.graphite_bind}:{settings.graphite_port}",
         "EVENTS_LISTEN": f"{settings.graphite_bind}:{settings.events_port}",
     })

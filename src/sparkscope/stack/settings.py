@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PLACEHOLDER_PASSWORD = "change-me"
 _RETENTION = re.compile(r"^(INF|(\d+(ns|u|µ|ms|s|m|h|d|w))+)$")
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
+UNREAD_METRICS_ACTIONS = ("drop", "pass")  # Telegraf's processors.filter actions
 
 
 class SettingsError(SparkscopeError):
@@ -60,6 +61,7 @@ class Settings:
     events_port: int
     database: str
     retention: str
+    unread_metrics: str  # drop | pass: Spark metrics no panel or report reads (telegraf.conf)
 
     @property
     def influx_url(self) -> str:
@@ -109,6 +111,10 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         raise SettingsError(
             f"SPARKSCOPE_RETENTION={retention!r} is not an InfluxQL duration (e.g. 7d, 30d, 52w, INF)"
         )
+    unread = values.get("SPARKSCOPE_UNREAD_METRICS", "drop")
+    if unread not in UNREAD_METRICS_ACTIONS:
+        raise SettingsError(f"SPARKSCOPE_UNREAD_METRICS={unread!r}: use drop (store what the dashboards and "
+                            f"report read) or pass (keep every metric Spark sends)")
     cache_default = Path(env.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sparkscope"
     return Settings(
         root=root,
@@ -124,6 +130,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         events_port=_port(values, "EVENTS_PORT"),
         database=database,
         retention=retention,
+        unread_metrics=unread,
     )
 
 

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Dashboard latency over long windows: every panel of both dashboards over 6
+and 24 hours of a large application, among many stored applications.
+
+Data, written back-dated straight to InfluxDB's HTTP write API in big batches
+(Telegraf would take hours to replay a day), stored as Telegraf stores it
+(same measurements, tags and default policy), only the measurements the
+shipped Telegraf filter keeps (what the dashboards and report read):
+
+- one application of --executors executors plus a driver, each reporting
+  every --period seconds: raw samples for the last --raw-hours, and before
+  that, back to the longest window, per-minute rollup points in the form the
+  continuous query writes (highest value and mean of the minute); the
+  dashboards read raw samples only for ranges up to 2 h, so a 6 or 24 h
+  window reads rollups whatever --raw-hours is;
+- the raw window is then rolled up by the continuous queries' own SELECT
+  statements (stack/rollups.py), and the 10-minute level from the minute one;
+- --apps further applications (2 executors and a driver, 2 minutes each,
+  heap only, with the annotator's application, query, job and stage points),
+  spread over the longest window, for the picker and annotation queries.
+
+Then, per window, the hidden $rp/$mean_field are resolved through Grafana as
+the browser does, $interval is Grafana's auto interval (range / 200, rounded
+as Grafana rounds), and each panel's queries run together through
+/api/ds/query: one warm-up, then --repeat timed requests. Printed: p50/p95 per
+panel, and the whole dashboard (all panels one after another, median); with
+--compare-raw also the same panels reading raw samples ($rp forced to the
+raw policy) over the raw window.
+
+    .venv/bin/python bench/long_window.py --executors 500 --windows 6,24
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from dashboard_latency import p95, panels, recorded_paths  # noqa: E402
+from ingest import cpu_seconds, stored_by_filter  # noqa: E402
+from sparkscope.dashboards.queries import is_counter  # noqa: E402
+from sparkscope.stack import influx, rollups  # noqa: E402
+from sparkscope.stack.native import PidFile  # noqa: E402
+from support.grafana_api import Grafana, frame_rows, substitute  # noqa: E402
+from support.sandbox import throwaway_stack  # noqa: E402
+
+HOUR = 3600
+# Grafana's rounding of an auto interval (rangeutil.roundInterval), in ms.
+ROUND = [(15_000, 10_000), (35_000, 20_000), (75_000, 30_000), (210_000, 60_000), (450_000, 300_000),
+         (750_000, 600_000), (1_050_000, 900_000), (1_500_000, 1_200_000), (2_700_000, 1_800_000),
+         (7_200_000, 3_600_000)]
+
+
+def auto_interval_ms(range_ms: int, count: int = 200, minimum_ms: int = 10_000) -> int:
+    raw = range_ms / count
+    for below, rounded in ROUND:
+        if raw < below:
+            return max(rounded, minimum_ms)
+    return max(10_800_000, minimum_ms)
+
+
+class Writer:
+    """Line protocol to /write in batches; retries while InfluxDB sheds load."""
+
+    def __init__(self, url: str, db: str, batch: int = 50_000):
+        self.url, self.db, self.batch = url, db, batch
+        self.lines: list[str] = []
+        self.count = 0
+
+    def add(self, line: str, policy: str | None = None) -> None:
+        self.lines.append(line)
+        if len(self.lines) >= self.batch:
+            self.flush(policy)
+
+    def flush(self, policy: str | None = None) -> None:
+        if not self.lines:
+            return
+        body = ("\n".join(self.lines)).encode()
+        query = f"db={self.db}&precision=s" + (f"&rp={policy}" if policy else "")
+        for attempt in range(60):
+            try:
+                req = urllib.request.Request(f"{self.url}/write?{query}", data=body, method="POST")
+                with urllib.request.urlopen(req, timeout=120):
+                    break
+            except OSError as err:  # cache full, timeout: let it snapshot
+                if attempt == 59:
+                    raise
+                print(f"    write retry ({err})", flush=True)
+                time.sleep(2)
+        self.count += len(self.lines)
+        self.lines = []
+
+
+def jvm_paths() -> dict[str, list[tuple[str, str, bool]]]:
+    """Per JVM kind: (namespace, measurement, is counter) of what Telegraf keeps."""
+    out = {}
+    for kind, recorded in (("executor", "1"), ("driver", "driver")):
+        out[kind] = [(p.split(".", 1)[0], p.split(".", 1)[1], is_counter(p.split(".", 1)[1]))
+                     for p in recorded_paths(recorded) if stored_by_filter(p, "drop")]
+    return out
+
+
+def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, total_s: int, now: int) -> None:
+    paths = jvm_paths()
+    jvms = [(str(i), paths["executor"]) for i in range(executors)] + [("driver", paths["driver"])]
+    rng = random.Random(7)
+    base = {(e, m): rng.randrange(1 << 28) for e, ps in jvms for _, m, _ in ps}
+    keys = {(e, m): f"{m},applicationid={app},executorid={e},host=bench,namespace={ns},username=spark"
+            for e, ps in jvms for ns, m, _ in ps}
+    counters = {(e, m) for e, ps in jvms for _, m, c in ps if c}
+
+    def value(key, step: int) -> int:
+        if key in counters:
+            return base[key] // 1000 + step * 3000
+        return base[key] + ((step * 7919 + base[key]) % 997) * 100_000
+
+    # Older part: per-minute rollup points, as the continuous query writes them.
+    start, raw_start = now - total_s, now - raw_s
+    began = time.monotonic()
+    for minute in range(start // 60 * 60, raw_start // 60 * 60, 60):
+        first, last = minute // period, (minute + 60) // period - 1
+        for key, series in keys.items():
+            # A minute's samples rise or wander; their highest and mean are
+            # near its first and last (the exact values do not matter here).
+            a, b = value(key, first), value(key, last)
+            w.add(f"{series} value={max(a, b)},mean={(a + b) / 2:.1f} {minute}", "sparkscope_1m")
+    w.flush("sparkscope_1m")
+    print(f"  rollup points for {(raw_start - start) / HOUR:.0f} h: {w.count:,} "
+          f"({w.count / max(time.monotonic() - began, 1e-9):,.0f}/s)", flush=True)
+    written, began = w.count, time.monotonic()
+    for t in range(raw_start // period * period, now, period):
+        step = t // period
+        for key, series in keys.items():
+            w.add(f"{series} value={value(key, step)} {t}")
+        if (t - raw_start) % 1800 < period:
+            print(f"  raw samples to {(t - raw_start) / HOUR:4.1f} h: {w.count - written:,} "
+                  f"({(w.count - written) / max(time.monotonic() - began, 1e-9):,.0f}/s)", flush=True)
+    w.flush()
+
+
+def write_many_apps(w: Writer, apps: int, total_s: int, now: int) -> None:
+    """Small runs spread over the window: heap samples and annotator events."""
+    for n in range(apps):
+        start = now - total_s + int(n * total_s / apps)
+        app = f"app-{time.strftime('%Y%m%d%H%M%S', time.gmtime(start))}-{n:05d}"
+        for e in ("0", "1", "driver"):
+            for t in range(start, start + 120, 10):
+                w.add(f"JVMHeapMemory,applicationid={app},executorid={e},host=bench,namespace=ExecutorMetrics,"
+                      f"username=spark value={100_000_000 + t % 977} {t}")
+        end_ms = (start + 120) * 1000
+        w.add(f'sparkscope_application,applicationid={app},status=FINISHED app_name="job {n}",spark_user="u",'
+              f'spark_version="3.5.9",duration_ms=120000i,end_time_ms={end_ms}i,text="job {n}" {start}')
+        for kind, count in (("query", 5), ("job", 10), ("stage", 20)):
+            for k in range(count):
+                at = start + k * 100 // count
+                tags = f"applicationid={app},status=SUCCEEDED" + (",straggler=false" if kind == "stage" else "")
+                w.add(f'sparkscope_{kind},{tags} text="{kind} {k}",end_time_ms={(at + 5) * 1000}i,'
+                      f'duration_ms=5000i,{kind}_id={k}i {at}')
+    w.flush()
+
+
+def disk_bytes(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
+
+
+def wait_quiet(pid: int, limit_s: float = 180) -> float:
+    """Wait until InfluxDB's compactions settle (under 10 % of a core over 5 s)."""
+    began = time.monotonic()
+    while time.monotonic() - began < limit_s:
+        before = cpu_seconds(pid)
+        time.sleep(5)
+        if (cpu_seconds(pid) - before) / 5 < 0.10:
+            break
+    return time.monotonic() - began
+
+
+def resolve(grafana: Grafana, board: dict, from_ms: int, to_ms: int) -> dict[str, str]:
+    """$rp and $mean_field as Grafana resolves them for this range."""
+    out = {}
+    for v in board["templating"]["list"]:
+        if v["name"] in ("rp", "mean_field"):
+            target = {"refId": "A", "datasource": v["datasource"], "rawQuery": True, "resultFormat": "table",
+                      "query": substitute(v["query"], board, {}, from_ms, to_ms)}
+            frames = grafana.query([target], str(from_ms), str(to_ms))["A"]
+            out[v["name"]] = next(str(x) for f in frames for col in f["data"]["values"][1:] for x in col)
+    return out
+
+
+def time_board(grafana: Grafana, board: dict, variables: dict[str, str], from_ms: int, to_ms: int,
+               interval_ms: int, repeat: int) -> list[tuple[str, list[float]]]:
+    out = []
+    for panel in panels(board):
+        targets = [dict(t, query=substitute(t["query"], board, variables, from_ms, to_ms)) if "query" in t
+                   else dict(t) for t in panel["targets"]]
+        for t in targets:
+            t.update(intervalMs=interval_ms, maxDataPoints=1200)
+        grafana.query(targets, str(from_ms), str(to_ms))  # warm-up
+        times = []
+        for _ in range(repeat):
+            began = time.perf_counter()
+            grafana.query(targets, str(from_ms), str(to_ms))
+            times.append(time.perf_counter() - began)
+        out.append((panel["title"], times))
+    return out
+
+
+def time_annotations(grafana: Grafana, board: dict, variables: dict[str, str], from_ms: int, to_ms: int,
+                     repeat: int) -> list[tuple[str, list[float]]]:
+    out = []
+    for a in board["annotations"]["list"]:
+        target = dict(a["target"], refId="A", datasource=a["datasource"],
+                      query=substitute(a["target"]["query"], board, variables, from_ms, to_ms))
+        grafana.query([target], str(from_ms), str(to_ms))
+        times = []
+        for _ in range(repeat):
+            began = time.perf_counter()
+            grafana.query([target], str(from_ms), str(to_ms))
+            times.append(time.perf_counter() - began)
+        out.append((f"annotation: {a['name']}", times))
+    return out
+
+
+def time_picker(grafana: Grafana, board: dict, variables: dict[str, str], from_ms: int, to_ms: int,
+                repeat: int) -> tuple[list[float], int]:
+    v = next(v for v in board["templating"]["list"] if v["name"] == "applicationid")
+    target = {"refId": "A", "datasource": v["datasource"], "rawQuery": True, "resultFormat": "table",
+              "query": substitute(v["query"], board, variables, from_ms, to_ms)}
+    apps = len(frame_rows(grafana.query([target], str(from_ms), str(to_ms))["A"]))
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        grafana.query([target], str(from_ms), str(to_ms))
+        times.append(time.perf_counter() - began)
+    return times, apps
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--executors", type=int, default=500)
+    parser.add_argument("--windows", default="6,24", help="hours, comma list")
+    parser.add_argument("--raw-hours", type=float, default=6.0, help="raw samples for this many hours back")
+    parser.add_argument("--period", type=int, default=10, help="sink period of the simulated app, s")
+    parser.add_argument("--apps", type=int, default=10_000, help="further small applications stored")
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--compare-raw", action="store_true", help="also time the panels on raw samples")
+    parser.add_argument("--interval-counts", default="200",
+                        help="points per series the auto interval aims at (the dashboards' auto_count is 200); "
+                             "a comma list times each, side by side on the same data")
+    args = parser.parse_args()
+    windows = [float(x) for x in args.windows.split(",")]
+    total_s, raw_s = int(max(windows) * HOUR), int(args.raw_hours * HOUR)
+    boards = {p.name: json.loads(p.read_text()) for p in sorted((ROOT / "dashboards").glob("*.json"))}
+    print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="sparkscope-bench-long-") as tmp, \
+            throwaway_stack(Path(tmp)) as settings:
+        url, db = settings.influx_url, settings.database
+        grafana = Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password)
+        influx_pid = PidFile(settings.state_dir, "influxdb").running_pid()
+        now = int(time.time()) // 60 * 60 - 60  # a whole minute, already past
+        app = f"app-{time.strftime('%Y%m%d%H%M%S', time.gmtime(now - total_s))}-9999"
+        began = time.monotonic()
+        w = Writer(url, db)
+        print(f"writing {args.executors} executors + driver, {max(windows):g} h as {app}", flush=True)
+        write_big_app(w, app, args.executors, args.period, raw_s, total_s, now)
+        write_many_apps(w, args.apps, total_s, now)
+        print(f"wrote {w.count:,} points in {time.monotonic() - began:.0f} s", flush=True)
+        began = time.monotonic()
+        for level in rollups.LEVELS[1:]:
+            # In windows the server's query timeout (60 s) allows on a busy machine.
+            # The small applications' raw heap spans the whole window.
+            start = now - total_s
+            step = 600 if level.source == rollups.RAW_POLICY else 7200
+            written = 0
+            for chunk in range(start // step * step, now + 60, step):
+                result = influx.query(url, rollups.backfill_statement(db, level, chunk * 1000,
+                                                                      min(chunk + step, now + 60) * 1000),
+                                      db, timeout=120)
+                written += result[0]["values"][0][1] if result else 0
+            print(f"  {level.policy}: {written:,} points written by its continuous query's SELECT", flush=True)
+        print(f"rolled up in {time.monotonic() - began:.0f} s; InfluxDB settled after "
+              f"{wait_quiet(influx_pid):.0f} s; series {influx.database_stats(url, db).series:,}", flush=True)
+        base = settings.state_dir / "influxdb"
+        print(f"on disk: data {disk_bytes(base / 'data') / 1e6:,.0f} MB, WAL {disk_bytes(base / 'wal') / 1e6:,.0f} MB "
+              f"for {w.count:,} points written (rollups computed by InfluxDB not counted)", flush=True)
+
+        rows = []
+        for hours in windows:
+            to_ms = (now + 60) * 1000
+            from_ms = to_ms - int(hours * HOUR * 1000)
+            arms = [(f"rollup/{count}", None, count) for count in map(int, args.interval_counts.split(","))]
+            if args.compare_raw and hours <= args.raw_hours:
+                arms.append(("raw/200", "sparkscope", 200))
+            for arm, forced, count in arms:
+                interval = auto_interval_ms(to_ms - from_ms, count)
+                for name, board in boards.items():
+                    picked = resolve(grafana, board, from_ms, to_ms)
+                    if forced:
+                        picked = {"rp": forced, "mean_field": "value"}
+                    variables = {"username": ".*", "applicationid": app, "executorid": ".*",
+                                 "interval": f"{interval // 1000}s", "device": ".*", **picked}
+                    print(f"\n{hours:g} h, {arm}: {name}: rp={picked['rp']} interval={interval // 1000}s "
+                          f"load {os.getloadavg()[0]:.1f}", flush=True)
+                    timed = time_board(grafana, board, variables, from_ms, to_ms, interval, args.repeat)
+                    timed += time_annotations(grafana, board, variables, from_ms, to_ms, args.repeat)
+                    picker, apps = time_picker(grafana, board, variables, from_ms, to_ms, args.repeat)
+                    timed.append((f"application picker ({apps:,} runs)", picker))
+                    whole = sum(statistics.median(t) for title, t in timed if not title.startswith(("annotation",
+                                                                                                   "application")))
+                    for title, t in sorted(timed, key=lambda x: -statistics.median(x[1])):
+                        print(f"  {title[:52]:<52} p50 {statistics.median(t) * 1000:7.0f} ms  "
+                              f"p95 {p95(t) * 1000:7.0f} ms", flush=True)
+                    print(f"  {'whole dashboard, panels one after another':<52} p50 {whole * 1000:7.0f} ms",
+                          flush=True)
+                    rows.append((hours, arm, name, timed, whole))
+        print("\nslowest panel per window and dashboard (p95):")
+        for hours, arm, name, timed, whole in rows:
+            title, t = max(timed, key=lambda x: p95(x[1]))
+            print(f"  {hours:4g} h {arm:10} {name:26} {title[:40]:<40} p95 {p95(t) * 1000:6.0f} ms  "
+                  f"whole p50 {whole * 1000:6.0f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""Downsampled copies of the Spark metrics, so that a long time range reads
+minutes, not every 5 s sample: InfluxDB continuous queries write each
+measurement's per-minute (and per-10-minute) highest and mean value into
+retention policies of their own, and the dashboards pick the resolution for
+the time range from a small lookup measurement (variables $rp and
+$mean_field, see dashboards/layout.py).
+
+The highest value is stored as "value", so every query that reads max("value")
+(memory peaks, counters through non_negative_derivative(max)) reads the same
+numbers from a rollup as from the raw samples, and a one-sample memory spike
+survives; the mean is stored as "mean" for gauges read as a mean (active
+tasks). Created by `./sparkscope up` for both backends, idempotently: an
+existing policy or query is left alone when it matches and replaced when not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparkscope.stack import influx
+
+RAW_POLICY = "sparkscope"  # the database's default policy (influx.database_statements)
+META_POLICY = "sparkscope_meta"  # the resolution lookup: three points, kept forever
+RESOLUTION_MEASUREMENT = "sparkscope_resolution"
+
+
+@dataclass(frozen=True)
+class Level:
+    policy: str
+    mean_field: str  # the field holding the interval's mean
+    up_to_ms: int  # the longest time range this level serves
+    every: str = ""  # rollups: bucket size
+    source: str = ""  # rollups: the policy it is computed from
+    source_mean: str = ""  # rollups: the mean field of the source
+    # rollups: how far back each run recomputes, for points that arrive late
+    # (Telegraf flushes every 2 s). Each run reads this much of every Spark
+    # measurement, so it is the rollups' running cost: keep it short.
+    lag: str = ""
+
+
+HOUR_MS = 3_600_000
+# Up to 2 h the raw samples (a 36 s interval at the dashboards' 200 points),
+# up to 4 h minutes, beyond that 10 minutes. What a panel costs is series x
+# points: at 500 executors a per-executor panel over 6 h of minutes read
+# 1,503 series x 360 points and took 2-6 s (docs/performance.md); over 10
+# minutes it reads 36 points a series. Finer, at long ranges, only for few
+# executors.
+LEVELS = (
+    Level(RAW_POLICY, "value", 2 * HOUR_MS),
+    Level("sparkscope_1m", "mean", 4 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="2m"),
+    Level("sparkscope_10m", "mean", 2**62, every="10m", source="sparkscope_1m", source_mean="mean", lag="20m"),
+)
+
+
+def continuous_query(database: str, level: Level) -> str:
+    """Every measurement with a "value" field (Spark's metrics; host metrics and
+    annotator events have none) per bucket, all tags kept."""
+    select = (f'SELECT max("value") AS "value", mean("{level.source_mean}") AS "mean" '
+              f'INTO "{database}"."{level.policy}".:MEASUREMENT FROM "{database}"."{level.source}"./.*/ '
+              f"GROUP BY time({level.every}), *")
+    return (f'CREATE CONTINUOUS QUERY "{level.policy}" ON "{database}" RESAMPLE EVERY {level.every} '
+            f"FOR {level.lag} BEGIN {select} END")
+
+
+def backfill_statement(database: str, level: Level, start_ms: int, end_ms: int) -> str:
+    """The continuous query's SELECT over a past window (it only ever runs on
+    the latest buckets): for data written back-dated, e.g. by the benchmarks."""
+    select = continuous_query(database, level).split(" BEGIN ", 1)[1].rsplit(" END", 1)[0]
+    where = f" WHERE time >= {start_ms}ms AND time < {end_ms}ms GROUP BY"
+    return select.replace(" GROUP BY", where, 1)
+
+
+def resolution_lines() -> str:
+    """The lookup the dashboards' $rp and $mean_field variables read: one point
+    per level at 1, 2, 3 ns, so that the first match is the finest."""
+    return "\n".join(f'{RESOLUTION_MEASUREMENT} rp="{level.policy}",mean_field="{level.mean_field}",'
+                     f"up_to_ms={level.up_to_ms}i {n}" for n, level in enumerate(LEVELS, 1))
+
+
+def ensure_policy(base_url: str, database: str, name: str, duration: str) -> None:
+    try:
+        influx.query(base_url, f'CREATE RETENTION POLICY "{name}" ON "{database}" DURATION {duration} REPLICATION 1')
+    except influx.InfluxError as err:
+        if "conflict" not in str(err):
+            raise
+        influx.query(base_url, f'ALTER RETENTION POLICY "{name}" ON "{database}" DURATION {duration}')
+
+
+def existing_queries(base_url: str, database: str) -> dict[str, str]:
+    for series in influx.query(base_url, "SHOW CONTINUOUS QUERIES"):
+        if series.get("name") == database:
+            return {name: text for name, text in series.get("values", [])}
+    return {}
+
+
+def ensure_rollups(base_url: str, database: str, retention: str) -> None:
+    """Policies, continuous queries and the lookup; safe to run at every up."""
+    for level in LEVELS[1:]:
+        ensure_policy(base_url, database, level.policy, retention)
+    ensure_policy(base_url, database, META_POLICY, "INF")
+    existing = existing_queries(base_url, database)
+    for level in LEVELS[1:]:
+        wanted = continuous_query(database, level)
+        # InfluxDB shows a query with the quotes it does not need removed.
+        if existing.get(level.policy, "").replace('"', "") == wanted.replace('"', ""):
+            continue
+        if level.policy in existing:
+            influx.query(base_url, f'DROP CONTINUOUS QUERY "{level.policy}" ON "{database}"')
+        influx.query(base_url, wanted)
+    influx.write(base_url, database, resolution_lines(), precision="ns", policy=META_POLICY)

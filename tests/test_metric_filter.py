@@ -1,0 +1,191 @@
+"""The Telegraf filter of unread Spark metrics (SPARKSCOPE_UNREAD_METRICS):
+whatever a dashboard, the report or the demo's summary reads is stored, and
+the keep-everything switch stores every line Spark sends. Both through the
+real Telegraf into InfluxDB, with the metric names a real Spark 3.5.9
+application sent (tests/data/spark-3.5.9-metric-names.txt)."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from sparkscope.demo import summary as demo_summary
+from sparkscope.report.run_facts import RunReader
+from sparkscope.stack import influx
+from sparkscope.stack.settings import ROOT
+from support.sandbox import throwaway_stack
+
+NAMES_FILE = Path(__file__).parent / "data" / "spark-3.5.9-metric-names.txt"
+RECORDED_APP = "app-20261122123158-0000"
+# A measurement, after an optional "retention policy". (the dashboards' "$rp".).
+SOURCE = re.compile(r'\bFROM\s+(?:"[^"]+"\.)?("(?:[^"\\]|\\.)+"|/(?:[^/\\]|\\.)+/)')
+
+
+# --- what is read -----------------------------------------------------------------------
+
+def dashboard_queries() -> list[str]:
+    found: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("query", "definition") and isinstance(value, str):
+                    found.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        walk(json.loads(path.read_text()))
+    return found
+
+
+def report_queries() -> list[str]:
+    """What `./sparkscope report` sends to read one run, recorded."""
+    sent: list[str] = []
+
+    class Recorder(RunReader):
+        def q(self, statement: str) -> list[dict]:
+            sent.append(statement)
+            if '"sparkscope_application"' in statement:  # the run exists and finished
+                return [{"columns": ["time", "status", "app_name", "end_time_ms"],
+                         "values": [[1, "FINISHED", "x", 2]]}]
+            return []
+
+    Recorder("http://127.0.0.1:1", "spark").read("app-1")
+    return sent
+
+
+def demo_summary_queries(monkeypatch) -> list[str]:
+    sent: list[str] = []
+    monkeypatch.setattr(demo_summary.influx, "query", lambda url, statement, *a, **k: sent.append(statement) or [])
+
+    class Fake:
+        influx_url, database = "http://127.0.0.1:1", "spark"
+
+    demo_summary.executor_peaks(Fake(), "app-1")
+    return sent
+
+
+def read_sources(queries: list[str]) -> set[str]:
+    """Every measurement a query reads: "name" or /regex/ (unescaped)."""
+    out = set()
+    for query in queries:
+        for source in SOURCE.findall(query):
+            out.add(source if source.startswith("/") else source[1:-1].replace('\\"', '"'))
+    return out
+
+
+def recorded_lines(app_id: str) -> list[str]:
+    """The recorded run's application metric paths, under a new app id."""
+    prefix = f"spark.{RECORDED_APP}."
+    return [f"spark.{app_id}." + name[len(prefix):] for name in NAMES_FILE.read_text().split()
+            if name.startswith(prefix)]
+
+
+def measurement_of(line: str) -> str:
+    """The measurement the Graphite template makes of an application metric path
+    (<prefix>.<app>.<executor>.<namespace>.<measurement...>)."""
+    return line.split(".", 4)[4]
+
+
+# --- through the real Telegraf ------------------------------------------------------------
+
+def send_and_count(settings, lines: list[str], expect_at_least: int) -> dict[str, int]:
+    """Send lines over Graphite; per measurement, the points of this app stored
+    once the count has stopped growing."""
+    now = int(time.time())
+    app_id = lines[0].split(".")[1]
+    with socket.create_connection((settings.graphite_host, settings.graphite_port), 10) as conn:
+        conn.sendall("".join(f"{line} 1 {now}\n" for line in lines).encode())
+    deadline, last, counts = time.monotonic() + 60, -1, {}
+    while time.monotonic() < deadline:
+        series = influx.query(settings.influx_url,
+                              f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{app_id}\'',
+                              settings.database)
+        counts = {s["name"]: s["values"][0][1] for s in series}
+        total = sum(counts.values())
+        if total >= expect_at_least and total == last:  # Telegraf flushes every 2 s
+            return counts
+        last = total
+        time.sleep(3)
+    return counts
+
+
+@pytest.fixture(scope="module")
+def filtered(tmp_path_factory):
+    """A stack as shipped (drop), the recorded application's lines sent to it."""
+    with throwaway_stack(tmp_path_factory.mktemp("filtered"), only=("influxdb", "telegraf")) as settings:
+        lines = recorded_lines("app-20991231000000-0001")
+        yield settings, lines, send_and_count(settings, lines, expect_at_least=1)
+
+
+def test_every_measurement_the_dashboards_report_and_summary_read_is_stored(filtered, monkeypatch):
+    settings, lines, stored = filtered
+    sent = {measurement_of(line) for line in lines}
+    sources = read_sources(dashboard_queries() + report_queries() + demo_summary_queries(monkeypatch))
+    assert {"JVMHeapMemory", "heap.max", "threadpool.activeTasks"} <= sources  # the parse found them
+    missing = []
+    for source in sorted(sources):
+        if source.startswith("/"):
+            wanted = {m for m in sent if re.search(source[1:-1], m)}
+        else:
+            wanted = {source} & sent  # names Spark does not send come from Telegraf or the annotator
+        missing += sorted(wanted - set(stored))
+    assert not missing, f"read by a panel or the report, but not stored with the filter on: {missing}"
+
+
+def test_every_regex_a_panel_reads_matches_a_stored_spark_metric(filtered, monkeypatch):
+    # A /regex/ source that matched nothing Spark sends would make the test above vacuous for it.
+    settings, lines, stored = filtered
+    regexes = {s for s in read_sources(dashboard_queries() + report_queries()) if s.startswith("/")}
+    assert regexes
+    for source in regexes:
+        assert any(re.search(source[1:-1], m) for m in stored), f"{source} matches nothing stored"
+
+
+def test_the_filter_drops_what_nothing_reads(filtered):
+    settings, lines, stored = filtered
+    sent = {measurement_of(line) for line in lines}
+    assert "compilationTime.p99" in sent and "compilationTime.p99" not in stored
+    assert "pools.G1-Eden-Space.committed" in sent and "pools.G1-Eden-Space.committed" not in stored
+    # Per executor (executor 1 of the recording), the stored share of series.
+    executor = [line for line in lines if line.split(".")[2] == "1"]
+    kept = [line for line in executor if measurement_of(line) in stored]
+    assert len(kept) < len(executor) / 3, f"{len(kept)} of {len(executor)} executor series kept"
+
+
+def test_annotator_and_host_measurements_pass_the_filter(filtered):
+    settings, _, _ = filtered
+    # Line protocol through the events listener, as the annotator and the block probe send it.
+    body = "\n".join(f"{m},applicationid=app-filter-1 text=\"x\",value=1i"
+                     for m in ("sparkscope_application", "sparkscope_stage", "sparkscope_executor_peaks",
+                               "block_latency", "cpu"))
+    influx_write = f"http://{settings.graphite_host}:{settings.events_port}/write?db=spark"
+    urllib.request.urlopen(urllib.request.Request(influx_write, data=body.encode(), method="POST"), timeout=10)
+    stored = None
+    for _ in range(20):
+        stored = influx.query(settings.influx_url,
+                              'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'app-filter-1\'',
+                              settings.database)
+        if len(stored) == 5:
+            break
+        time.sleep(1)
+    assert sorted(s["name"] for s in stored) == sorted(
+        ["block_latency", "cpu", "sparkscope_application", "sparkscope_executor_peaks", "sparkscope_stage"])
+
+
+def test_keep_everything_stores_every_line_spark_sends(tmp_path):
+    with throwaway_stack(tmp_path, only=("influxdb", "telegraf"), unread_metrics="pass") as settings:
+        lines = recorded_lines("app-20991231000000-0002")
+        stored = send_and_count(settings, lines, expect_at_least=len(lines))
+    assert sum(stored.values()) == len(lines)
+    assert set(stored) == {measurement_of(line) for line in lines}
