@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
-from sparkscope.demo import command, run, tpcds  # noqa: E402
+from sparkscope.demo import command, tpcds  # noqa: E402
+from sparkscope.demo import run as demo_run  # noqa: E402
 from sparkscope.demo.options import DemoOptions  # noqa: E402
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties  # noqa: E402
 from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
@@ -76,18 +77,23 @@ class Run:
         return sum(sum(times) for times in self.query_s.values())
 
 
-def conf_for(arm: str, settings, jar: Path, with_conf: dict[str, str]) -> dict[str, str]:
-    """The demo's Spark settings; for 'without', minus everything sparkscope adds;
-    for 'with', plus the --with-conf changes (to find which setting costs)."""
+def conf_for(arm: str, settings, jar: Path, with_conf: dict[str, str],
+             base_conf: dict[str, str] | None = None) -> dict[str, str]:
+    """The demo's Spark settings; for 'without', minus everything sparkscope adds
+    (or, given base_conf, sparkscope as shipped with those changes: to weigh one
+    part of it, such as the profiler plugin); for 'with', plus the --with-conf
+    changes (to find which setting costs). An empty value removes the key."""
     options = DemoOptions(executors=2, executor_memory_mb=1024)
-    conf = run.spark_conf(settings, options, jar)
+    conf = demo_run.spark_conf(settings, options, jar)
     conf["spark.app.name"] = f"sparkscope-bench-overhead-{arm}"
-    if arm == "without":
+    if arm == "without" and base_conf:
+        conf.update(base_conf)
+    elif arm == "without":
         ours = set(sparkscope_properties(settings)) | set(annotator_properties(settings, jar))
         conf = {k: v for k, v in conf.items() if k not in ours}
     else:
         conf.update(with_conf)
-    return conf
+    return {k: v for k, v in conf.items() if v != ""}
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -156,7 +162,7 @@ def wait_for_quiet(max_wait_s: float, window_s: float = 3.0) -> float:
 
 def run_once(run: Run, conf: dict[str, str], plan_path: Path, last_name: str, passes: int,
              log: Path, stack_pids: list[int]) -> None:
-    argv = submit_argv(run.DRIVER_SCRIPT, MASTER, conf, [str(plan_path)])
+    argv = submit_argv(demo_run.DRIVER_SCRIPT, MASTER, conf, [str(plan_path)])
     spark_before, self_before = own_cpu_seconds()
     stack_before, busy_before = process_cpu_seconds(stack_pids), busy_seconds()
     forks_before = processes_started()
@@ -232,6 +238,9 @@ def report(runs: list[Run], queries: list[str], args: argparse.Namespace) -> Non
           f"pass(es) per run after a warm-up pass, {MASTER}, {args.rounds} rounds in ABBA order.")
     if args.with_conf:
         print("'with' arm changed by: " + ", ".join(f"{k}={v}" for k, v in args.with_conf))
+    if args.base_conf:
+        print("'without' arm: sparkscope as shipped, changed by: "
+              + ", ".join(f"{k}={v}" for k, v in args.base_conf))
     print("Query time per run (sum of the measured passes):")
     print("  round  " + "  ".join(f"{arm:>22}" for arm in ARMS) + "   with/without")
     for n in range(1, args.rounds + 1):
@@ -283,6 +292,10 @@ def main() -> int:
     parser.add_argument("--with-conf", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                         help="change a Spark setting of the 'with' arm only, e.g. "
                              "spark.executor.processTreeMetrics.enabled=false (repeatable)")
+    parser.add_argument("--base-conf", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="make the 'without' arm sparkscope as shipped with this change instead of plain "
+                             "Spark, e.g. spark.plugins= (no profiler plugin; an empty value removes the key; "
+                             "repeatable)")
     args = parser.parse_args()
     if args.rounds < 1 or args.passes < 1:
         parser.error("--rounds and --passes must be >= 1")
@@ -312,7 +325,7 @@ def main() -> int:
                       f"elapsed)", flush=True)
                 if args.quiet_wait > 0:
                     wait_for_quiet(args.quiet_wait)
-                run_once(run, conf_for(arm, settings, jar, dict(args.with_conf)), plan_path, names[-1], args.passes,
+                run_once(run, conf_for(arm, settings, jar, dict(args.with_conf), dict(args.base_conf)), plan_path, names[-1], args.passes,
                          Path(tmp) / f"round{n}-{arm}.log", [p for p in stack_pids if p])
                 runs.append(run)
                 print(f"      queries {run.total_s:6.2f} s, spark-submit {run.wall_s:5.1f} s, Spark CPU "

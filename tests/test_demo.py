@@ -23,6 +23,7 @@ from sparkscope.demo.summary import attribute_stages
 from sparkscope.demo.tpcds import TpcdsError
 from sparkscope.process import group_alive
 from sparkscope.stack.native import NativeBackend
+from support.sandbox import settings_environ
 
 SMALLEST_SCALE = 0.01  # the generator goes lower, but dimension tables stay their size
 TWO_QUERIES = "q3,q7"
@@ -306,18 +307,6 @@ def test_ctrl_c_stops_spark_says_what_ran_and_leaves_the_stack_up(stack):
     for pgid in spark_pgids:
         assert not group_alive(pgid), f"Spark's process group {pgid} outlived the demo"
     assert all(row.state == "up" for row in NativeBackend(stack.settings).status()[:2])
-
-
-def settings_environ(settings) -> dict[str, str]:
-    return {
-        "GRAFANA_ADMIN_USER": settings.grafana_user, "GRAFANA_ADMIN_PASSWORD": settings.grafana_password,
-        "SPARKSCOPE_HTTP_BIND": settings.http_bind, "GRAPHITE_BIND": settings.graphite_bind,
-        "GRAFANA_PORT": str(settings.grafana_port), "INFLUXDB_PORT": str(settings.influxdb_port),
-        "GRAPHITE_PORT": str(settings.graphite_port), "SPARKSCOPE_DB": settings.database,
-        "SPARKSCOPE_RETENTION": settings.retention, "SPARKSCOPE_STATE_DIR": str(settings.state_dir),
-        "SPARKSCOPE_CACHE_DIR": str(settings.cache_dir),
-        **({"EVENTS_PORT": str(settings.events_port)} if hasattr(settings, "events_port") else {}),
-    }
 
 
 def spark_groups_of(parent: int) -> set[int]:

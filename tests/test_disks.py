@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import pytest
 from sparkscope.blockio.readiness import why_not_traceable
 from sparkscope.dashboards import DASHBOARDS_DIR
 from sparkscope.process import wait_until
+from support import slow_mount
 
 SLOW_MS = 150  # above the probe's default outlier threshold (100 ms)
 THRESHOLD_MS = 100
@@ -115,16 +115,8 @@ def wait_stored_equals(stack, disk: Disk, kernel: dict[str, int]) -> int:
 @contextmanager
 def slow_fs_mounted(under: Path, mnt: Path, log: Path) -> Iterator[None]:
     """support/slow_fs.py mirroring under at mnt, SLOW_MS per read and write; unmounted after."""
-    fs = subprocess.Popen([sys.executable, str(Path(__file__).parent / "support" / "slow_fs.py"), str(under),
-                           str(mnt), str(SLOW_MS)], stdout=subprocess.DEVNULL, stderr=open(log, "w"))
-    try:
-        assert wait_until(lambda: os.path.ismount(mnt) or fs.poll() is not None, 20) and fs.poll() is None, (
-            f"slow FUSE file system did not mount: {log.read_text()}")
+    with slow_mount.slow_fs_mounted(under, mnt, log, SLOW_MS):
         yield
-    finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True)
-        fs.terminate()
-        fs.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -166,9 +166,11 @@ def test_the_filter_drops_what_nothing_reads(filtered):
 def test_annotator_and_host_measurements_pass_the_filter(filtered):
     settings, _, _ = filtered
     # Line protocol through the events listener, as the annotator and the block probe send it.
-    body = "\n".join(f"{m},applicationid=app-filter-1 text=\"x\",value=1i"
-                     for m in ("sparkscope_application", "sparkscope_stage", "sparkscope_executor_peaks",
-                               "block_latency", "cpu"))
+    passing = ("sparkscope_application", "sparkscope_stage", "sparkscope_executor_peaks", "block_latency", "cpu")
+    body = "\n".join(f"{m},applicationid=app-filter-1 text=\"x\",value=1i" for m in passing)
+    # The profiler plugin's and the thread sampler's points carry executorid, as Spark's metrics do.
+    with_executor = ("sparkscope_flame", "sparkscope_profiles", "sparkscope_threads", "sparkscope_thread_waits")
+    body += "\n" + "\n".join(f"{m},applicationid=app-filter-1,executorid=3,kind=cpu value=1i" for m in with_executor)
     influx_write = f"http://{settings.graphite_host}:{settings.events_port}/write?db=spark"
     urllib.request.urlopen(urllib.request.Request(influx_write, data=body.encode(), method="POST"), timeout=10)
     stored = None
@@ -176,11 +178,10 @@ def test_annotator_and_host_measurements_pass_the_filter(filtered):
         stored = influx.query(settings.influx_url,
                               'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'app-filter-1\'',
                               settings.database)
-        if len(stored) == 5:
+        if len(stored) == len(passing + with_executor):
             break
         time.sleep(1)
-    assert sorted(s["name"] for s in stored) == sorted(
-        ["block_latency", "cpu", "sparkscope_application", "sparkscope_executor_peaks", "sparkscope_stage"])
+    assert sorted(s["name"] for s in stored) == sorted(passing + with_executor)
 
 
 def test_keep_everything_stores_every_line_spark_sends(tmp_path):

@@ -16,7 +16,8 @@ from sparkscope.build.grafana_ui import ensure_grafana_with_ui, has_ui
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
 from sparkscope.report import command as report_command
-from sparkscope.spark.conf import LISTENER_CLASS, conf_flags
+from sparkscope.flame import command as profile_command
+from sparkscope.spark.conf import LISTENER_CLASS, PROFILER_PLUGIN_CLASS, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.settings import Settings, ensure_env_file, load_settings
 
@@ -39,6 +40,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     if stack.name == "compose":
         print("Disks    block I/O latency probe (eBPF, privileged) is optional: "
               "docker compose --profile blockprobe up -d")
+        print("Threads  thread states of Spark JVMs (pid: host, privileged) are optional: "
+              "docker compose --profile threadprobe up -d")
     print("\nAttach Spark:  spark-submit --properties-file spark-conf/spark-defaults.conf ...")
     print("          or:  ./sparkscope conf --host <this host>   (prints --conf flags)")
     return 0
@@ -74,6 +77,7 @@ def cmd_conf(args: argparse.Namespace) -> int:
         if not jar.is_file():
             print(f"# the annotator jar is not built yet ({jar}): run ./sparkscope install", file=sys.stderr)
         flags += [f"--jars {jar}", f"--conf spark.extraListeners={LISTENER_CLASS}",
+                  f"--conf spark.plugins={PROFILER_PLUGIN_CLASS}",
                   f"--conf spark.sparkscope.influx.url=http://{host}:{settings.events_port}"]
     print(" \\\n".join(flags))
     return 0
@@ -172,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.set_defaults(func=cmd_test)
     demo_command.register(sub)
     report_command.register(sub)
+    profile_command.register(sub)
     return parser
 
 

@@ -56,6 +56,18 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop") -> Settings
     return load_settings(ROOT, env)
 
 
+def settings_environ(settings) -> dict[str, str]:
+    return {
+        "GRAFANA_ADMIN_USER": settings.grafana_user, "GRAFANA_ADMIN_PASSWORD": settings.grafana_password,
+        "SPARKSCOPE_HTTP_BIND": settings.http_bind, "GRAPHITE_BIND": settings.graphite_bind,
+        "GRAFANA_PORT": str(settings.grafana_port), "INFLUXDB_PORT": str(settings.influxdb_port),
+        "GRAPHITE_PORT": str(settings.graphite_port), "SPARKSCOPE_DB": settings.database,
+        "SPARKSCOPE_RETENTION": settings.retention, "SPARKSCOPE_STATE_DIR": str(settings.state_dir),
+        "SPARKSCOPE_CACHE_DIR": str(settings.cache_dir),
+        **({"EVENTS_PORT": str(settings.events_port)} if hasattr(settings, "events_port") else {}),
+    }
+
+
 @contextlib.contextmanager
 def throwaway_stack(state_dir: Path, only: tuple[str, ...] = SERVICE_NAMES,
                     unread_metrics: str = "drop") -> Iterator[Settings]:

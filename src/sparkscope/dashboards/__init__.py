@@ -23,9 +23,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sparkscope.dashboards import live, summary
+from sparkscope.dashboards import live, profiles, summary
 from sparkscope.dashboards.layout import dashboard
-from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
+from sparkscope.dashboards.uids import LIVE_UID, PROFILES_UID, SUMMARY_UID
 from sparkscope.stack.settings import ROOT
 
 DASHBOARDS_DIR = ROOT / "dashboards"
@@ -45,6 +45,12 @@ def build() -> dict[str, dict[str, Any]]:
             "size, where task time went, the slowest stages and those that waited longest on one task. Set the time range to cover "
             "the run.",
             summary.rows(), with_executors=False, time_from="now-6h", refresh="")),
+        "spark-profiles.json": dashboard(
+            PROFILES_UID, "Spark profiles",
+            "Flame graphs of an application's executors: where on-CPU time, waiting time or allocations "
+            "went, per stage. Take one with ./sparkscope profile.",
+            profiles.rows(), with_executors=False, time_from="now-6h", refresh="", variables=profiles.variables(),
+            annotations=False),
     }
 
 

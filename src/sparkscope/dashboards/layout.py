@@ -25,7 +25,7 @@ class Panel:
     description: str
     targets: list[dict[str, Any]]
     unit: str
-    kind: str = "timeseries"  # timeseries | stat | table
+    kind: str = "timeseries"  # timeseries | stat | table | flamegraph
     width: int = 12
     height: int = 8
     hidden_refs: tuple[str, ...] = ()
@@ -243,9 +243,11 @@ def _io_outlier_annotation(panel_ids: list[int]) -> dict[str, Any]:
 
 
 def dashboard(uid: str, title: str, description: str, rows: list[Row], with_executors: bool,
-              time_from: str, refresh: str) -> dict[str, Any]:
+              time_from: str, refresh: str, variables: Optional[list[dict[str, Any]]] = None,
+              annotations: bool = True) -> dict[str, Any]:
     panels, annotated, io_marked = _layout(rows)
-    annotations = _annotations(annotated) + ([_io_outlier_annotation(io_marked)] if io_marked else [])
+    marks = (_annotations(annotated) if annotations else []) + (
+        [_io_outlier_annotation(io_marked)] if io_marked else [])
     return {
         "uid": uid,
         "title": title,
@@ -258,8 +260,8 @@ def dashboard(uid: str, title: str, description: str, rows: list[Row], with_exec
         "graphTooltip": 1,
         "refresh": refresh,
         "time": {"from": time_from, "to": "now"},
-        "templating": {"list": _variables(with_executors)},
-        "annotations": {"list": annotations},
+        "templating": {"list": variables if variables is not None else _variables(with_executors)},
+        "annotations": {"list": marks},
         "links": [{"title": "Spark dashboards", "type": "dashboards", "tags": ["sparkscope"], "asDropdown": False,
                    "includeVars": True, "keepTime": True}],
         "panels": panels,

@@ -8,9 +8,9 @@ from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
-                                           PROBE_DEVICE, disk_await, disk_rate, gauge,
+                                           NEEDS_THREADPROBE, EXECUTORS, PROBE_DEVICE, disk_await, disk_rate, gauge,
                                            peaks_executors_and_driver, pressure, rate, raw,
-                                           recent_per_executor, summed_rate)
+                                           recent_per_executor, summed_rate, task_threads)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 
 
@@ -104,11 +104,13 @@ def tasks_row() -> Row:
               "cores means idle slots; one executor busy while the others idle is skew. SQL query regions "
               "are drawn here, on Task time by component and on the heap graph only, so that a run of a "
               "hundred queries leaves the other graphs readable. " + NEEDS_SINK,
-              [gauge("threadpool.activeTasks")], "none", decimals=1, annotated=True),
+              [gauge("threadpool.activeTasks")], "none", decimals=1, annotated=True, height=TASK_ROW_HEIGHT),
+        _task_thread_states(),
         Panel("Executor CPU",
               "CPU used by each executor JVM, in cores (rate of JVMCPU jvmCpuTime): all threads, tasks, "
               "GC and JIT included. Near spark.executor.cores = CPU-bound. " + NEEDS_SINK,
               [rate("jvmCpuTime", scale=" / 1000000000")], "suffix: cores"),
+        _task_thread_waits(),
         Panel("Task time by component",
               "Where task time goes, summed over the selected executors, in seconds per second (2 = two "
               "task slots busy). CPU well below run time points at the other lines: GC, deserialization, "
@@ -122,6 +124,52 @@ def tasks_row() -> Row:
                summed_rate("shuffleWriteTime.count", "shuffle write", scale=" / 1000000000")],
               "suffix: s/s", width=24, annotated=True),
     ])
+
+
+# Active tasks and the task thread states side by side, tall enough for the
+# states' six-line legend.
+TASK_ROW_HEIGHT = 10
+
+
+def _task_thread_states() -> Panel:
+    return Panel(
+        "Task threads: on CPU vs waiting",
+        "What the executors' task threads ('Executor task launch worker') were doing, summed over the selected "
+        "executors (pick one in Executor to see it alone), sampled from /proc a few times a second. On CPU "
+        "and waiting for a CPU (run queue: more runnable threads than cores) are the kernel's own accounting. "
+        "Off CPU, by the kernel function the thread waits in (table beside): I/O = D state (a local disk, "
+        "NFS, a page fault on a mapped file) or a file system's wait, e.g. a FUSE mount (s3fs, gcsfuse) whose "
+        "requests wait interruptibly; network = a socket (shuffle fetch, a PySpark worker's answer, remote "
+        "storage); lock or idle = a futex: a Java lock, or a task thread the pool keeps idle for a minute "
+        "after its task; other = timers and the rest. Compare with Active tasks beside: tasks running but "
+        "few threads on CPU means they wait, and this says on what. JVM service threads (GC, JIT, RPC, "
+        "shuffle server) are not counted. " + NEEDS_THREADPROBE,
+        [task_threads("on_cpu", "on CPU"), task_threads("cpu_wait", "waiting for a CPU"),
+         task_threads("io", "I/O: disk, FUSE, NFS"), task_threads("network", "network"),
+         task_threads("lock", "lock or idle"), task_threads("other_wait", "other wait")],
+        "none", decimals=1, stacked=True, annotated=True, height=TASK_ROW_HEIGHT)
+
+
+def _task_thread_waits() -> Panel:
+    return Panel(
+        "Task threads: top wait channels",
+        "Where the selected executors' task threads waited off CPU, longest first: the kernel function "
+        "they slept in (wchan), their state (disk = D, uninterruptible; sleeping = S) and thread-seconds "
+        "waited there in the time "
+        "range (2 threads for 10 s = 20). Common ones: futex_wait_queue / futex_do_wait = a Java lock "
+        "or an idle pool; request_wait_answer = a FUSE file system (s3fs, gcsfuse, a slow mount); "
+        "folio_wait_bit / io_schedule / blk_mq_get_tag = a local disk; nfs_* / rpc_wait_bit_killable = NFS; "
+        "wait_woken / sk_wait_data / ep_poll = a socket (shuffle fetch, Python worker, remote storage). "
+        "Counted from each 10 s period's five most frequent. " + NEEDS_THREADPROBE,
+        [raw(f'SELECT sum("seconds") AS "waited" FROM "sparkscope_thread_waits" WHERE {EXECUTORS} AND $timeFilter '
+             'GROUP BY "state", "wchan"', result_format="table")],
+        "s", kind="table", width=12, no_value="no task thread waited off CPU",
+        options={"sortBy": [{"displayName": "waited", "desc": True}]},
+        transformations=[{"id": "merge", "options": {}},
+                         # Grafana names a grouped table query's value column "value"; the header says what it is.
+                         {"id": "organize", "options": {"excludeByName": {"Time": True},
+                                                        "renameByName": {"value": "waited"},
+                                                        "indexByName": {"wchan": 0, "state": 1, "value": 2}}}])
 
 
 def memory_row() -> Row:

@@ -177,6 +177,22 @@ def pressure(alias: str = "$tag_resource $tag_type") -> dict[str, Any]:
                   'GROUP BY time($interval), "host", "resource", "type" fill(none)', alias)
 
 
+# --- the thread sampler (sparkscope.threads): averages per 10 s period ---
+
+NEEDS_THREADPROBE = ("Needs the thread sampler (python -m sparkscope.threads, no Spark setting): ./sparkscope up "
+                     "starts it on the stack's host (THREADPROBE_ENABLED); compose: the threadprobe profile; "
+                     "another host: run it there with --url pointing at this stack's events port.")
+
+
+def task_threads(field: str, alias: str) -> dict[str, Any]:
+    """Task threads of the selected executors in one state, summed over the
+    executors: each executor's mean of its periods' averages per interval,
+    then the sum."""
+    inner = (f'SELECT mean("{field}") AS "n" FROM "sparkscope_threads" WHERE {EXECUTORS} AND "class" = \'task\' '
+             'AND $timeFilter GROUP BY time($interval), "executorid" fill(none)')
+    return target(f'SELECT sum("n") FROM ({inner}) WHERE $timeFilter GROUP BY time($interval) fill(none)', alias)
+
+
 # The annotator's exact peaks (sparkscope_*_peaks): Spark's own maxima between
 # heartbeats, per executor and per stage, polled every
 # spark.executor.metrics.pollingInterval; not the Graphite samples.

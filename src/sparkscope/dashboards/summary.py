@@ -6,6 +6,7 @@ from typing import Any
 
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
+from sparkscope.dashboards.uids import PROFILES_UID
 from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
                                            annotator_fields, per_executor_peak, per_executor_peak_scaled,
@@ -41,8 +42,15 @@ def _stage_table(title: str, description: str, sort_by: str) -> Panel:
              '"slowest_input_bytes" + "slowest_shuffle_read_bytes" AS "slowest read", '
              '"task_mean_input_bytes" + "task_mean_shuffle_read_bytes" AS "average read", '
              '"slowest_gc_ms" AS "slowest GC", "slowest_fetch_wait_ms" AS "slowest fetch wait", '
-             f'"straggler", "status" FROM "sparkscope_stage" WHERE {APP} AND "status" <> \'RUNNING\' '
-             'AND $timeFilter')
+             f'"straggler", "status", "end_time_ms" AS "end" FROM "sparkscope_stage" WHERE {APP} '
+             'AND "status" <> \'RUNNING\' AND $timeFilter')
+    # The slowest executor links to its profiles over the stage's own time
+    # (there are some when a profile was taken then, or continuous profiling is on).
+    profiles = {"title": "Profiles of executor ${__data.fields[\"slowest on\"]} during stage "
+                         "${__data.fields.stage_id}",
+                "url": f"/d/{PROFILES_UID}/spark-profiles?var-applicationid=${{applicationid}}"
+                       "&var-executorid=${__data.fields[\"slowest on\"]}"
+                       "&from=${__data.fields.Time.numeric}&to=${__data.fields.end.numeric}"}
     ms = ["duration", "median task", "slowest task", "tail", "slowest GC", "slowest fetch wait"]
     return Panel(title, description, [raw(query, result_format="table")], "none", kind="table", width=24,
                  height=8, options={"sortBy": [{"displayName": sort_by, "desc": True}]},
@@ -50,8 +58,10 @@ def _stage_table(title: str, description: str, sort_by: str) -> Panel:
                              "properties": [{"id": "unit", "value": "ms"}]} for name in ms]
                  + [{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": "bytes"}]}
                     for name in ("slowest read", "average read")]
-                 + [{"matcher": {"id": "byName", "options": "Time"},
-                     "properties": [{"id": "custom.hidden", "value": True}]}])
+                 + [{"matcher": {"id": "byName", "options": name},
+                     "properties": [{"id": "custom.hidden", "value": True}]} for name in ("Time", "end")]
+                 + [{"matcher": {"id": "byName", "options": "slowest on"},
+                     "properties": [{"id": "links", "value": [profiles]}]}])
 
 
 BYTES_COLUMNS = [

@@ -2,3 +2,4 @@
 
 LIVE_UID = "sparkscope-executors"
 SUMMARY_UID = "sparkscope-application"
+PROFILES_UID = "sparkscope-profiles"

@@ -11,6 +11,9 @@ from sparkscope.errors import SparkscopeError
 from sparkscope.stack.settings import Settings
 
 LISTENER_CLASS = "dev.sparkscope.annotator.AnnotatorListener"
+# JVM flame graphs on demand (./sparkscope profile); idle until asked: each
+# executor checks with its driver every 2 s over Spark's own RPC.
+PROFILER_PLUGIN_CLASS = "dev.sparkscope.annotator.ProfilerPlugin"
 
 SINK = "spark.metrics.conf.*.sink.graphite."
 _LINE = re.compile(r"^\s*([^\s=:]+)\s*[=:\s]\s*(.*?)\s*$")
@@ -67,5 +70,6 @@ def annotator_properties(settings: Settings, jar: Path) -> dict[str, str]:
     return {
         "spark.jars": str(jar),
         "spark.extraListeners": LISTENER_CLASS,
+        "spark.plugins": PROFILER_PLUGIN_CLASS,
         "spark.sparkscope.influx.url": settings.events_url,
     }

@@ -20,6 +20,8 @@ from sparkscope.build.grafana import grafana_command
 from sparkscope.build.grafana_ui import ensure_grafana_with_ui
 from sparkscope.blockio.probe import ATTACHED
 from sparkscope.blockio.readiness import why_not_traceable
+from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
+from sparkscope.threads.sampler import STARTED as THREADPROBE_STARTED
 from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
 from sparkscope.stack import SERVICE_NAMES, Backend
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
@@ -114,6 +116,9 @@ def grafana_service(settings: Settings, progress: Progress) -> Service:
 BLOCKPROBE = "blockprobe"
 BLOCKPROBE_ATTACH_S = 30.0  # bpftrace compiles and attaches in 1-3 s; more on a loaded machine
 
+THREADPROBE = "threadprobe"
+THREADPROBE_START_S = 15.0  # it says it started before its first /proc scan
+
 SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
 
 
@@ -162,20 +167,25 @@ class NativeBackend(Backend):
         super().up(only, progress)
         if "telegraf" in only:
             self.start_blockprobe(progress)
+            self.start_threadprobe(progress)
 
     def down(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         if "telegraf" in only:
             self.stop_blockprobe(progress)
+            self.stop_probe(THREADPROBE, progress)
         super().down(only, progress)
+
+    def probe_env(self, prefix: str) -> dict[str, str]:
+        """<prefix>* settings from .env (as compose reads them there), the environment first."""
+        return {**{k: v for k, v in read_env_file(self.settings.root / ".env").items() if k.startswith(prefix)},
+                **os.environ}
 
     def start_blockprobe(self, progress: Progress = print) -> bool:
         pidfile = PidFile(self.settings.state_dir, BLOCKPROBE)
         if pidfile.running_pid() is not None:
             progress(f"{BLOCKPROBE} already running  pid {pidfile.running_pid()}")
             return True
-        # BLOCKPROBE_* from .env (as compose reads them there), the environment first.
-        env = {**{k: v for k, v in read_env_file(self.settings.root / ".env").items()
-                  if k.startswith("BLOCKPROBE_")}, **os.environ}
+        env = self.probe_env("BLOCKPROBE_")
         if env.get("BLOCKPROBE_ENABLED", "true").lower() in ("false", "0", "no", "off"):
             progress(f"{BLOCKPROBE} off (BLOCKPROBE_ENABLED={env['BLOCKPROBE_ENABLED']})")
             return False
@@ -200,12 +210,45 @@ class NativeBackend(Backend):
         return True
 
     def stop_blockprobe(self, progress: Progress = lambda _: None) -> None:
-        pidfile = PidFile(self.settings.state_dir, BLOCKPROBE)
+        self.stop_probe(BLOCKPROBE, progress)
+
+    def stop_probe(self, name: str, progress: Progress = lambda _: None) -> None:
+        pidfile = PidFile(self.settings.state_dir, name)
         pid = pidfile.running_pid()
         if pid is not None:
             stop_group(pid)
-            progress(f"{BLOCKPROBE} stopped (pid {pid})")
+            progress(f"{name} stopped (pid {pid})")
         pidfile.clear()
+
+    # The thread sampler: thread states of every Spark JVM on this host from
+    # /proc. Needs no privilege for states; root adds kernel stacks and py-spy.
+    def start_threadprobe(self, progress: Progress = print) -> bool:
+        pidfile = PidFile(self.settings.state_dir, THREADPROBE)
+        if pidfile.running_pid() is not None:
+            progress(f"{THREADPROBE} already running  pid {pidfile.running_pid()}")
+            return True
+        env = self.probe_env("THREADPROBE_")
+        if env.get("THREADPROBE_ENABLED", "true").lower() in ("false", "0", "no", "off"):
+            progress(f"{THREADPROBE} off (THREADPROBE_ENABLED={env['THREADPROBE_ENABLED']})")
+            return False
+        log = self.log_path(THREADPROBE)
+        size = log.stat().st_size if log.exists() else 0
+        proc = start_group([sys.executable, "-m", "sparkscope.threads", "--url", self.settings.events_url],
+                           log, env=env, cwd=self.settings.state_dir)
+        pidfile.write(proc.pid)
+        started = wait_until(lambda: THREADPROBE_STARTED in log.read_text(errors="replace")[size:]
+                             or proc.poll() is not None, THREADPROBE_START_S) and proc.poll() is None
+        if not started:
+            self.stop_probe(THREADPROBE)
+            progress(f"{THREADPROBE} not started (thread state panels stay empty); {self.log_excerpt(THREADPROBE)}")
+            return False
+        extras = [f"{what} off: {reason}" for what, reason, key in (
+            ("kernel stacks", why_no_kernel_stacks(), "THREADPROBE_KERNEL_STACKS"),
+            ("PySpark worker profiles", why_no_py_spy(), "THREADPROBE_PYSPY"))
+            if reason and env.get(key, "true").lower() not in ("false", "0", "no", "off")]
+        progress(f"{THREADPROBE:9} up  pid {proc.pid}  thread states of Spark JVMs -> {self.settings.events_url}"
+                 + "".join(f"\n          {extra}" for extra in extras))
+        return True
 
     def status(self):
         rows = super().status()
@@ -218,4 +261,9 @@ class NativeBackend(Backend):
                 row.detail += (f"\n{BLOCKPROBE}: pid {pid}, block I/O latency per device" if pid else
                                f"\n{BLOCKPROBE}: not running (disk latency panels stay empty; "
                                f"./sparkscope up starts it as root, {self.log_hint(BLOCKPROBE)})")
+                pid = PidFile(self.settings.state_dir, THREADPROBE).running_pid()
+                row.detail += (f"\n{THREADPROBE}: pid {pid}, thread states of Spark JVMs" if pid else
+                               f"\n{THREADPROBE}: not running (thread state panels stay empty; "
+                               f"./sparkscope up starts it unless THREADPROBE_ENABLED=false, "
+                               f"{self.log_hint(THREADPROBE)})")
         return rows

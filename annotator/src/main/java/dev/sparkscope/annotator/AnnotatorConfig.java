@@ -111,7 +111,7 @@ final class AnnotatorConfig {
     static List<String> unknownKeys(Collection<String> setKeys) {
         List<String> warnings = new ArrayList<>();
         for (String key : setKeys) {
-            if (key == null || !key.startsWith(PREFIX) || KEYS.contains(key)) {
+            if (key == null || !key.startsWith(PREFIX) || KEYS.contains(key) || ProfilerSettings.KEYS.contains(key)) {
                 continue;
             }
             if (key.equals(REMOVED_QUEUE_CAPACITY)) {
@@ -121,7 +121,9 @@ final class AnnotatorConfig {
             }
             String closest = null;
             int best = Integer.MAX_VALUE;
-            for (String known : KEYS) {
+            List<String> allKnown = new ArrayList<>(KEYS);
+            allKnown.addAll(ProfilerSettings.KEYS);
+            for (String known : allKnown) {
                 int d = editDistance(key.toLowerCase(Locale.ROOT), known.toLowerCase(Locale.ROOT));
                 if (d < best) {
                     best = d;

@@ -1,0 +1,98 @@
+"""How a profile is stored, one layout for every profiler (the JVM plugin
+writes the same points from Java; annotator/README.md documents both):
+
+- sparkscope_flame (tags applicationid, executorid, kind): one point per
+  nested-set row, fields level, value, self, label and profile (the profile's
+  id). A profile's rows are stamped start + slot * SLOT_NS + row index, in
+  nanoseconds, so InfluxDB returns them in depth-first order, and several
+  profiles of one executor and kind that start in the same millisecond (the
+  whole window and its per-stage cuts) cannot overwrite each other.
+- sparkscope_profiles (tags applicationid, kind): one point per profile, for
+  pickers and tables: profile, executorid, stage, seconds, samples, unit and
+  top (the frame with the most self time).
+
+Only applicationid, executorid and kind are tags, so a month-long application
+profiled every minute adds no series beyond one per executor and kind."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from sparkscope.flame.nested_set import Row, widest_leaves
+
+ROWS = "sparkscope_flame"
+PROFILES = "sparkscope_profiles"
+SLOT_NS = 100_000_000  # rows of one profile must fit in 100 ms of nanoseconds
+KINDS = ("cpu", "wall", "alloc", "lock", "offcpu", "python")
+UNIT = {"alloc": "bytes"}  # everything else is time, in ns
+
+
+@dataclass(frozen=True)
+class Profile:
+    application_id: str
+    executor_id: str
+    kind: str
+    start_ms: int
+    seconds: float
+    stage: str = ""  # "" = all threads of the window; else "stage 3.0"
+    slot: int = 0
+
+    @property
+    def profile_id(self) -> str:
+        return profile_id(self.executor_id, self.kind, self.start_ms, self.seconds, self.stage)
+
+
+def profile_id(executor_id: str, kind: str, start_ms: int, seconds: float, stage: str = "") -> str:
+    """Readable and unique per executor, kind, start and stage, e.g.
+    "2026-11-23 18:40:05 exec 1 cpu 30s stage 3.0"."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start_ms / 1000))
+    return f"{stamp} exec {executor_id} {kind} {seconds:g}s {stage or 'all threads'}"
+
+
+def escape_tag(value: str) -> str:
+    return (value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+            .replace(" ", "\\ ").replace("\n", "\\n"))
+
+
+def escape_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def lines(profile: Profile, rows_: Sequence[Row], samples: int) -> list[str]:
+    """Line protocol for one profile: its rows and its index point."""
+    if not rows_:
+        return []
+    if len(rows_) >= SLOT_NS:
+        raise ValueError(f"{len(rows_)} rows do not fit one profile slot")
+    app = escape_tag(profile.application_id)
+    tags = f"applicationid={app},executorid={escape_tag(profile.executor_id)},kind={escape_tag(profile.kind)}"
+    pid = escape_string(profile.profile_id)
+    base = profile.start_ms * 1_000_000 + profile.slot * SLOT_NS
+    out = [f"{ROWS},{tags} level={r.level}i,value={r.value}i,self={r.self_value}i,"
+           f"label={escape_string(r.label)},profile={pid} {base + i}" for i, r in enumerate(rows_)]
+    top = widest_leaves(rows_, 1)
+    out.append(f"{PROFILES},applicationid={app},kind={escape_tag(profile.kind)} profile={pid},"
+               f"executorid={escape_string(profile.executor_id)},stage={escape_string(profile.stage)},"
+               f"seconds={float(profile.seconds)},samples={int(samples)}i,"
+               f"unit={escape_string(UNIT.get(profile.kind, 'ns'))},"
+               f"top={escape_string(top[0][0] if top else '')} {base}")
+    return out
+
+
+def read_rows(influx_url: str, database: str, application_id: str, profile: str) -> list[Row]:
+    """A stored profile's rows back, in depth-first order."""
+    from sparkscope.stack import influx
+
+    def quote(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("'", "\\'")
+
+    series = influx.query(influx_url, f"SELECT level, value, self, label FROM {ROWS} "
+                          f"WHERE applicationid = '{quote(application_id)}' AND profile = '{quote(profile)}'",
+                          database, epoch="ns")
+    out: list[Row] = []
+    for s in series:
+        for _, level, value, self_value, label in s["values"]:
+            out.append(Row(int(level), int(value), int(self_value), str(label)))
+    return out

@@ -1,0 +1,128 @@
+"""py-spy on the PySpark workers of each Spark JVM, so a stage whose time
+goes into Python UDFs shows where, stored as flame profiles of kind
+"python" per executor and period.
+
+The Python workers are child processes of the executor JVM (pyspark.daemon,
+which forks one worker per task; or pyspark.worker with
+spark.python.use.daemon=false). One `py-spy record --subprocesses` per
+such child runs for a period at PY_SPY_RATE_HZ, --nonblocking (the worker
+is never paused), and its raw output (collapsed stacks) is read when it
+ends. py-spy needs ptrace; when it cannot attach it is said once and the
+thread states go on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable
+
+from sparkscope.flame import nested_set, store
+from sparkscope.threads import procfs
+from sparkscope.threads.jvms import SparkJvm
+from sparkscope.threads.readiness import py_spy_path
+
+PY_SPY_RATE_HZ = 20
+
+
+def is_python_worker(argv: list[str]) -> bool:
+    return bool(argv) and os.path.basename(argv[0]).startswith("python") and any(
+        a in ("pyspark.daemon", "pyspark.worker") for a in argv)
+
+
+@dataclass
+class Recording:
+    jvm: SparkJvm
+    child: int
+    proc: subprocess.Popen
+    output: str
+    started_ms: int
+    seconds: float
+
+
+class PythonWorkers:
+    def __init__(self, say: Callable[[str], None], rate_hz: int = PY_SPY_RATE_HZ):
+        self.say = say
+        self.rate_hz = rate_hz
+        self.binary = py_spy_path()
+        self.running: dict[tuple[int, int], Recording] = {}  # (jvm pid, child pid) -> recording
+        self.finished: list[Recording] = []
+        self.failed_said = False
+        self.tmp = tempfile.mkdtemp(prefix="sparkscope-pyspy-")
+
+    def refresh(self, jvms: list[SparkJvm], period_s: float) -> None:
+        """Start a period's recording of every Python worker tree not being recorded."""
+        for key, rec in list(self.running.items()):
+            if rec.proc.poll() is not None:
+                self.finished.append(self.running.pop(key))
+        if self.binary is None:
+            return
+        for jvm in jvms:
+            for child in procfs.children(jvm.pid):
+                if (jvm.pid, child) in self.running or not is_python_worker(procfs.cmdline(child) or []):
+                    continue
+                output = os.path.join(self.tmp, f"{jvm.pid}-{child}-{time.monotonic_ns()}.txt")
+                proc = subprocess.Popen([self.binary, "record", "--pid", str(child), "--subprocesses",
+                                         "--nonblocking", "--format", "raw", "--rate", str(self.rate_hz),
+                                         "--duration", str(max(int(period_s), 1)), "--output", output],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+                self.running[jvm.pid, child] = Recording(jvm, child, proc, output, int(time.time() * 1000),
+                                                         period_s)
+
+    def harvest(self, end_ns: int) -> list[str]:
+        """Line protocol for the recordings that ended, one profile per JVM."""
+        for key, rec in list(self.running.items()):
+            if rec.proc.poll() is not None:
+                self.finished.append(self.running.pop(key))
+        merged: dict[tuple[int, str], tuple[Recording, Counter]] = {}
+        for rec in self.finished:
+            stderr = rec.proc.stderr.read() if rec.proc.stderr else ""
+            if rec.proc.stderr:
+                rec.proc.stderr.close()
+            try:
+                with open(rec.output) as f:
+                    stacks = nested_set.parse_collapsed(f)
+            except OSError:
+                stacks = {}
+            finally:
+                try:
+                    os.unlink(rec.output)
+                except OSError:
+                    pass
+            if rec.proc.returncode not in (0, None) and not stacks and not self.failed_said:
+                self.failed_said = True  # once: a worker that exits mid-record also ends here
+                self.say(f"py-spy on PySpark worker pid {rec.child} failed ({rec.proc.returncode}): "
+                         f"{stderr.strip()[-300:] or 'no message'}; thread states go on")
+            slot = merged.setdefault((rec.jvm.pid, rec.jvm.app_id or ""), (rec, Counter()))
+            slot[1].update(stacks)
+        self.finished = []
+        out: list[str] = []
+        for rec, stacks in merged.values():
+            if not stacks:
+                continue
+            profile = store.Profile(rec.jvm.app_id or "", rec.jvm.executor_id, "python", rec.started_ms,
+                                    rec.seconds)
+            rows = nested_set.rows(stacks, f"exec {rec.jvm.executor_id} Python workers",
+                                   scale=1_000_000_000 // self.rate_hz)
+            out += store.lines(profile, rows, sum(stacks.values()))
+        return out
+
+    def stop(self) -> None:
+        for rec in self.running.values():
+            rec.proc.terminate()
+        for rec in self.running.values():
+            try:
+                rec.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                rec.proc.kill()
+        self.running = {}
+        try:
+            for name in os.listdir(self.tmp):
+                os.unlink(os.path.join(self.tmp, name))
+            os.rmdir(self.tmp)
+        except OSError:
+            pass
