@@ -14,7 +14,6 @@ query times on a shared machine hide it.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -30,9 +29,7 @@ from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
 from sparkscope.spark.conf import PROFILER_PLUGIN_CLASS, annotator_properties, sparkscope_properties  # noqa: E402
 from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
 from support.sandbox import throwaway_stack  # noqa: E402
-
-TICKS = os.sysconf("SC_CLK_TCK")
-
+from overhead import process_cpu_seconds  # noqa: E402  (bench/overhead.py, beside this file)
 
 def jvm_pids(app_id: str, driver_pid: int) -> list[int]:
     """The driver (spark-submit execs into its JVM, so it is the pid we
@@ -52,17 +49,6 @@ def jvm_pids(app_id: str, driver_pid: int) -> list[int]:
     return pids
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS
-        except OSError:
-            pass
-    return total
-
-
 def one_run(conf: dict[str, str], seconds: float, log: Path) -> tuple[float, int]:
     argv = submit_argv(ROOT / "bench" / "jobs" / "idle_job.py", "local-cluster[2,1,1024]", conf, [str(seconds)])
     with open(log, "w") as err:
@@ -73,9 +59,9 @@ def one_run(conf: dict[str, str], seconds: float, log: Path) -> tuple[float, int
                 app_id = line.split()[1]
             elif line.startswith("IDLE_START"):
                 pids = jvm_pids(app_id, proc.pid)
-                before = cpu_seconds(pids)
+                before = process_cpu_seconds(pids)
             elif line.startswith("IDLE_END"):
-                used = cpu_seconds(pids) - before
+                used = process_cpu_seconds(pids) - before
         proc.wait()
     return used, len(pids)
 
