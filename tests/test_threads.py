@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -152,6 +153,7 @@ def fake_jvm(proc: Path, pid: int, argv: list[str], threads: dict[int, tuple[str
     (base / "task").mkdir(parents=True)
     (base / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
     (base / "stat").write_text(GC_STAT.replace("26093 (GC Thread#0)", f"{pid} (java)"))
+    (base / "comm").write_text("java\n")
     for tid, (comm, state) in threads.items():
         task = base / "task" / str(tid)
         task.mkdir()
@@ -232,6 +234,32 @@ def test_discovery_reads_each_command_line_once(tmp_path, monkeypatch):
         assert [j.executor_id for j in discovery.scan()] == ["1"]
     assert reads == [100]
 
+
+
+def test_a_launcher_script_that_execs_an_executor_is_found_once_it_has(tmp_path):
+    """spark-submit and spark-class are bash scripts that exec java in the same
+    process (same pid, same start time): a scan that lands before the exec sees
+    bash, and the process must not stay "not Spark" for the rest of its life.
+    A real exec, in the real /proc."""
+    go = tmp_path / "go"
+    script = (f"while [ ! -e {go} ]; do sleep 0.05; done; "
+              f"exec -a java {sys.executable} -c 'import time; time.sleep(60)' "
+              + " ".join(EXECUTOR_ARGV[EXECUTOR_ARGV.index("org.apache.spark.executor.CoarseGrainedExecutorBackend"):]))
+    launcher = subprocess.Popen(["bash", "-c", script])
+    try:
+        discovery = Discovery()
+        assert launcher.pid not in {j.pid for j in discovery.scan()}
+        assert launcher.pid in discovery.known  # seen, and judged not Spark (yet)
+        go.touch()
+        deadline = time.monotonic() + 30
+        found: list[SparkJvm] = []
+        while not found and time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = [j for j in discovery.scan() if j.pid == launcher.pid]
+        assert [(j.executor_id, j.app_id) for j in found] == [("1", "app-20261123183936-0000")]
+    finally:
+        launcher.kill()
+        launcher.wait()
 
 # --------------------------------------------------------------- privileges and wiring
 

@@ -132,7 +132,9 @@ class Discovery:
 
     def __init__(self, proc: str = "/proc"):
         self.proc = proc
-        self.known: dict[int, tuple[int, Optional[SparkJvm]]] = {}  # pid -> (start, jvm or not Spark)
+        # pid -> (start, jvm or None: not Spark, and then its name: a launcher script
+        # that execs java keeps its pid and start time, and only its name changes)
+        self.known: dict[int, tuple[int, Optional[SparkJvm], str]] = {}
         self.unresolved_said: set[tuple[int, int]] = set()
         self.unresolved_since: dict[tuple[int, int], float] = {}
         self.messages: list[str] = []
@@ -142,25 +144,29 @@ class Discovery:
             pids = [int(p) for p in os.listdir(self.proc) if p.isdigit()]
         except OSError:
             return []
-        seen: dict[int, tuple[int, Optional[SparkJvm]]] = {}
+        seen: dict[int, tuple[int, Optional[SparkJvm], str]] = {}
         for pid in pids:
             # A pid still listed is the process we read before: for it to be
             # another, pids would have to wrap around (pid_max, up to 4 million)
-            # between two scans a couple of seconds apart.
+            # between two scans a couple of seconds apart. But a process that
+            # was not Spark may have become Spark since: spark-submit and
+            # spark-class are bash scripts that exec java in the same process,
+            # so a scan that lands before the exec saw bash. Its name tells.
             cached = self.known.get(pid)
-            if cached:
+            if cached and (cached[1] is not None or self._name(pid) == cached[2]):
                 seen[pid] = cached
                 continue
             stat = procfs.read_text(f"{self.proc}/{pid}/stat")
             start = procfs.parse_stat_start(stat) if stat else None
             if start is None:
                 continue
+            name = self._name(pid)
             argv = procfs.cmdline(pid, self.proc)
             if argv is None:
                 continue
-            seen[pid] = (start, from_cmdline(pid, start, argv))
+            seen[pid] = (start, from_cmdline(pid, start, argv), name)
         self.known = seen
-        jvms = [jvm for _, jvm in seen.values() if jvm is not None]
+        jvms = [jvm for _, jvm, _ in seen.values() if jvm is not None]
         executors = [j for j in jvms if j.executor_id != "driver"]
         for jvm in jvms:
             if jvm.app_id is None:
@@ -184,3 +190,7 @@ class Discovery:
         self.unresolved_said &= alive
         self.unresolved_since = {k: v for k, v in self.unresolved_since.items() if k in alive}
         return [j for j in jvms if j.app_id is not None]
+
+    def _name(self, pid: int) -> str:
+        """The process name (comm): exec changes it, and it is a 16-byte read."""
+        return (procfs.read_text(f"{self.proc}/{pid}/comm", 64) or "").rstrip("\n")
