@@ -44,10 +44,10 @@ def test_up_creates_policies_and_continuous_queries_once(influx_only):
     rollups.ensure_rollups(influx_only.influx_url, influx_only.database, influx_only.retention)
     rollups.ensure_rollups(influx_only.influx_url, influx_only.database, influx_only.retention)
     policies = {row[0] for row in q(influx_only, "SHOW RETENTION POLICIES")[0]["values"]}
-    assert {"sparkscope", "sparkscope_1m", "sparkscope_10m", "sparkscope_meta"} <= policies
+    assert {"sparkscope", "sparkscope_1m", "sparkscope_10m", "sparkscope_30m", "sparkscope_meta"} <= policies
     queries = rollups.existing_queries(influx_only.influx_url, influx_only.database)
-    assert sorted(queries) == ["sparkscope_10m", "sparkscope_1m"]
-    assert len(q(influx_only, 'SELECT * FROM "sparkscope_meta"."sparkscope_resolution"')[0]["values"]) == 3
+    assert sorted(queries) == ["sparkscope_10m", "sparkscope_1m", "sparkscope_30m"]
+    assert len(q(influx_only, 'SELECT * FROM "sparkscope_meta"."sparkscope_resolution"')[0]["values"]) == 4
 
 
 def test_a_changed_continuous_query_is_replaced(influx_only):
@@ -97,20 +97,24 @@ def test_one_sample_spike_survives_into_the_minute_rollup_the_dashboard_reads(in
     assert means and all(abs(v - 3) < 0.5 for v in means), means
 
 
-def test_the_ten_minute_rollup_keeps_the_spike_of_the_minute_rollup(influx_only):
-    # Its continuous query runs every 10 minutes; its own SELECT over the
-    # window (rollups.backfill_statement) is what it will run.
+def test_the_ten_and_thirty_minute_rollups_keep_the_spike_of_the_minute_rollup(influx_only):
+    # Their continuous queries run every 10 and 30 minutes; their own SELECT
+    # over the window (rollups.backfill_statement) is what they will run, each
+    # from the level below.
     now_ms = int(time.time()) * 1000
-    level = next(level for level in rollups.LEVELS if level.policy == "sparkscope_10m")
-    q(influx_only, rollups.backfill_statement(influx_only.database, level, now_ms - 3_600_000, now_ms + 600_000))
-    heap = q(influx_only, panel_query("JVM heap used vs max", "A", {"rp": "sparkscope_10m", "mean_field": "mean"},
-                                      "1h", "10m"))
-    assert heap and all(max(v for _, v in s["values"] if v is not None) == 900e6 for s in heap)
+    for policy, interval in (("sparkscope_10m", "10m"), ("sparkscope_30m", "30m")):
+        level = next(level for level in rollups.LEVELS if level.policy == policy)
+        q(influx_only, rollups.backfill_statement(influx_only.database, level, now_ms - 3_600_000,
+                                                  now_ms + 1_800_000))
+        heap = q(influx_only, panel_query("JVM heap used vs max", "A", {"rp": policy, "mean_field": "mean"},
+                                          "1h", interval))
+        assert heap and all(max(v for _, v in s["values"] if v is not None) == 900e6 for s in heap), policy
 
 
 @pytest.mark.parametrize("hours,policy,field", [(0.5, "sparkscope", "value"), (2, "sparkscope", "value"),
                                                  (3, "sparkscope_1m", "mean"), (6, "sparkscope_10m", "mean"),
-                                                 (24, "sparkscope_10m", "mean"), (7 * 24, "sparkscope_10m", "mean")])
+                                                 (12, "sparkscope_10m", "mean"), (13, "sparkscope_30m", "mean"),
+                                                 (24, "sparkscope_30m", "mean"), (7 * 24, "sparkscope_30m", "mean")])
 def test_the_resolution_variables_follow_the_time_range(influx_only, hours, policy, field):
     variables = {v["name"]: v["query"] for v in LIVE["templating"]["list"]}
     to_ms = int(time.time() * 1000)

@@ -146,8 +146,9 @@ def _variable(name: str, label: str, query: str, **extra: Any) -> dict[str, Any]
 
 
 def _resolution(column: str, name: str, description: str) -> dict[str, Any]:
-    """A hidden variable from stack/rollups.py's lookup: the coarsest level whose
-    range covers the time range: raw up to 2 h, minutes up to 4 h, then 10 minutes."""
+    """A hidden variable from stack/rollups.py's lookup: the finest level whose
+    range covers the time range: raw up to 2 h, minutes up to 4 h, 10 minutes
+    up to 12 h, then 30 minutes."""
     query = (f'SELECT "{column}" FROM "{META_POLICY}"."{RESOLUTION_MEASUREMENT}" '
              'WHERE "up_to_ms" >= ${__to} - ${__from} LIMIT 1')
     return _variable(name, name, query, hide=2, sort=SORT_AS_QUERIED, description=description)
@@ -156,7 +157,7 @@ def _resolution(column: str, name: str, description: str) -> dict[str, Any]:
 def _variables(with_executors: bool) -> list[dict[str, Any]]:
     out = [
         _resolution("rp", "rp", "Retention policy the Spark panels read for this time range: raw samples, or "
-                                "per-minute or per-10-minute rollups of them (highest value and mean)."),
+                                "per-minute, 10-minute or 30-minute rollups of them (highest value and mean)."),
         _resolution("mean_field", "mean_field", "The field holding each interval's mean at that resolution."),
         _variable("username", "Prefix",
                   'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "username"',

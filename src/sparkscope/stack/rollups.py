@@ -40,15 +40,18 @@ class Level:
 
 HOUR_MS = 3_600_000
 # Up to 2 h the raw samples (a 36 s interval at the dashboards' 200 points),
-# up to 4 h minutes, beyond that 10 minutes. What a panel costs is series x
-# points: at 500 executors a per-executor panel over 6 h of minutes read
-# 1,503 series x 360 points and took 2-6 s (docs/performance.md); over 10
-# minutes it reads 36 points a series. Finer, at long ranges, only for few
-# executors.
+# up to 4 h minutes, up to 12 h 10 minutes, beyond that 30 minutes. What a
+# panel costs is series x points: at 500 executors a per-executor panel over
+# 6 h of minutes read 1,503 series x 360 points and took 2-6 s; over 10
+# minutes it reads 36 points a series, and over a day of 10 minutes 144
+# (1.3 s), of 30 minutes 48 (docs/performance.md). Finer, at long ranges,
+# only for few executors.
 LEVELS = (
     Level(RAW_POLICY, "value", 2 * HOUR_MS),
     Level("sparkscope_1m", "mean", 4 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="2m"),
-    Level("sparkscope_10m", "mean", 2**62, every="10m", source="sparkscope_1m", source_mean="mean", lag="20m"),
+    Level("sparkscope_10m", "mean", 12 * HOUR_MS, every="10m", source="sparkscope_1m", source_mean="mean",
+          lag="20m"),
+    Level("sparkscope_30m", "mean", 2**62, every="30m", source="sparkscope_10m", source_mean="mean", lag="60m"),
 )
 
 
