@@ -13,6 +13,7 @@ look at.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -75,6 +76,12 @@ def test_the_summary_of_the_tpcds_run_names_its_queries(page, tpcds_run, shots):
 
 def test_a_row_of_the_applications_table_opens_that_run_over_its_own_time_range(page, metrics_run, tpcds_run):
     page.open(LIVE_UID)
+    # One row per run: its RUNNING and FINISHED points merged into one.
+    listed = next(view for view in page.panels() if view.title == "Applications")
+    ids = [line for line in listed.lines if re.fullmatch(r"(app|local)-[0-9-]+", line)]
+    assert metrics_run.app_id in ids and tpcds_run.app_id in ids and len(ids) == len(set(ids)), listed.lines
+    columns = ["started", "applicationid", "name", "user", "Spark", "run time"]
+    assert [line for line in listed.lines if line in columns] == columns, listed.lines
     table = page.page.get_by_test_id("data-testid Panel header Applications")
     table.get_by_text(metrics_run.app_id, exact=True).first.click()
     page.page.get_by_role("link", name="Summary of this application").first.click()

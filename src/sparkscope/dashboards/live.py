@@ -15,27 +15,32 @@ from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 
 
 def _applications_table() -> Panel:
-    # Every point of an application (RUNNING and final) is written at its start
-    # time. A query with one selector keeps that time, so each column comes
-    # from its own query and a merge joins them on (time, applicationid): the
-    # Time column is the real start. (Several selectors in one query would
-    # return the start of the time range instead.)
-    def column(select: str, name: str) -> dict[str, Any]:
-        return raw(f'SELECT {select} AS "{name}" FROM "sparkscope_application" WHERE $timeFilter '
-                   'GROUP BY "applicationid"', result_format="table")
+    # The annotator writes an application's RUNNING point at its start and,
+    # when it ends, a FINISHED point at the same time with the same name, user
+    # and version plus its end and run time. Two raw selects (one per status,
+    # each reading only its own series) and a merge on the columns they share
+    # make one row per run, with the start as its time. Aggregates per
+    # application (GROUP BY) cost one pass over every run's series per column:
+    # at 10,000 stored runs five of them took 2.3 s over a day.
+    shared_columns = '"app_name" AS "name", "spark_user" AS "user", "spark_version" AS "Spark"'
+
+    def select(status: str, extra: str = "") -> dict[str, Any]:
+        return raw(f'SELECT {shared_columns}{extra}, "applicationid" FROM "sparkscope_application" '
+                   f"WHERE \"status\" = '{status}' AND $timeFilter", result_format="table")
 
     return Panel(
         "Applications",
         "Applications started in the time range, newest first: start time, id, name, user, Spark version "
         "and run time (empty while it runs). A click on a row opens that run here or in the summary, "
         "over its own time range. " + NEEDS_ANNOTATOR,
-        [column('first("app_name")', "name"), column('first("spark_user")', "user"),
-         column('first("spark_version")', "Spark"), column('max("duration_ms")', "run time"),
-         column('max("end_time_ms")', "ended")],
+        [select("RUNNING"), select("FINISHED", ', "duration_ms" AS "run time", "end_time_ms" AS "ended"')],
         "none", kind="table", width=24, height=5,
         options={"sortBy": [{"displayName": "started", "desc": True}]},
         transformations=[{"id": "merge", "options": {}},
-                         {"id": "organize", "options": {"renameByName": {"Time": "started"}}}],
+                         {"id": "organize", "options": {
+                             "renameByName": {"Time": "started"},
+                             "indexByName": {name: n for n, name in enumerate(
+                                 ("Time", "applicationid", "name", "user", "Spark", "run time", "ended"))}}}],
         # "ended" stays in the data for the links, hidden from the table.
         overrides=[{"matcher": {"id": "byName", "options": "ended"},
                     "properties": [{"id": "custom.hidden", "value": True}]},
