@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from dashboard_latency import p95, panels, recorded_paths  # noqa: E402
 from ingest import cpu_seconds, stored_by_filter  # noqa: E402
 from sparkscope.dashboards.queries import is_counter  # noqa: E402
+from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID  # noqa: E402
 from sparkscope.stack import influx, rollups  # noqa: E402
 from sparkscope.stack.native import PidFile  # noqa: E402
 from support.grafana_api import Grafana, frame_rows, substitute  # noqa: E402
@@ -76,18 +77,20 @@ class Writer:
 
     def __init__(self, url: str, db: str, batch: int = 50_000):
         self.url, self.db, self.batch = url, db, batch
-        self.lines: list[str] = []
+        self.lines: dict[str | None, list[str]] = {}  # per retention policy (None: the default)
         self.count = 0
 
     def add(self, line: str, policy: str | None = None) -> None:
-        self.lines.append(line)
-        if len(self.lines) >= self.batch:
+        lines = self.lines.setdefault(policy, [])
+        lines.append(line)
+        if len(lines) >= self.batch:
             self.flush(policy)
 
     def flush(self, policy: str | None = None) -> None:
-        if not self.lines:
+        lines = self.lines.pop(policy, [])
+        if not lines:
             return
-        body = ("\n".join(self.lines)).encode()
+        body = ("\n".join(lines)).encode()
         query = f"db={self.db}&precision=s" + (f"&rp={policy}" if policy else "")
         for attempt in range(60):
             try:
@@ -99,8 +102,11 @@ class Writer:
                     raise
                 print(f"    write retry ({err})", flush=True)
                 time.sleep(2)
-        self.count += len(self.lines)
-        self.lines = []
+        self.count += len(lines)
+
+    def flush_all(self) -> None:
+        for policy in list(self.lines):
+            self.flush(policy)
 
 
 def jvm_paths() -> dict[str, list[tuple[str, str, bool]]]:
@@ -112,7 +118,8 @@ def jvm_paths() -> dict[str, list[tuple[str, str, bool]]]:
     return out
 
 
-def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, total_s: int, now: int) -> None:
+def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, total_s: int, now: int,
+                  write_levels: bool = False) -> None:
     paths = jvm_paths()
     jvms = [(str(i), paths["executor"]) for i in range(executors)] + [("driver", paths["driver"])]
     rng = random.Random(7)
@@ -126,19 +133,24 @@ def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, 
             return base[key] // 1000 + step * 3000
         return base[key] + ((step * 7919 + base[key]) % 997) * 100_000
 
-    # Older part: per-minute rollup points, as the continuous query writes them.
+    # Rollup points, in the form the continuous queries write them: the
+    # minutes before the raw window, or with write_levels every level over
+    # the whole window (no back-fill through InfluxDB afterwards).
     start, raw_start = now - total_s, now - raw_s
-    began = time.monotonic()
-    for minute in range(start // 60 * 60, raw_start // 60 * 60, 60):
-        first, last = minute // period, (minute + 60) // period - 1
-        for key, series in keys.items():
-            # A minute's samples rise or wander; their highest and mean are
-            # near its first and last (the exact values do not matter here).
-            a, b = value(key, first), value(key, last)
-            w.add(f"{series} value={max(a, b)},mean={(a + b) / 2:.1f} {minute}", "sparkscope_1m")
-    w.flush("sparkscope_1m")
-    print(f"  rollup points for {(raw_start - start) / HOUR:.0f} h: {w.count:,} "
-          f"({w.count / max(time.monotonic() - began, 1e-9):,.0f}/s)", flush=True)
+    for level in (rollups.LEVELS[1:] if write_levels else rollups.LEVELS[1:2]):
+        bucket = int(level.every[:-1]) * 60
+        until = now if write_levels else raw_start
+        began, before = time.monotonic(), w.count
+        for at in range(start // bucket * bucket, until // bucket * bucket, bucket):
+            first, last = at // period, (at + bucket) // period - 1
+            for key, series in keys.items():
+                # A bucket's samples rise or wander; their highest and mean are
+                # near its first and last (the exact values do not matter here).
+                a, b = value(key, first), value(key, last)
+                w.add(f"{series} value={max(a, b)},mean={(a + b) / 2:.1f} {at}", level.policy)
+        w.flush(level.policy)
+        print(f"  {level.policy} points for {(until - start) / HOUR:.0f} h: {w.count - before:,} "
+              f"({(w.count - before) / max(time.monotonic() - began, 1e-9):,.0f}/s)", flush=True)
     written, began = w.count, time.monotonic()
     for t in range(raw_start // period * period, now, period):
         step = t // period
@@ -150,15 +162,19 @@ def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, 
     w.flush()
 
 
-def write_many_apps(w: Writer, apps: int, total_s: int, now: int) -> None:
+def write_many_apps(w: Writer, apps: int, total_s: int, now: int, write_levels: bool = False) -> None:
     """Small runs spread over the window: heap samples and annotator events."""
     for n in range(apps):
         start = now - total_s + int(n * total_s / apps)
         app = f"app-{time.strftime('%Y%m%d%H%M%S', time.gmtime(start))}-{n:05d}"
         for e in ("0", "1", "driver"):
+            series = f"JVMHeapMemory,applicationid={app},executorid={e},host=bench,namespace=ExecutorMetrics,username=spark"
             for t in range(start, start + 120, 10):
-                w.add(f"JVMHeapMemory,applicationid={app},executorid={e},host=bench,namespace=ExecutorMetrics,"
-                      f"username=spark value={100_000_000 + t % 977} {t}")
+                w.add(f"{series} value={100_000_000 + t % 977} {t}")
+            for level in rollups.LEVELS[1:] if write_levels else ():
+                bucket = int(level.every[:-1]) * 60
+                for at in sorted({t // bucket * bucket for t in range(start, start + 120, 10)}):
+                    w.add(f"{series} value={100_000_976},mean={100_000_488.0} {at}", level.policy)
         end_ms = (start + 120) * 1000
         w.add(f'sparkscope_application,applicationid={app},status=FINISHED app_name="job {n}",spark_user="u",'
               f'spark_version="3.5.9",duration_ms=120000i,end_time_ms={end_ms}i,text="job {n}" {start}')
@@ -168,7 +184,7 @@ def write_many_apps(w: Writer, apps: int, total_s: int, now: int) -> None:
                 tags = f"applicationid={app},status=SUCCEEDED" + (",straggler=false" if kind == "stage" else "")
                 w.add(f'sparkscope_{kind},{tags} text="{kind} {k}",end_time_ms={(at + 5) * 1000}i,'
                       f'duration_ms=5000i,{kind}_id={k}i {at}')
-    w.flush()
+    w.flush_all()
 
 
 def disk_bytes(directory: Path) -> int:
@@ -258,10 +274,18 @@ def main() -> int:
     parser.add_argument("--interval-counts", default="200",
                         help="points per series the auto interval aims at (the dashboards' auto_count is 200); "
                              "a comma list times each, side by side on the same data")
+    parser.add_argument("--rollups", choices=("backfill", "write"), default="backfill",
+                        help="backfill: the raw window rolled up by the continuous queries' own SELECT (slow: "
+                             "about 30,000 points/s here); write: every level written directly, as computed here")
+    parser.add_argument("--hold", action="store_true",
+                        help="after timing, keep the stack up (its URLs and password printed) until Enter")
     args = parser.parse_args()
     windows = [float(x) for x in args.windows.split(",")]
     total_s, raw_s = int(max(windows) * HOUR), int(args.raw_hours * HOUR)
-    boards = {p.name: json.loads(p.read_text()) for p in sorted((ROOT / "dashboards").glob("*.json"))}
+    # The live and summary dashboards: the profiles one reads one stored
+    # profile by its id, whatever the window.
+    boards = {p.name: json.loads(p.read_text()) for p in sorted((ROOT / "dashboards").glob("*.json"))
+              if json.loads(p.read_text())["uid"] in (LIVE_UID, SUMMARY_UID)}
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-long-") as tmp, \
             throwaway_stack(Path(tmp)) as settings:
@@ -273,11 +297,12 @@ def main() -> int:
         began = time.monotonic()
         w = Writer(url, db)
         print(f"writing {args.executors} executors + driver, {max(windows):g} h as {app}", flush=True)
-        write_big_app(w, app, args.executors, args.period, raw_s, total_s, now)
-        write_many_apps(w, args.apps, total_s, now)
+        write_levels = args.rollups == "write"
+        write_big_app(w, app, args.executors, args.period, raw_s, total_s, now, write_levels)
+        write_many_apps(w, args.apps, total_s, now, write_levels)
         print(f"wrote {w.count:,} points in {time.monotonic() - began:.0f} s", flush=True)
         began = time.monotonic()
-        for level in rollups.LEVELS[1:]:
+        for level in rollups.LEVELS[1:] if not write_levels else ():
             # In windows the server's query timeout (60 s) allows on a busy machine.
             # The small applications' raw heap spans the whole window.
             start = now - total_s
@@ -295,40 +320,48 @@ def main() -> int:
         print(f"on disk: data {disk_bytes(base / 'data') / 1e6:,.0f} MB, WAL {disk_bytes(base / 'wal') / 1e6:,.0f} MB "
               f"for {w.count:,} points written (rollups computed by InfluxDB not counted)", flush=True)
 
-        rows = []
-        for hours in windows:
-            to_ms = (now + 60) * 1000
-            from_ms = to_ms - int(hours * HOUR * 1000)
-            arms = [(f"rollup/{count}", None, count) for count in map(int, args.interval_counts.split(","))]
-            if args.compare_raw and hours <= args.raw_hours:
-                arms.append(("raw/200", "sparkscope", 200))
-            for arm, forced, count in arms:
-                interval = auto_interval_ms(to_ms - from_ms, count)
-                for name, board in boards.items():
-                    picked = resolve(grafana, board, from_ms, to_ms)
-                    if forced:
-                        picked = {"rp": forced, "mean_field": "value"}
-                    variables = {"username": ".*", "applicationid": app, "executorid": ".*",
-                                 "interval": f"{interval // 1000}s", "device": ".*", **picked}
-                    print(f"\n{hours:g} h, {arm}: {name}: rp={picked['rp']} interval={interval // 1000}s "
-                          f"load {os.getloadavg()[0]:.1f}", flush=True)
-                    timed = time_board(grafana, board, variables, from_ms, to_ms, interval, args.repeat)
-                    timed += time_annotations(grafana, board, variables, from_ms, to_ms, args.repeat)
-                    picker, apps = time_picker(grafana, board, variables, from_ms, to_ms, args.repeat)
-                    timed.append((f"application picker ({apps:,} runs)", picker))
-                    whole = sum(statistics.median(t) for title, t in timed if not title.startswith(("annotation",
-                                                                                                   "application")))
-                    for title, t in sorted(timed, key=lambda x: -statistics.median(x[1])):
-                        print(f"  {title[:52]:<52} p50 {statistics.median(t) * 1000:7.0f} ms  "
-                              f"p95 {p95(t) * 1000:7.0f} ms", flush=True)
-                    print(f"  {'whole dashboard, panels one after another':<52} p50 {whole * 1000:7.0f} ms",
-                          flush=True)
-                    rows.append((hours, arm, name, timed, whole))
-        print("\nslowest panel per window and dashboard (p95):")
-        for hours, arm, name, timed, whole in rows:
-            title, t = max(timed, key=lambda x: p95(x[1]))
-            print(f"  {hours:4g} h {arm:10} {name:26} {title[:40]:<40} p95 {p95(t) * 1000:6.0f} ms  "
-                  f"whole p50 {whole * 1000:6.0f} ms")
+        try:
+            rows = []
+            for hours in windows:
+                to_ms = (now + 60) * 1000
+                from_ms = to_ms - int(hours * HOUR * 1000)
+                arms = [(f"rollup/{count}", None, count) for count in map(int, args.interval_counts.split(","))]
+                if args.compare_raw and hours <= args.raw_hours:
+                    arms.append(("raw/200", "sparkscope", 200))
+                for arm, forced, count in arms:
+                    interval = auto_interval_ms(to_ms - from_ms, count)
+                    for name, board in boards.items():
+                        picked = resolve(grafana, board, from_ms, to_ms)
+                        if forced:
+                            picked = {"rp": forced, "mean_field": "value"}
+                        variables = {"username": ".*", "applicationid": app, "executorid": ".*",
+                                     "interval": f"{interval // 1000}s", "device": ".*", **picked}
+                        print(f"\n{hours:g} h, {arm}: {name}: rp={picked.get('rp', '-')} interval={interval // 1000}s "
+                              f"load {os.getloadavg()[0]:.1f}", flush=True)
+                        timed = time_board(grafana, board, variables, from_ms, to_ms, interval, args.repeat)
+                        timed += time_annotations(grafana, board, variables, from_ms, to_ms, args.repeat)
+                        picker, apps = time_picker(grafana, board, variables, from_ms, to_ms, args.repeat)
+                        timed.append((f"application picker ({apps:,} runs)", picker))
+                        whole = sum(statistics.median(t) for title, t in timed if not title.startswith(("annotation",
+                                                                                                       "application")))
+                        for title, t in sorted(timed, key=lambda x: -statistics.median(x[1])):
+                            print(f"  {title[:52]:<52} p50 {statistics.median(t) * 1000:7.0f} ms  "
+                                  f"p95 {p95(t) * 1000:7.0f} ms", flush=True)
+                        print(f"  {'whole dashboard, panels one after another':<52} p50 {whole * 1000:7.0f} ms",
+                              flush=True)
+                        rows.append((hours, arm, name, timed, whole))
+            print("\nslowest panel per window and dashboard (p95):")
+            for hours, arm, name, timed, whole in rows:
+                title, t = max(timed, key=lambda x: p95(x[1]))
+                print(f"  {hours:4g} h {arm:10} {name:26} {title[:40]:<40} p95 {p95(t) * 1000:6.0f} ms  "
+                      f"whole p50 {whole * 1000:6.0f} ms")
+        finally:
+            if args.hold:
+                print(f"\nholding the stack: Grafana {settings.grafana_url} (user {settings.grafana_user}, password "
+                      f"{settings.grafana_password}), InfluxDB {url} db {db}, application {app}, "
+                      f"time range {(now + 60 - int(max(windows) * HOUR)) * 1000} to {(now + 60) * 1000} ms; "
+                      "Enter stops it", flush=True)
+                sys.stdin.readline()
     return 0
 
 
