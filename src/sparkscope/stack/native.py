@@ -13,7 +13,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from sparkscope.build.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
 from sparkscope.build.grafana import grafana_command
@@ -118,6 +118,7 @@ BLOCKPROBE_ATTACH_S = 30.0  # bpftrace compiles and attaches in 1-3 s; more on a
 
 THREADPROBE = "threadprobe"
 THREADPROBE_START_S = 15.0  # it says it started before its first /proc scan
+OFF_WORDS = ("false", "0", "no", "off")  # a probe's <NAME>_ENABLED that switches it off
 
 SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
 
@@ -180,34 +181,47 @@ class NativeBackend(Backend):
         return {**{k: v for k, v in read_env_file(self.settings.root / ".env").items() if k.startswith(prefix)},
                 **os.environ}
 
-    def start_blockprobe(self, progress: Progress = print) -> bool:
-        pidfile = PidFile(self.settings.state_dir, BLOCKPROBE)
+    def _start_probe(self, name: str, module: str, started_marker: str, deadline_s: float, failure: str,
+                     progress: Progress, why_not: Callable[[], Optional[str]] = lambda: None,
+                     why_not_means: str = "") -> tuple[bool, Optional[int], dict[str, str]]:
+        """Start `python -m module` in its own process group unless it runs
+        already or its settings (<NAME>_ENABLED) or why_not() say no; wait
+        until its log says started_marker. (running, pid if started now, env)."""
+        pidfile = PidFile(self.settings.state_dir, name)
+        prefix = name.upper() + "_"
+        env = self.probe_env(prefix)
         if pidfile.running_pid() is not None:
-            progress(f"{BLOCKPROBE} already running  pid {pidfile.running_pid()}")
-            return True
-        env = self.probe_env("BLOCKPROBE_")
-        if env.get("BLOCKPROBE_ENABLED", "true").lower() in ("false", "0", "no", "off"):
-            progress(f"{BLOCKPROBE} off (BLOCKPROBE_ENABLED={env['BLOCKPROBE_ENABLED']})")
-            return False
-        reason = why_not_traceable(mount=True)
+            progress(f"{name} already running  pid {pidfile.running_pid()}")
+            return True, None, env
+        if env.get(prefix + "ENABLED", "true").lower() in OFF_WORDS:
+            progress(f"{name} off ({prefix}ENABLED={env[prefix + 'ENABLED']})")
+            return False, None, env
+        reason = why_not()
         if reason:
-            progress(f"{BLOCKPROBE} not started (disk latency heatmap, percentiles and outliers stay empty): "
-                     f"{reason}")
-            return False
-        log = self.log_path(BLOCKPROBE)
+            progress(f"{name} not started ({why_not_means}): {reason}")
+            return False, None, env
+        log = self.log_path(name)
         size = log.stat().st_size if log.exists() else 0
-        proc = start_group([sys.executable, "-m", "sparkscope.blockio", "--url", self.settings.events_url],
+        proc = start_group([sys.executable, "-m", module, "--url", self.settings.events_url],
                            log, env=env, cwd=self.settings.state_dir)
         pidfile.write(proc.pid)
-        attached = wait_until(lambda: ATTACHED in log.read_text(errors="replace")[size:] or proc.poll() is not None,
-                              BLOCKPROBE_ATTACH_S) and proc.poll() is None
-        if not attached:
-            self.stop_blockprobe()
-            progress(f"{BLOCKPROBE} not started: bpftrace did not attach within {BLOCKPROBE_ATTACH_S:.0f} s; "
-                     f"{self.log_excerpt(BLOCKPROBE)}")
-            return False
-        progress(f"{BLOCKPROBE:9} up  pid {proc.pid}  block I/O latency per device -> {self.settings.events_url}")
-        return True
+        started = wait_until(lambda: started_marker in log.read_text(errors="replace")[size:]
+                             or proc.poll() is not None, deadline_s) and proc.poll() is None
+        if not started:
+            self.stop_probe(name)
+            progress(f"{name} not started: {failure}; {self.log_excerpt(name)}")
+            return False, None, env
+        return True, proc.pid, env
+
+    def start_blockprobe(self, progress: Progress = print) -> bool:
+        running, pid, _ = self._start_probe(
+            BLOCKPROBE, "sparkscope.blockio", ATTACHED, BLOCKPROBE_ATTACH_S,
+            f"bpftrace did not attach within {BLOCKPROBE_ATTACH_S:.0f} s", progress,
+            why_not=lambda: why_not_traceable(mount=True),
+            why_not_means="disk latency heatmap, percentiles and outliers stay empty")
+        if pid is not None:
+            progress(f"{BLOCKPROBE:9} up  pid {pid}  block I/O latency per device -> {self.settings.events_url}")
+        return running
 
     def stop_blockprobe(self, progress: Progress = lambda _: None) -> None:
         self.stop_probe(BLOCKPROBE, progress)
@@ -223,32 +237,17 @@ class NativeBackend(Backend):
     # The thread sampler: thread states of every Spark JVM on this host from
     # /proc. Needs no privilege for states; root adds kernel stacks and py-spy.
     def start_threadprobe(self, progress: Progress = print) -> bool:
-        pidfile = PidFile(self.settings.state_dir, THREADPROBE)
-        if pidfile.running_pid() is not None:
-            progress(f"{THREADPROBE} already running  pid {pidfile.running_pid()}")
-            return True
-        env = self.probe_env("THREADPROBE_")
-        if env.get("THREADPROBE_ENABLED", "true").lower() in ("false", "0", "no", "off"):
-            progress(f"{THREADPROBE} off (THREADPROBE_ENABLED={env['THREADPROBE_ENABLED']})")
-            return False
-        log = self.log_path(THREADPROBE)
-        size = log.stat().st_size if log.exists() else 0
-        proc = start_group([sys.executable, "-m", "sparkscope.threads", "--url", self.settings.events_url],
-                           log, env=env, cwd=self.settings.state_dir)
-        pidfile.write(proc.pid)
-        started = wait_until(lambda: THREADPROBE_STARTED in log.read_text(errors="replace")[size:]
-                             or proc.poll() is not None, THREADPROBE_START_S) and proc.poll() is None
-        if not started:
-            self.stop_probe(THREADPROBE)
-            progress(f"{THREADPROBE} not started (thread state panels stay empty); {self.log_excerpt(THREADPROBE)}")
-            return False
-        extras = [f"{what} off: {reason}" for what, reason, key in (
-            ("kernel stacks", why_no_kernel_stacks(), "THREADPROBE_KERNEL_STACKS"),
-            ("PySpark worker profiles", why_no_py_spy(), "THREADPROBE_PYSPY"))
-            if reason and env.get(key, "true").lower() not in ("false", "0", "no", "off")]
-        progress(f"{THREADPROBE:9} up  pid {proc.pid}  thread states of Spark JVMs -> {self.settings.events_url}"
-                 + "".join(f"\n          {extra}" for extra in extras))
-        return True
+        running, pid, env = self._start_probe(
+            THREADPROBE, "sparkscope.threads", THREADPROBE_STARTED, THREADPROBE_START_S,
+            "the sampler did not start (thread state panels stay empty)", progress)
+        if pid is not None:
+            extras = [f"{what} off: {reason}" for what, reason, key in (
+                ("kernel stacks", why_no_kernel_stacks(), "THREADPROBE_KERNEL_STACKS"),
+                ("PySpark worker profiles", why_no_py_spy(), "THREADPROBE_PYSPY"))
+                if reason and env.get(key, "true").lower() not in OFF_WORDS]
+            progress(f"{THREADPROBE:9} up  pid {pid}  thread states of Spark JVMs -> {self.settings.events_url}"
+                     + "".join(f"\n          {extra}" for extra in extras))
+        return running
 
     def status(self):
         rows = super().status()
