@@ -32,12 +32,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from sparkscope.blockio.probe import ATTACHED  # noqa: E402
 from sparkscope.blockio.readiness import why_not_traceable  # noqa: E402
+from overhead import process_cpu_seconds  # noqa: E402
 from sparkscope.process import start_group, stop_group, wait_until  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 class Sink(BaseHTTPRequestHandler):
@@ -51,11 +52,6 @@ class Sink(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
 
 
 def children(pid: int) -> list[int]:
@@ -108,7 +104,7 @@ def run_once(device: str, seconds: int, with_probe: bool, url: str, log: Path) -
         if not wait_until(lambda: ATTACHED in log.read_text()[size:] or probe.poll() is not None, 30):
             raise SystemExit(f"probe did not attach; see {log}")
         bpftrace = children(probe.pid)[0]
-        cpu0 = cpu_s(probe.pid) + cpu_s(bpftrace)
+        cpu0 = process_cpu_seconds([probe.pid, bpftrace])
         bpf0 = bpf_prog_stats(bpftrace)
     ios0, t0 = completed_ios(), time.monotonic()
     iops = fio(device, seconds)
@@ -116,7 +112,7 @@ def run_once(device: str, seconds: int, with_probe: bool, url: str, log: Path) -
     events = (completed_ios() - ios0) / elapsed
     row = {"probe": with_probe, "iops": iops, "events_per_s": events}
     if probe:
-        row["probe_cpu_pct"] = 100 * (cpu_s(probe.pid) + cpu_s(bpftrace) - cpu0) / elapsed
+        row["probe_cpu_pct"] = 100 * (process_cpu_seconds([probe.pid, bpftrace]) - cpu0) / elapsed
         run_ns, runs = bpf_prog_stats(bpftrace)
         row["bpf_cpu_pct"] = 100 * (run_ns - bpf0[0]) / 1e9 / elapsed
         row["bpf_ns_per_run"] = (run_ns - bpf0[0]) / max(runs - bpf0[1], 1)

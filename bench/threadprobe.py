@@ -36,12 +36,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from overhead import process_cpu_seconds  # noqa: E402
 from sparkscope.process import start_group, stop_group, wait_until  # noqa: E402
 from sparkscope.threads.jvms import Discovery  # noqa: E402
 from sparkscope.threads.sampler import DEFAULT_RATE_HZ, STARTED  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 TASK_THREADS = 4
 FARM = """
 public class ThreadFarm {
@@ -80,11 +81,6 @@ class Sink(BaseHTTPRequestHandler):
         pass
 
 
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
-
-
 def thread_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
@@ -119,9 +115,9 @@ def measure(url: str, seconds: int, kernel_stacks: bool, log: Path) -> tuple[flo
         if not wait_until(lambda: STARTED in log.read_text()[size:] or sampler.poll() is not None, 30):
             raise SystemExit(f"sampler did not start; see {log}")
         time.sleep(5)  # past discovery and the first command-line reads
-        c0, t0 = cpu_s(sampler.pid), time.monotonic()
+        c0, t0 = process_cpu_seconds([sampler.pid]), time.monotonic()
         time.sleep(seconds)
-        c1, t1 = cpu_s(sampler.pid), time.monotonic()
+        c1, t1 = process_cpu_seconds([sampler.pid]), time.monotonic()
     finally:
         stop_group(sampler.pid, proc=sampler)
     return 100 * (c1 - c0) / (t1 - t0), DEFAULT_RATE_HZ * (t1 - t0)
