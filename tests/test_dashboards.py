@@ -258,6 +258,27 @@ def test_the_summary_numbers_agree_with_influxdb(stack, grafana, metrics_run):
     assert shown == stored > 50 * 2**20
 
 
+
+def test_counter_totals_read_by_their_last_value_equal_their_highest(stack, grafana, metrics_run):
+    """The per-executor counters read last() (fast: the end of each series),
+    which is right only if each counter's last value is its highest: checked
+    on a real run, column by column, against max() straight from InfluxDB."""
+    board = BOARDS["spark-application.json"]
+    panel = next(p for p in panels(board) if p["title"] == "Work per executor")
+    start, end = run_window(metrics_run)
+    for target in panel["targets"]:
+        assert "last(" in target["query"], target["query"]
+        measurement = re.search(r'FROM "([^"]+)" WHERE', target["query"]).group(1)
+        query = dict(target, query=substitute(target["query"], board, ui_variables(metrics_run), start, end))
+        # One (time, value) frame per executor, its id a label of the value field.
+        shown = {f["schema"]["fields"][1]["labels"]["executorid"]: f["data"]["values"][1][0]
+                 for f in grafana.query([query], str(start), str(end))[target["refId"]]}
+        stored = {s["tags"]["executorid"]: s["values"][0][1] for s in stack.influx(
+            f'SELECT max("value") FROM "{measurement}" WHERE "applicationid" = \'{metrics_run.app_id}\' '
+            f'AND time >= {start}ms AND time <= {end}ms GROUP BY "executorid"')}
+        assert shown == stored and len(shown) >= 2, (measurement, shown, stored)
+
+
 def test_executors_alive_counts_those_reporting_at_the_end_of_the_range(grafana, metrics_run):
     """Mid-run both executors report; a minute after the run none does (the panel then shows 0)."""
     board = BOARDS["spark-executors.json"]

@@ -56,6 +56,15 @@ def is_counter(measurement: str) -> bool:
             or measurement.startswith(COUNTER_PATTERNS))
 
 
+def highest(measurement: str) -> str:
+    """The selector for a series' highest value: max, but last for a counter.
+    A counter only grows while its executor lives (a new executor is a new
+    series), so its last value is its highest; InfluxDB reads it from the
+    end of each series instead of every sample of the range (over 24 h of
+    500 executors' raw samples, 18 ms against 239 ms; docs/performance.md)."""
+    return "last" if is_counter(measurement) else "max"
+
+
 def gauge(measurement: str, alias: str = "$tag_executorid", agg: str = "mean",
           where: str = EXECUTORS) -> dict[str, Any]:
     """A gauge per executor: mean (or max) of each interval."""
@@ -82,12 +91,12 @@ def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
 
 
 def total(measurement: str, alias: str, where: str = APP, scale: str = "") -> dict[str, Any]:
-    """A counter's total over the application: each executor's last (max)
-    value, summed. Counters start at 0 when an executor starts. The driver
+    """A counter's total over the application: each executor's last value
+    (its highest), summed. Counters start at 0 when an executor starts. The driver
     is not left out: it has the executor source only in local mode, where
     it is the one executor."""
-    inner = (f'SELECT max("value"){scale} AS "v" FROM {source(measurement)} WHERE {where} AND $timeFilter '
-             'GROUP BY "executorid"')
+    inner = (f'SELECT {highest(measurement)}("value"){scale} AS "v" FROM {source(measurement)} WHERE {where} '
+             'AND $timeFilter GROUP BY "executorid"')
     return target(f'SELECT sum("v") FROM ({inner})', alias)
 
 
@@ -112,11 +121,11 @@ def recent_per_executor(measurement: str, agg: str, alias: str, window: str = "2
 
 
 def per_executor_peak(measurement: str, column: str) -> dict[str, Any]:
-    """One table column: each executor's highest value. sum() of the single
+    """One table column: each executor's highest value (see highest). sum() of the single
     maximum gives every column the same time, so a merge joins them by
     executor."""
-    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {APP} AND $timeFilter '
-             'GROUP BY "executorid"')
+    inner = (f'SELECT {highest(measurement)}("value") AS "v" FROM {source(measurement)} WHERE {APP} '
+             'AND $timeFilter GROUP BY "executorid"')
     made = target(f'SELECT sum("v") AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"
     return made
@@ -214,8 +223,8 @@ def annotator_fields(measurement: str, columns: list[tuple[str, str]]) -> dict[s
 def per_executor_peak_scaled(measurement: str, column: str, expression: str) -> dict[str, Any]:
     """Like per_executor_peak, with each executor's highest value put through
     an InfluxQL expression of "v" (e.g. the unified pool from the heap)."""
-    inner = (f'SELECT max("value") AS "v" FROM {source(measurement)} WHERE {APP} AND $timeFilter '
-             'GROUP BY "executorid"')
+    inner = (f'SELECT {highest(measurement)}("value") AS "v" FROM {source(measurement)} WHERE {APP} '
+             'AND $timeFilter GROUP BY "executorid"')
     made = target(f'SELECT {expression} AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"
     return made
