@@ -153,14 +153,17 @@ class Discovery:
             # spark-class are bash scripts that exec java in the same process,
             # so a scan that lands before the exec saw bash. Its name tells.
             cached = self.known.get(pid)
-            if cached and (cached[1] is not None or self._name(pid) == cached[2]):
+            if cached and cached[1] is not None:
+                seen[pid] = cached
+                continue
+            name = self._name(pid)
+            if cached and name == cached[2]:
                 seen[pid] = cached
                 continue
             stat = procfs.read_text(f"{self.proc}/{pid}/stat")
             start = procfs.parse_stat_start(stat) if stat else None
             if start is None:
                 continue
-            name = self._name(pid)
             argv = procfs.cmdline(pid, self.proc)
             if argv is None:
                 continue
