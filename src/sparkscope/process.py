@@ -55,14 +55,23 @@ def is_zombie(pid: int) -> bool:
         return True
 
 
-def group_alive(pgid: int) -> bool:
+def _answers(send: Callable[[int, int], None], target: int) -> bool:
+    """Signal 0 reaches it: it exists (another user's process counts too)."""
     try:
-        os.killpg(pgid, 0)
+        send(target, 0)
         return True
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+
+
+def alive(pid: int) -> bool:
+    return _answers(os.kill, pid)
+
+
+def group_alive(pgid: int) -> bool:
+    return _answers(os.killpg, pgid)
 
 
 # --- start, stop -------------------------------------------------------------------

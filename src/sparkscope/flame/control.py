@@ -5,7 +5,6 @@ and follows them until they are written."""
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 import urllib.error
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from sparkscope.errors import SparkscopeError
+from sparkscope.process import alive
 
 PLUGIN = "dev.sparkscope.annotator.ProfilerPlugin"
 HOW_TO_ENABLE = (f"start the application with the profiler plugin: --jars annotator/target/sparkscope-annotator.jar "
@@ -41,16 +41,6 @@ def control_dirs(extra: Optional[Path] = None) -> list[Path]:
     return dirs + sorted(tmp.glob("sparkscope-profiler-*"))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def find_controls(extra_dir: Optional[Path] = None) -> list[Control]:
     """Every running driver's control file on this host, newest first. Files
     of drivers that died without cleaning up are skipped."""
@@ -62,7 +52,7 @@ def find_controls(extra_dir: Optional[Path] = None) -> list[Control]:
                 control = Control(data["application"], data["url"], data["token"], int(data.get("pid", 0)), f)
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if control.pid and not _alive(control.pid):
+            if control.pid and not alive(control.pid):
                 continue
             found.append((f.stat().st_mtime, control))
     return [c for _, c in sorted(found, key=lambda item: -item[0])]
