@@ -8,6 +8,7 @@ import pytest
 
 from sparkscope.flame import page, store
 from sparkscope.flame.nested_set import Row, iter_stacks, parse_collapsed, rows, widest_leaves
+from support.browser_checks import open_offline
 
 COLLAPSED = """\
 stage 1.0;Thread.run;Task.run;Burn.call;Burn.burnCpu 60
@@ -100,11 +101,7 @@ def test_the_page_opens_offline_draws_every_frame_and_zooms_and_searches(browser
     path = tmp_path / "profile.html"
     path.write_text(page.render(nested, "app-1: a profile </script>", "ns", {"executor": "1"}))
     tab = browser.new_page()
-    errors, remote = [], []
-    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    tab.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
-    tab.goto(path.as_uri())
+    errors, remote = open_offline(tab, path)
     frames = tab.locator("#graph .f")
     assert frames.count() == len(nested)
     assert not errors and not remote, (errors, remote)

@@ -17,6 +17,7 @@ from sparkscope.spark.conf import annotator_properties
 from sparkscope.stack.settings import ROOT
 
 from conftest import run_spark_job
+from support.browser_checks import open_offline
 
 GIB = 1024 * MIB
 
@@ -144,11 +145,7 @@ def test_the_report_page_opens_offline_with_its_plots(generous, tmp_path):
     _, path, advice = generous
     with chromium() as context:
         page = context.new_page()
-        errors, remote = [], []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
-        page.goto(path.as_uri())
+        errors, remote = open_offline(page, path)
         page.wait_for_selector(".plotly-graph-div .main-svg", timeout=30_000)
         drawn = page.locator(".plotly-graph-div .main-svg").count()
         # Saved for a person to look at (pytest's basetemp); the suite never writes into the checkout.

@@ -48,3 +48,16 @@ def check_clean(page: GrafanaPage, where: str, allowed_empty: dict[str, str] = M
         if view.labels_named_like_refids():
             problems.append(f"panel {view.title!r} labels a series by its refId: {view.labels_named_like_refids()}")
     assert not problems, f"{where}:\n  " + "\n  ".join(problems)
+
+
+def open_offline(page, path) -> tuple[list[str], list[str]]:
+    """Open a local file as a person would and record, while the page lives,
+    its console and page errors and every request that leaves the file
+    (a page that must open offline fetches nothing)."""
+    errors: list[str] = []
+    remote: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: remote.append(r.url) if not r.url.startswith(("file:", "data:")) else None)
+    page.goto(path.as_uri())
+    return errors, remote
