@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -187,7 +188,8 @@ def ui_variables(run) -> dict[str, str]:
     (10 s at the least), and the raw samples that the hidden $rp and $mean_field pick for a
     range of minutes; substitute() uses only those the dashboard defines."""
     return {"username": ".*", "applicationid": run.app_id, "executorid": ".*", "interval": "10s",
-            "device": WHOLE_DISKS, "rp": "sparkscope", "mean_field": "value"}
+            "device": WHOLE_DISKS, "rp": "sparkscope", "mean_field": "value",
+            "peak_raw_samples": "", "peak_rolled_samples": "", "peak_rp": "sparkscope"}
 
 
 def run_window(run) -> tuple[int, int]:
@@ -259,6 +261,48 @@ def test_the_summary_numbers_agree_with_influxdb(stack, grafana, metrics_run):
 
 
 
+def resolve_hidden(grafana, board: dict, values: dict[str, str], names: tuple[str, ...], start: int,
+                   end: int) -> dict[str, str]:
+    """Hidden variables resolved through Grafana in the board's order, each
+    with those before it, as the browser does; a multi-value one as the
+    regex Grafana writes for it, an empty answer as empty."""
+    out = dict(values)
+    for variable in board["templating"]["list"]:
+        if variable["name"] not in names:
+            continue
+        target = {"refId": "A", "datasource": variable["datasource"], "rawQuery": True, "resultFormat": "table",
+                  "query": substitute(variable["query"], board, out, start, end)}
+        frames = grafana.query([target], str(start), str(end))["A"]
+        # A raw query comes back as a (time, value) frame per selected column; the first is the values.
+        found = [str(v) for v in (frames[0]["data"]["values"][1] if frames else [])]
+        out[variable["name"]] = ("(" + "|".join(found) + ")" if variable.get("multi") and len(found) > 1
+                                 else (found[0] if found else ""))
+    return out
+
+
+def test_memory_peaks_read_through_the_rollup_check_equal_the_raw_highest(stack, grafana, metrics_run):
+    """The sampled peak table reads the minute rollup for the whole minutes of
+    the range when $peak_rp says it holds every raw sample, raw samples
+    otherwise: either way each column equals max() over the raw samples.
+    The range runs to now, so once the run is minutes old its minutes are
+    rolled up by the stack's own continuous query and read from there."""
+    board = BOARDS["spark-application.json"]
+    panel = next(p for p in panels(board) if p["title"] == "Peak memory per executor, sampled")
+    start, end = metrics_run.started_ms - 60_000, max(int(time.time() * 1000), metrics_run.ended_ms + 60_000)
+    values = resolve_hidden(grafana, board, ui_variables(metrics_run),
+                            ("peak_raw_samples", "peak_rolled_samples", "peak_rp"), start, end)
+    assert values["peak_rp"] in ("sparkscope", "sparkscope_1m"), values
+    for target in panel["targets"]:
+        measurement = re.search(r'FROM "\$peak_rp"\.(\S+) WHERE', target["query"]).group(1)
+        query = dict(target, query=substitute(target["query"], board, values, start, end))
+        shown = {f["schema"]["fields"][1]["labels"]["executorid"]: f["data"]["values"][1][0]
+                 for f in grafana.query([query], str(start), str(end))[target["refId"]]}
+        stored = {s["tags"]["executorid"]: s["values"][0][1] for s in stack.influx(
+            f'SELECT max("value") FROM {measurement} WHERE "applicationid" = \'{metrics_run.app_id}\' '
+            f'AND time >= {start}ms AND time <= {end}ms GROUP BY "executorid"')}
+        assert shown == stored and shown, (measurement, values, shown, stored)
+
+
 def test_counter_totals_read_by_their_last_value_equal_their_highest(stack, grafana, metrics_run):
     """The per-executor counters read last() (fast: the end of each series),
     which is right only if each counter's last value is its highest: checked
@@ -320,8 +364,12 @@ def test_variable_queries_offer_this_run_and_its_executors(grafana, metrics_run,
         values |= {v for f in frames for column in f["data"]["values"][1:] for v in column}
         wanted = {"username": {"spark"}, "applicationid": {metrics_run.app_id},
                   "executorid": {"0", "1", "driver"}, "device": busy_whole_disks(),
-                  "rp": {"sparkscope"}, "mean_field": {"value"}}[variable["name"]]
+                  "rp": {"sparkscope"}, "mean_field": {"value"},
+                  # counts of a few minutes' samples, or none: any answer; the source one of two
+                  "peak_raw_samples": set(), "peak_rolled_samples": set(), "peak_rp": set()}[variable["name"]]
         assert wanted <= values, f"variable {variable['name']}: {values}"
+        if variable["name"] == "peak_rp":
+            assert len(values & {"sparkscope", "sparkscope_1m"}) == 1, values
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))

@@ -124,3 +124,80 @@ def test_the_resolution_variables_follow_the_time_range(influx_only, hours, poli
         query = substitute(variables[name], LIVE, {}, from_ms, to_ms)
         picked[name] = [v for s in q(influx_only, query) for _, v in s["values"]]
     assert picked == {"rp": [policy], "mean_field": [field]}
+
+
+SUMMARY = json.loads((ROOT / "dashboards" / "spark-application.json").read_text())
+PEAKS_APP = "app-20991231000000-0043"
+LATE_APP = "app-20991231000000-0044"
+
+
+def resolve_peak_source(settings, app: str, from_ms: int, to_ms: int) -> dict[str, str]:
+    """The summary's hidden peak variables in the order Grafana resolves them
+    (each may use those before it); an empty answer is an empty value."""
+    values = {"applicationid": app, "username": ".*"}
+    for variable in SUMMARY["templating"]["list"]:
+        if variable["name"].startswith("peak_"):
+            answer = q(settings, substitute(variable["query"], SUMMARY, values, from_ms, to_ms))
+            values[variable["name"]] = next((str(row[1]) for s in answer for row in s["values"]), "")
+    return values
+
+
+def sampled_heap_peaks(settings, from_ms: int, to_ms: int, app: str = PEAKS_APP) -> tuple[str, dict[str, float]]:
+    """The summary's "Peak memory per executor, sampled" heap column, as
+    Grafana sends it, per executor."""
+    values = resolve_peak_source(settings, app, from_ms, to_ms)
+    panel = next(p for top in SUMMARY["panels"] for p in [top, *top.get("panels", [])]
+                 if p["title"] == "Peak memory per executor, sampled")
+    query = substitute(panel["targets"][0]["query"], SUMMARY, values, from_ms, to_ms)
+    query = query.replace("$timeFilter", f"time >= {from_ms}ms AND time <= {to_ms}ms")
+    return values["peak_rp"], {s["tags"]["executorid"]: s["values"][0][1] for s in q(settings, query)}
+
+
+def test_peaks_read_the_minute_rollup_only_where_it_holds_every_raw_sample(influx_only):
+    # 20 minutes of samples every 10 s (driver, executors 1 and 2), heap flat
+    # at 100 MB but for executor 1 at 700 MB 10 minutes ago (a whole minute of
+    # the middle) and executor 2 at 800 MB 30 s ago and 900 MB in the range's
+    # first, partial minute (the raw edges). Rolled up by the continuous
+    # query's own SELECT, as it runs every minute.
+    url, db = influx_only.influx_url, influx_only.database
+    now = int(time.time()) // 10 * 10
+    start = now - 1200
+    middle_spike, end_spike, first_spike = now - 600, now - 30, start + 20
+
+    def samples(app: str) -> str:
+        lines = []
+        for t in range(start, now + 1, 10):
+            for executor in ("driver", "1", "2"):
+                heap = ({(middle_spike, "1"): 700e6, (end_spike, "2"): 800e6, (first_spike, "2"): 900e6}
+                        .get((t, executor), 100e6))
+                lines.append(f"JVMHeapMemory,applicationid={app},executorid={executor} value={heap} {t}")
+        return "\n".join(lines)
+
+    influx.write(url, db, samples(PEAKS_APP))
+    minute = next(level for level in rollups.LEVELS if level.policy == rollups.PEAK_LEVEL)
+    q(influx_only, rollups.backfill_statement(db, minute, (start - 60) * 1000, (now + 60) * 1000))
+    from_ms, to_ms = start * 1000 + 5000, now * 1000 + 1000
+
+    rp, peaks = sampled_heap_peaks(influx_only, from_ms, to_ms)
+    assert rp == "sparkscope_1m"
+    assert peaks == {"driver": 100e6, "1": 700e6, "2": 900e6}
+    # Where the rollup is read: executor 1's spike minute written lower in the
+    # rollup alone (same sample count) shows through; the raw edges do not.
+    spike_minute = middle_spike // 60 * 60
+    rolled = f"JVMHeapMemory,applicationid={PEAKS_APP},executorid=1 value=650e6,mean=1e8,samples=6i {spike_minute}"
+    influx.write(url, db, rolled, policy="sparkscope_1m")
+    assert sampled_heap_peaks(influx_only, from_ms, to_ms) == ("sparkscope_1m",
+                                                             {"driver": 100e6, "1": 650e6, "2": 900e6})
+    # A hole: one minute of the rollup made before all its samples arrived
+    # (the driver's count, like every series', short). Then the whole range
+    # is read raw and the peak is exact again.
+    short = f"JVMHeapMemory,applicationid={PEAKS_APP},executorid=driver value=1e8,mean=1e8,samples=4i {spike_minute}"
+    influx.write(url, db, short, policy="sparkscope_1m")
+    assert sampled_heap_peaks(influx_only, from_ms, to_ms) == ("sparkscope", {"driver": 100e6, "1": 700e6,
+                                                                              "2": 900e6})
+    # A run whose samples arrived late, all at once (Telegraf's buffer after
+    # InfluxDB was down): the continuous query covers its last minutes at
+    # most, and the range is read raw.
+    influx.write(url, db, samples(LATE_APP))
+    assert sampled_heap_peaks(influx_only, from_ms, to_ms, LATE_APP) == (
+        "sparkscope", {"driver": 100e6, "1": 700e6, "2": 900e6})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -64,6 +65,11 @@ class Grafana:
 BROWSER_BUILTINS = ("__from", "__to")
 SERVER_MACROS = ("timeFilter", "__timeFilter", "interval", "__interval", "__interval_ms")
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
+# ${__from:date:<moment.js format>}: the browser formats the range's ends in
+# its time zone. The one format the dashboards use, as a browser set to UTC
+# writes it; any other fails here instead of passing unreplaced.
+DATE_FORMAT = re.compile(r"\$\{(__from|__to):date:([^}]*)\}")
+MINUTE_FORMAT = "YYYY-MM-DD[T]HH:mm:00Z"
 
 
 def defined_variables(board: dict[str, Any]) -> set[str]:
@@ -91,7 +97,13 @@ def substitute(query: str, board: dict[str, Any], values: dict[str, str],
             return values[name]
         return builtins.get(name, match.group(0))
 
-    return VARIABLE.sub(value, query)
+    def date(match: re.Match[str]) -> str:
+        if match.group(2) != MINUTE_FORMAT:
+            raise ValueError(f"substitute() does not know the date format {match.group(2)!r}")
+        at_ms = time_from_ms if match.group(1) == "__from" else time_to_ms
+        return time.strftime("%Y-%m-%dT%H:%M:00+00:00", time.gmtime(at_ms // 1000))
+
+    return VARIABLE.sub(value, DATE_FORMAT.sub(date, query))
 
 
 def frame_rows(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -55,9 +55,11 @@ def build() -> dict[str, dict[str, Any]]:
 
 
 def raw_samples_only(board: dict[str, Any]) -> dict[str, Any]:
-    """The summary reads raw samples only: it is opened on a run that often
-    ended minutes ago, before the rollups of its range exist (their lag is up
-    to 20 minutes), and it draws one run, not a day of many."""
+    """The summary's graphs and totals read raw samples only: it is opened on
+    a run that often ended minutes ago, before the rollups of its range exist
+    (their lag is up to 20 minutes), and it draws one run, not a day of many.
+    Its peaks read the minute rollup where $peak_rp vouches for it
+    (queries.range_max), untouched here."""
     text = json.dumps(board).replace('\\"$rp\\".', "").replace('\\"$mean_field\\"', '\\"value\\"')
     out = json.loads(text)
     out["templating"]["list"] = [v for v in out["templating"]["list"] if v["name"] not in ("rp", "mean_field")]

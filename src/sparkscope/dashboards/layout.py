@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope.dashboards.queries import APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, source
-from sparkscope.stack.rollups import META_POLICY, RESOLUTION_MEASUREMENT
+from sparkscope.dashboards.queries import APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, source
+from sparkscope.stack.rollups import (META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT, RAW_POLICY,
+                                      RESOLUTION_MEASUREMENT)
 
 SCHEMA_VERSION = 38
 GRID_COLUMNS = 24  # a dashboard row is 24 units wide
@@ -154,6 +155,33 @@ def _resolution(column: str, name: str, description: str) -> dict[str, Any]:
     return _variable(name, name, query, hide=2, sort=SORT_AS_QUERIED, description=description)
 
 
+def _peak_source() -> list[dict[str, Any]]:
+    """Hidden: where queries.range_max reads the whole minutes of a range.
+    The driver's heap samples in those minutes, counted raw and as the minute
+    rollup's "samples"; $peak_rp is the rollup when the two agree, raw
+    samples otherwise (stack/rollups.py). The driver stands for all: a hole
+    in the rollup (InfluxDB down or busy, Telegraf's buffer replayed late, no
+    continuous query) is a time, the same for every series. A count with no
+    samples is empty, hence the leading 0 (08640 reads as 8640)."""
+    driver = f"{APP} AND \"executorid\" = 'driver' AND {WHOLE_MINUTES}"
+    gap = "0$peak_raw_samples - 0$peak_rolled_samples"
+    return [
+        _variable("peak_raw_samples", "peak_raw_samples",
+                  f'SELECT count("value") FROM "{RAW_POLICY}"."JVMHeapMemory" WHERE {driver}', hide=2,
+                  sort=SORT_AS_QUERIED, description="The driver's raw heap samples in the range's whole minutes."),
+        _variable("peak_rolled_samples", "peak_rolled_samples",
+                  f'SELECT sum("samples") FROM "{PEAK_LEVEL}"."JVMHeapMemory" WHERE {driver}', hide=2,
+                  sort=SORT_AS_QUERIED,
+                  description="The same samples as the minute rollup counted them."),
+        _variable("peak_rp", "peak_rp",
+                  f'SELECT "rp" FROM "{META_POLICY}"."{PEAK_SOURCE_MEASUREMENT}" '
+                  f'WHERE "lowest_gap" <= {gap} AND "highest_gap" >= {gap} LIMIT 1', hide=2,
+                  sort=SORT_AS_QUERIED,
+                  description="Where peaks read the range's whole minutes: the minute rollup when it holds every "
+                              "raw sample of them, raw samples otherwise. Its edges are always raw."),
+    ]
+
+
 def _variables(with_executors: bool) -> list[dict[str, Any]]:
     out = [
         _resolution("rp", "rp", "Retention policy the Spark panels read for this time range: raw samples, or "
@@ -179,6 +207,7 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
                   sort=SORT_AS_QUERIED,
                   description="Runs in the time range, the newest first. The 'Applications' table names "
                               "each run."),
+        *_peak_source(),
     ]
     if with_executors:
         out.append(_variable(

@@ -51,6 +51,32 @@ NEEDS_ANNOTATOR = ("Needs the sparkscope annotator: --jars sparkscope-annotator.
 NEEDS_TELEGRAF = "From Telegraf's host inputs on the machine running the stack, not Spark."
 
 
+# A gauge's highest value over the range (peaks, sizing) reads the minute
+# rollup for whole minutes inside the range and raw samples at its edges:
+# from the start to the first whole minute after it, and the last 3 minutes
+# (a minute bucket is final once the continuous query ran over it twice).
+# $peak_rp is the rollup only when it holds every raw sample of those
+# minutes (layout.py checks on the driver's heap samples), raw samples
+# otherwise, so the peak is exact either way. Over 24 h of 500 executors one
+# heap peak reads 1,440 instead of 8,640 points a series (docs/performance.md).
+# The minute bounds are the browser's own formatting of the range (the same
+# instant in its time zone, seconds dropped), as InfluxQL time strings.
+FROM_MINUTE = "'${__from:date:YYYY-MM-DD[T]HH:mm:00Z}'"
+TO_MINUTE = "'${__to:date:YYYY-MM-DD[T]HH:mm:00Z}'"
+WHOLE_MINUTES = f"time >= {FROM_MINUTE} + 1m AND time < {TO_MINUTE} - 3m"
+PEAK_RP = '"$peak_rp".'
+
+
+def range_max(measurement: str, where: str, group: str = "") -> str:
+    """The FROM clause of a gauge's highest value over the range as "v" (per
+    `group`, e.g. ' GROUP BY "executorid"'): three subqueries, the whole
+    minutes from $peak_rp and the two raw edges, for an outer max("v")."""
+    parts = [f'{PEAK_RP}{source(measurement)} WHERE {where} AND {WHOLE_MINUTES}',
+             f'{source(measurement)} WHERE {where} AND $timeFilter AND time < {FROM_MINUTE} + 1m',
+             f'{source(measurement)} WHERE {where} AND $timeFilter AND time >= {TO_MINUTE} - 3m']
+    return ", ".join(f'(SELECT max("value") AS "v" FROM {part}{group})' for part in parts)
+
+
 def is_counter(measurement: str) -> bool:
     return (measurement.endswith(COUNTER_SUFFIXES) or measurement in COUNTER_MEASUREMENTS
             or measurement.startswith(COUNTER_PATTERNS))
@@ -101,7 +127,7 @@ def total(measurement: str, alias: str, where: str = APP, scale: str = "") -> di
 
 
 def peak(measurement: str, alias: str, where: str = NOT_DRIVER) -> dict[str, Any]:
-    return target(f'SELECT max("value") FROM {source(measurement)} WHERE {where} AND $timeFilter', alias)
+    return target(f'SELECT max("v") FROM {range_max(measurement, where)}', alias)
 
 
 def peaks_executors_and_driver(measurement: str, what: str) -> list[dict[str, Any]]:
@@ -120,12 +146,21 @@ def recent_per_executor(measurement: str, agg: str, alias: str, window: str = "2
     return target(f'SELECT {agg}("v") FROM ({inner})', alias)
 
 
+def highest_per_executor(measurement: str) -> str:
+    """A subquery: each executor's highest value over the range as "v": a
+    counter's last (see highest), a gauge's max through range_max."""
+    if is_counter(measurement):
+        return (f'SELECT last("value") AS "v" FROM {source(measurement)} WHERE {APP} '
+                'AND $timeFilter GROUP BY "executorid"')
+    by_executor = ' GROUP BY "executorid"'
+    return f'SELECT max("v") AS "v" FROM {range_max(measurement, APP, by_executor)}{by_executor}'
+
+
 def per_executor_peak(measurement: str, column: str) -> dict[str, Any]:
-    """One table column: each executor's highest value (see highest). sum() of the single
+    """One table column: each executor's highest value. sum() of the single
     maximum gives every column the same time, so a merge joins them by
     executor."""
-    inner = (f'SELECT {highest(measurement)}("value") AS "v" FROM {source(measurement)} WHERE {APP} '
-             'AND $timeFilter GROUP BY "executorid"')
+    inner = highest_per_executor(measurement)
     made = target(f'SELECT sum("v") AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"
     return made
@@ -223,8 +258,7 @@ def annotator_fields(measurement: str, columns: list[tuple[str, str]]) -> dict[s
 def per_executor_peak_scaled(measurement: str, column: str, expression: str) -> dict[str, Any]:
     """Like per_executor_peak, with each executor's highest value put through
     an InfluxQL expression of "v" (e.g. the unified pool from the heap)."""
-    inner = (f'SELECT {highest(measurement)}("value") AS "v" FROM {source(measurement)} WHERE {APP} '
-             'AND $timeFilter GROUP BY "executorid"')
+    inner = highest_per_executor(measurement)
     made = target(f'SELECT {expression} AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
     made["resultFormat"] = "table"
     return made

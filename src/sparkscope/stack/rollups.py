@@ -22,6 +22,15 @@ from sparkscope.stack import influx
 RAW_POLICY = "sparkscope"  # the database's default policy (influx.database_statements)
 META_POLICY = "sparkscope_meta"  # the resolution lookup: three points, kept forever
 RESOLUTION_MEASUREMENT = "sparkscope_resolution"
+# Where the highest value over a range is read (dashboards' $peak_rp): the
+# minute rollup when it holds exactly as many samples as the raw data over
+# the same minutes, raw samples otherwise. Two points, picked by the gap
+# (raw minus rolled samples): 0 -> the rollup, anything else -> raw. A
+# continuous query does not run again over a time InfluxDB was down or
+# busy (nor at all where ./sparkscope up never created it), and Telegraf
+# replays its buffer afterwards: the gap shows exactly those holes.
+PEAK_SOURCE_MEASUREMENT = "sparkscope_peak_source"
+PEAK_LEVEL = "sparkscope_1m"
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,10 @@ class Level:
     # (Telegraf flushes every 2 s). Each run reads this much of every Spark
     # measurement, so it is the rollups' running cost: keep it short.
     lag: str = ""
+    # rollups: also store each bucket's sample count as "samples", so that a
+    # reader can check that the rollup saw every raw sample (dashboards'
+    # $peak_rp, see PEAK_SOURCE_MEASUREMENT).
+    samples: bool = False
 
 
 HOUR_MS = 3_600_000
@@ -48,7 +61,8 @@ HOUR_MS = 3_600_000
 # only for few executors.
 LEVELS = (
     Level(RAW_POLICY, "value", 2 * HOUR_MS),
-    Level("sparkscope_1m", "mean", 4 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="2m"),
+    Level("sparkscope_1m", "mean", 4 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="2m",
+          samples=True),
     Level("sparkscope_10m", "mean", 12 * HOUR_MS, every="10m", source="sparkscope_1m", source_mean="mean",
           lag="20m"),
     Level("sparkscope_30m", "mean", 2**62, every="30m", source="sparkscope_10m", source_mean="mean", lag="60m"),
@@ -58,7 +72,8 @@ LEVELS = (
 def continuous_query(database: str, level: Level) -> str:
     """Every measurement with a "value" field (Spark's metrics; host metrics and
     annotator events have none) per bucket, all tags kept."""
-    select = (f'SELECT max("value") AS "value", mean("{level.source_mean}") AS "mean" '
+    counted = ', count("value") AS "samples"' if level.samples else ""
+    select = (f'SELECT max("value") AS "value", mean("{level.source_mean}") AS "mean"{counted} '
               f'INTO "{database}"."{level.policy}".:MEASUREMENT FROM "{database}"."{level.source}"./.*/ '
               f"GROUP BY time({level.every}), *")
     return (f'CREATE CONTINUOUS QUERY "{level.policy}" ON "{database}" RESAMPLE EVERY {level.every} '
@@ -78,6 +93,15 @@ def resolution_lines() -> str:
     per level at 1, 2, 3 ns, so that the first match is the finest."""
     return "\n".join(f'{RESOLUTION_MEASUREMENT} rp="{level.policy}",mean_field="{level.mean_field}",'
                      f"up_to_ms={level.up_to_ms}i {n}" for n, level in enumerate(LEVELS, 1))
+
+
+def peak_source_lines() -> str:
+    """The lookup $peak_rp reads: the first point whose [lowest_gap,
+    highest_gap] holds the gap."""
+    widest = 2**62
+    return "\n".join([
+        f'{PEAK_SOURCE_MEASUREMENT} rp="{PEAK_LEVEL}",lowest_gap=0i,highest_gap=0i 1',
+        f'{PEAK_SOURCE_MEASUREMENT} rp="{RAW_POLICY}",lowest_gap={-widest}i,highest_gap={widest}i 2'])
 
 
 def ensure_policy(base_url: str, database: str, name: str, duration: str) -> None:
@@ -110,4 +134,5 @@ def ensure_rollups(base_url: str, database: str, retention: str) -> None:
         if level.policy in existing:
             influx.query(base_url, f'DROP CONTINUOUS QUERY "{level.policy}" ON "{database}"')
         influx.query(base_url, wanted)
-    influx.write(base_url, database, resolution_lines(), precision="ns", policy=META_POLICY)
+    influx.write(base_url, database, resolution_lines() + "\n" + peak_source_lines(), precision="ns",
+                 policy=META_POLICY)
