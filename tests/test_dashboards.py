@@ -189,7 +189,9 @@ def ui_variables(run) -> dict[str, str]:
     range of minutes; substitute() uses only those the dashboard defines."""
     return {"username": ".*", "applicationid": run.app_id, "executorid": ".*", "interval": "10s",
             "device": WHOLE_DISKS, "rp": "sparkscope", "mean_field": "value",
-            "peak_raw_samples": "", "peak_rolled_samples": "", "peak_rp": "sparkscope"}
+            "peak_raw_samples": "", "peak_rolled_samples": "", "peak_rp": "sparkscope",
+            # the run's executors and driver, all drawn (fewer than $top), as Grafana writes a multi-value regex
+            "top": "20", "drawn": "(0|1|driver)"}
 
 
 def run_window(run) -> tuple[int, int]:
@@ -303,6 +305,26 @@ def test_memory_peaks_read_through_the_rollup_check_equal_the_raw_highest(stack,
         assert shown == stored and shown, (measurement, values, shown, stored)
 
 
+def test_graphs_draw_the_executors_with_the_highest_heap_peaks(stack, grafana, metrics_run):
+    """$drawn, what the per-executor graphs filter on: the picked executors,
+    at most $top, ranked by their highest heap sample in the range."""
+    board = BOARDS["spark-executors.json"]
+    start, end = run_window(metrics_run)
+    ranked = sorted(((s["values"][0][1], s["tags"]["executorid"]) for s in stack.influx(
+        f'SELECT max("value") FROM "JVMHeapMemory" WHERE "applicationid" = \'{metrics_run.app_id}\' '
+        f'AND time >= {start}ms AND time <= {end}ms GROUP BY "executorid"')), reverse=True)
+    assert len(ranked) == 3, ranked
+    for top in (1, 2, 100000):
+        values = resolve_hidden(grafana, board, dict(ui_variables(metrics_run), top=str(top)), ("drawn",),
+                                start, end)
+        wanted = sorted(executor for _, executor in ranked[:top])
+        assert sorted(values["drawn"].strip("()").split("|")) == wanted, (top, values["drawn"], ranked)
+    # Picking executors in Executor ranks among those only.
+    picked = dict(ui_variables(metrics_run), top="1", executorid="(0|1)")
+    best_of_two = max((peak, e) for peak, e in ranked if e in ("0", "1"))[1]
+    assert resolve_hidden(grafana, board, picked, ("drawn",), start, end)["drawn"] == best_of_two
+
+
 def test_counter_totals_read_by_their_last_value_equal_their_highest(stack, grafana, metrics_run):
     """The per-executor counters read last() (fast: the end of each series),
     which is right only if each counter's last value is its highest: checked
@@ -366,7 +388,8 @@ def test_variable_queries_offer_this_run_and_its_executors(grafana, metrics_run,
                   "executorid": {"0", "1", "driver"}, "device": busy_whole_disks(),
                   "rp": {"sparkscope"}, "mean_field": {"value"},
                   # counts of a few minutes' samples, or none: any answer; the source one of two
-                  "peak_raw_samples": set(), "peak_rolled_samples": set(), "peak_rp": set()}[variable["name"]]
+                  "peak_raw_samples": set(), "peak_rolled_samples": set(), "peak_rp": set(),
+                  "drawn": {"0", "1", "driver"}}[variable["name"]]
         assert wanted <= values, f"variable {variable['name']}: {values}"
         if variable["name"] == "peak_rp":
             assert len(values & {"sparkscope", "sparkscope_1m"}) == 1, values

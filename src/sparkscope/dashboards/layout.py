@@ -217,6 +217,24 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
             current={"selected": True, "text": ["All"], "value": ["$__all"]},
             description="Executors of the application; 'driver' is the driver JVM."))
         out.append({
+            "name": "top", "label": "Executors drawn", "type": "custom", "hide": 0,
+            "query": "10,20,50,all : 100000", "multi": False, "includeAll": False,
+            "current": {"selected": True, "text": "20", "value": "20"},
+            "options": [{"selected": text == "20", "text": text, "value": value}
+                        for text, value in (("10", "10"), ("20", "20"), ("50", "50"), ("all", "100000"))],
+            "description": "Graphs with a line per executor draw at most this many of the executors picked in "
+                           "Executor: those with the highest heap peak in the time range. Sums over executors "
+                           "(task time, task threads) and the stat panels count every picked one."})
+        out.append(_variable(
+            "drawn", "drawn",
+            'SELECT "executorid", "top" FROM (SELECT top("peak", "executorid", $top) FROM '
+            f'(SELECT max("value") AS "peak" FROM "$rp"."JVMHeapMemory" WHERE {APP} '
+            'AND "executorid" =~ /^$executorid$/ AND $timeFilter GROUP BY "executorid"))',
+            hide=2, sort=SORT_NUMERICAL, multi=True, includeAll=True,
+            current={"selected": True, "text": ["All"], "value": ["$__all"]},
+            description="The executors the per-executor graphs draw: of those picked, the Executors drawn "
+                        "with the highest heap peak in the range."))
+        out.append({
             "name": "interval", "label": "Interval", "type": "interval", "auto": True, "auto_count": 200,
             "auto_min": "10s", "query": "10s,30s,1m,5m,15m,1h", "refresh": REFRESH_ON_TIME_RANGE, "hide": 0,
             "current": {"selected": False, "text": "auto", "value": "$__auto_interval_interval"},
