@@ -19,15 +19,23 @@ shipped Telegraf filter keeps (what the dashboards and report read):
   heap only, with the annotator's application, query, job and stage points),
   spread over the longest window, for the picker and annotation queries.
 
-Then, per window, the hidden $rp/$mean_field are resolved through Grafana as
-the browser does, $interval is Grafana's auto interval (range / 200, rounded
-as Grafana rounds), and each panel's queries run together through
-/api/ds/query: one warm-up, then --repeat timed requests. Printed: p50/p95 per
-panel, and the whole dashboard (all panels one after another, median); with
---compare-raw also the same panels reading raw samples ($rp forced to the
-raw policy) over the raw window.
+Then, per window, the hidden variables ($rp, $mean_field, the $peak_* chain
+and $drawn, with Executors drawn = --top) are resolved through Grafana as the
+browser does, in order, and timed as one row; $interval is Grafana's auto
+interval (range / 200, rounded as Grafana rounds), and each panel's queries
+run together through /api/ds/query: one warm-up, then --repeat timed
+requests. Printed: p50/p95 per panel, and the whole dashboard (all panels one
+after another, median); with --compare-raw also the same panels reading raw
+samples ($rp and $peak_rp forced to the raw policy) over the raw window.
 
     .venv/bin/python bench/long_window.py --executors 500 --windows 6,24
+
+--hold keeps the stack up after timing; --attach then times the dashboards
+as they are now in dashboards/ against it, so that a change is measured
+side by side with what the held run timed, on the same data:
+
+    GRAFANA_PASSWORD=... .venv/bin/python bench/long_window.py \
+        --attach http://127.0.0.1:PORT --app APP --now END_S --windows 6
 """
 
 from __future__ import annotations
@@ -147,7 +155,8 @@ def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, 
                 # A bucket's samples rise or wander; their highest and mean are
                 # near its first and last (the exact values do not matter here).
                 a, b = value(key, first), value(key, last)
-                w.add(f"{series} value={max(a, b)},mean={(a + b) / 2:.1f} {at}", level.policy)
+                counted = f",samples={bucket // period}i" if level.samples else ""
+                w.add(f"{series} value={max(a, b)},mean={(a + b) / 2:.1f}{counted} {at}", level.policy)
         w.flush(level.policy)
         print(f"  {level.policy} points for {(until - start) / HOUR:.0f} h: {w.count - before:,} "
               f"({(w.count - before) / max(time.monotonic() - began, 1e-9):,.0f}/s)", flush=True)
@@ -174,7 +183,9 @@ def write_many_apps(w: Writer, apps: int, total_s: int, now: int, write_levels: 
             for level in rollups.LEVELS[1:] if write_levels else ():
                 bucket = int(level.every[:-1]) * 60
                 for at in sorted({t // bucket * bucket for t in range(start, start + 120, 10)}):
-                    w.add(f"{series} value={100_000_976},mean={100_000_488.0} {at}", level.policy)
+                    n = sum(1 for t in range(start, start + 120, 10) if at <= t < at + bucket)
+                    counted = f",samples={n}i" if level.samples else ""
+                    w.add(f"{series} value={100_000_976},mean={100_000_488.0}{counted} {at}", level.policy)
         end_ms = (start + 120) * 1000
         w.add(f'sparkscope_application,applicationid={app},status=FINISHED app_name="job {n}",spark_user="u",'
               f'spark_version="3.5.9",duration_ms=120000i,end_time_ms={end_ms}i,text="job {n}" {start}')
@@ -202,16 +213,24 @@ def wait_quiet(pid: int, limit_s: float = 180) -> float:
     return time.monotonic() - began
 
 
-def resolve(grafana: Grafana, board: dict, from_ms: int, to_ms: int) -> dict[str, str]:
-    """$rp and $mean_field as Grafana resolves them for this range."""
-    out = {}
+HIDDEN = ("rp", "mean_field", "peak_raw_samples", "peak_rolled_samples", "peak_rp", "drawn")
+
+
+def resolve(grafana: Grafana, board: dict, from_ms: int, to_ms: int, given: dict[str, str]) -> dict[str, str]:
+    """The hidden variables ($rp, $mean_field, the $peak_* chain, $drawn) as
+    Grafana resolves them for this range, in order: the values of the first
+    frame (a raw query returns a frame per column), a multi-value one as the
+    regex Grafana writes, an empty answer empty."""
+    out = dict(given)
     for v in board["templating"]["list"]:
-        if v["name"] in ("rp", "mean_field"):
+        if v["name"] in HIDDEN:
             target = {"refId": "A", "datasource": v["datasource"], "rawQuery": True, "resultFormat": "table",
-                      "query": substitute(v["query"], board, {}, from_ms, to_ms)}
+                      "query": substitute(v["query"], board, out, from_ms, to_ms)}
             frames = grafana.query([target], str(from_ms), str(to_ms))["A"]
-            out[v["name"]] = next(str(x) for f in frames for col in f["data"]["values"][1:] for x in col)
-    return out
+            found = [str(x) for x in (frames[0]["data"]["values"][1] if frames else [])]
+            out[v["name"]] = ("(" + "|".join(found) + ")" if v.get("multi") and len(found) > 1
+                              else (found[0] if found else ""))
+    return {name: out[name] for name in HIDDEN if name in out}
 
 
 def time_board(grafana: Grafana, board: dict, variables: dict[str, str], from_ms: int, to_ms: int,
@@ -262,6 +281,53 @@ def time_picker(grafana: Grafana, board: dict, variables: dict[str, str], from_m
     return times, apps
 
 
+def time_windows(grafana: Grafana, boards: dict[str, dict], app: str, now: int, windows: list[float],
+                 args: argparse.Namespace) -> None:
+    """Every panel of each board over each window ending at now + 60 s: p50/p95 per panel, then the
+    slowest per window and board."""
+    rows = []
+    for hours in windows:
+        to_ms = (now + 60) * 1000
+        from_ms = to_ms - int(hours * HOUR * 1000)
+        arms = [(f"rollup/{count}", None, count) for count in map(int, args.interval_counts.split(","))]
+        if args.compare_raw and hours <= args.raw_hours:
+            arms.append(("raw/200", "sparkscope", 200))
+        for arm, forced, count in arms:
+            interval = auto_interval_ms(to_ms - from_ms, count)
+            for name, board in boards.items():
+                variables = {"username": ".*", "applicationid": app, "executorid": ".*",
+                             "interval": f"{interval // 1000}s", "device": ".*", "top": str(args.top)}
+                resolved = []
+                for _ in range(args.repeat + 1):  # the first is a warm-up
+                    began = time.perf_counter()
+                    picked = resolve(grafana, board, from_ms, to_ms, variables)
+                    resolved.append(time.perf_counter() - began)
+                if forced:
+                    picked.update(rp=forced, mean_field="value", peak_rp=forced)
+                variables.update(picked)
+                print(f"\n{hours:g} h, {arm}: {name}: rp={picked.get('rp', '-')} "
+                      f"peak_rp={picked.get('peak_rp', '-')} interval={interval // 1000}s "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+                timed = time_board(grafana, board, variables, from_ms, to_ms, interval, args.repeat)
+                timed += time_annotations(grafana, board, variables, from_ms, to_ms, args.repeat)
+                picker, apps = time_picker(grafana, board, variables, from_ms, to_ms, args.repeat)
+                timed.append((f"application picker ({apps:,} runs)", picker))
+                timed.append(("hidden variables, one after another", resolved[1:]))
+                whole = sum(statistics.median(t) for title, t in timed if not title.startswith(("annotation",
+                                                                                               "application", "hidden")))
+                for title, t in sorted(timed, key=lambda x: -statistics.median(x[1])):
+                    print(f"  {title[:52]:<52} p50 {statistics.median(t) * 1000:7.0f} ms  "
+                          f"p95 {p95(t) * 1000:7.0f} ms", flush=True)
+                print(f"  {'whole dashboard, panels one after another':<52} p50 {whole * 1000:7.0f} ms",
+                      flush=True)
+                rows.append((hours, arm, name, timed, whole))
+    print("\nslowest panel per window and dashboard (p95):")
+    for hours, arm, name, timed, whole in rows:
+        title, t = max(timed, key=lambda x: p95(x[1]))
+        print(f"  {hours:4g} h {arm:10} {name:26} {title[:40]:<40} p95 {p95(t) * 1000:6.0f} ms  "
+              f"whole p50 {whole * 1000:6.0f} ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--executors", type=int, default=500)
@@ -270,6 +336,7 @@ def main() -> int:
     parser.add_argument("--period", type=int, default=10, help="sink period of the simulated app, s")
     parser.add_argument("--apps", type=int, default=10_000, help="further small applications stored")
     parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--top", default="20", help="Executors drawn ($top): 10, 20, 50 or 100000 (all)")
     parser.add_argument("--compare-raw", action="store_true", help="also time the panels on raw samples")
     parser.add_argument("--interval-counts", default="200",
                         help="points per series the auto interval aims at (the dashboards' auto_count is 200); "
@@ -277,6 +344,14 @@ def main() -> int:
     parser.add_argument("--rollups", choices=("backfill", "write"), default="backfill",
                         help="backfill: the raw window rolled up by the continuous queries' own SELECT (slow: "
                              "about 30,000 points/s here); write: every level written directly, as computed here")
+    parser.add_argument("--attach", metavar="GRAFANA_URL",
+                        help="time the dashboards now in dashboards/ against a stack held by --hold (its "
+                             "--app and --now, user --attach-user, password in $GRAFANA_PASSWORD); writes nothing")
+    parser.add_argument("--attach-user", default="admin")
+    parser.add_argument("--boards", default="executors,application",
+                        help="which dashboards to time, by a word of their file name")
+    parser.add_argument("--app", help="with --attach: the big application's id, as --hold printed it")
+    parser.add_argument("--now", type=int, help="with --attach: the data's end in s (--hold's range end / 1000 - 60)")
     parser.add_argument("--hold", action="store_true",
                         help="after timing, keep the stack up (its URLs and password printed) until Enter")
     args = parser.parse_args()
@@ -285,8 +360,15 @@ def main() -> int:
     # The live and summary dashboards: the profiles one reads one stored
     # profile by its id, whatever the window.
     boards = {p.name: json.loads(p.read_text()) for p in sorted((ROOT / "dashboards").glob("*.json"))
-              if json.loads(p.read_text())["uid"] in (LIVE_UID, SUMMARY_UID)}
+              if json.loads(p.read_text())["uid"] in (LIVE_UID, SUMMARY_UID)
+              and any(word in p.name for word in args.boards.split(","))}
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
+    if args.attach:
+        if not (args.app and args.now and os.environ.get("GRAFANA_PASSWORD")):
+            parser.error("--attach needs --app, --now and GRAFANA_PASSWORD in the environment")
+        time_windows(Grafana(args.attach, args.attach_user, os.environ["GRAFANA_PASSWORD"]), boards, args.app,
+                     args.now, windows, args)
+        return 0
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-long-") as tmp, \
             throwaway_stack(Path(tmp)) as settings:
         url, db = settings.influx_url, settings.database
@@ -321,40 +403,7 @@ def main() -> int:
               f"for {w.count:,} points written (rollups computed by InfluxDB not counted)", flush=True)
 
         try:
-            rows = []
-            for hours in windows:
-                to_ms = (now + 60) * 1000
-                from_ms = to_ms - int(hours * HOUR * 1000)
-                arms = [(f"rollup/{count}", None, count) for count in map(int, args.interval_counts.split(","))]
-                if args.compare_raw and hours <= args.raw_hours:
-                    arms.append(("raw/200", "sparkscope", 200))
-                for arm, forced, count in arms:
-                    interval = auto_interval_ms(to_ms - from_ms, count)
-                    for name, board in boards.items():
-                        picked = resolve(grafana, board, from_ms, to_ms)
-                        if forced:
-                            picked = {"rp": forced, "mean_field": "value"}
-                        variables = {"username": ".*", "applicationid": app, "executorid": ".*",
-                                     "interval": f"{interval // 1000}s", "device": ".*", **picked}
-                        print(f"\n{hours:g} h, {arm}: {name}: rp={picked.get('rp', '-')} interval={interval // 1000}s "
-                              f"load {os.getloadavg()[0]:.1f}", flush=True)
-                        timed = time_board(grafana, board, variables, from_ms, to_ms, interval, args.repeat)
-                        timed += time_annotations(grafana, board, variables, from_ms, to_ms, args.repeat)
-                        picker, apps = time_picker(grafana, board, variables, from_ms, to_ms, args.repeat)
-                        timed.append((f"application picker ({apps:,} runs)", picker))
-                        whole = sum(statistics.median(t) for title, t in timed if not title.startswith(("annotation",
-                                                                                                       "application")))
-                        for title, t in sorted(timed, key=lambda x: -statistics.median(x[1])):
-                            print(f"  {title[:52]:<52} p50 {statistics.median(t) * 1000:7.0f} ms  "
-                                  f"p95 {p95(t) * 1000:7.0f} ms", flush=True)
-                        print(f"  {'whole dashboard, panels one after another':<52} p50 {whole * 1000:7.0f} ms",
-                              flush=True)
-                        rows.append((hours, arm, name, timed, whole))
-            print("\nslowest panel per window and dashboard (p95):")
-            for hours, arm, name, timed, whole in rows:
-                title, t = max(timed, key=lambda x: p95(x[1]))
-                print(f"  {hours:4g} h {arm:10} {name:26} {title[:40]:<40} p95 {p95(t) * 1000:6.0f} ms  "
-                      f"whole p50 {whole * 1000:6.0f} ms")
+            time_windows(grafana, boards, app, now, windows, args)
         finally:
             if args.hold:
                 print(f"\nholding the stack: Grafana {settings.grafana_url} (user {settings.grafana_user}, password "
