@@ -35,7 +35,7 @@ def panel_query(title: str, ref: str, values: dict[str, str], window: str, inter
     panel = next(p for top in LIVE["panels"] for p in [top, *top.get("panels", [])] if p["title"] == title)
     target = next(t for t in panel["targets"] if t["refId"] == ref)
     query = substitute(target["query"], LIVE, {"applicationid": APP, "executorid": ".*", "username": ".*",
-                                               "interval": interval, **values})
+                                               "top": "20", "drawn": "(1|2)", "interval": interval, **values})
     return query.replace("$timeFilter", f"time > now() - {window}").replace("$interval", interval)
 
 
