@@ -11,6 +11,7 @@ from sparkscope.build import BuildError
 from sparkscope.build.annotator_jar import ensure_annotator_jar, jar_path
 from sparkscope.build.go import ensure_influxd, ensure_telegraf
 from sparkscope.build.chromium import ensure_chromium
+from sparkscope.build.test_tools import ensure_test_packages
 from sparkscope.build.grafana import grafana_home
 from sparkscope.build.grafana_ui import ensure_grafana_with_ui, has_ui
 from sparkscope.demo import command as demo_command
@@ -127,6 +128,10 @@ def cmd_test(args: argparse.Namespace) -> int:
     # inside a test fixture. A missing Grafana is reported by the suite itself.
     install_all(settings)
     print(f"annotator: {ensure_annotator_jar(settings.root)}")
+    try:
+        print(f"test tools: {ensure_test_packages()}")
+    except BuildError as err:
+        print(f"test tools: NOT AVAILABLE: {err}", file=sys.stderr)
     return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
 
 
