@@ -247,6 +247,13 @@ def test_a_launcher_script_that_execs_an_executor_is_found_once_it_has(tmp_path)
               + " ".join(EXECUTOR_ARGV[EXECUTOR_ARGV.index("org.apache.spark.executor.CoarseGrainedExecutorBackend"):]))
     launcher = subprocess.Popen(["bash", "-c", script])
     try:
+        # The first scan must land on bash, as it says: before Popen's child has
+        # exec'd bash it is a fork of this python, as named as the python it
+        # execs at the end, and a name that comes back cannot tell an exec.
+        comm = Path(f"/proc/{launcher.pid}/comm")
+        deadline = time.monotonic() + 30
+        while comm.read_text().strip() != "bash" and time.monotonic() < deadline:
+            time.sleep(0.01)
         discovery = Discovery()
         assert launcher.pid not in {j.pid for j in discovery.scan()}
         assert launcher.pid in discovery.known  # seen, and judged not Spark (yet)
