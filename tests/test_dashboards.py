@@ -305,6 +305,34 @@ def test_memory_peaks_read_through_the_rollup_check_equal_the_raw_highest(stack,
         assert shown == stored and shown, (measurement, values, shown, stored)
 
 
+def test_sizing_reads_the_heap_once_for_its_size_and_the_unified_capacity(stack, grafana, metrics_run):
+    """The sizing table's configured heap and the unified capacity Spark
+    derives from it come from one read of heap.max, as two columns: the heap
+    equal to its highest raw sample, the capacity (heap - 300 MiB) x 0.6."""
+    board = BOARDS["spark-application.json"]
+    panel = next(p for p in panels(board) if p["title"].startswith("Sizing:"))
+    heap_targets = [t for t in panel["targets"] if '"heap.max"' in t.get("query", "")]
+    assert len(heap_targets) == 1, [t.get("query") for t in panel["targets"]]
+    start, end = metrics_run.started_ms - 60_000, max(int(time.time() * 1000), metrics_run.ended_ms + 60_000)
+    values = resolve_hidden(grafana, board, ui_variables(metrics_run),
+                            ("peak_raw_samples", "peak_rolled_samples", "peak_rp"), start, end)
+    target = heap_targets[0]
+    query = dict(target, query=substitute(target["query"], board, values, start, end))
+    rows: dict[str, dict[str, float]] = {}
+    for frame in grafana.query([query], str(start), str(end))[target["refId"]]:
+        field = frame["schema"]["fields"][1]  # one (time, value) frame per executor and column
+        rows.setdefault(field["labels"]["executorid"], {})[field["config"]["displayNameFromDS"]] = (
+            frame["data"]["values"][1][0])
+    stored = {s["tags"]["executorid"]: s["values"][0][1] for s in stack.influx(
+        f'SELECT max("value") FROM "heap.max" WHERE "applicationid" = \'{metrics_run.app_id}\' '
+        f'AND time >= {start}ms AND time <= {end}ms GROUP BY "executorid"')}
+    assert stored and set(rows) == set(stored), (rows, stored)
+    for executor, heap in stored.items():
+        assert rows[executor]["heap (sampled)"] == heap, (executor, rows[executor], heap)
+        assert rows[executor]["unified capacity at fraction 0.6"] == pytest.approx((heap - 300 * 2**20) * 0.6), (
+            executor, rows[executor])
+
+
 def test_graphs_draw_the_executors_with_the_highest_heap_peaks(stack, grafana, metrics_run):
     """$drawn, what the per-executor graphs filter on: the picked executors,
     at most $top, ranked by their highest heap sample in the range."""

@@ -162,12 +162,16 @@ def highest_per_executor(measurement: str) -> str:
     return f'SELECT max("v") AS "v" FROM {range_max(measurement, APP, by_executor)}{by_executor}'
 
 
-def per_executor_peak(measurement: str, column: str) -> dict[str, Any]:
+def per_executor_peak(measurement: str, column: str, derived: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
     """One table column: each executor's highest value. sum() of the single
     maximum gives every column the same time, so a merge joins them by
-    executor."""
+    executor. `derived`: further columns from the same read, each an InfluxQL
+    expression of sum("v") and its name (e.g. the unified pool from the
+    heap): one read of 500 executors' series instead of one per column."""
     inner = highest_per_executor(measurement)
-    made = target(f'SELECT sum("v") AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
+    fields = ", ".join([f'sum("v") AS "{column}"'] + [f'{expression} AS "{name}"' for expression, name in derived])
+    # Grafana's alias $col names each series by its column.
+    made = target(f'SELECT {fields} FROM ({inner}) GROUP BY "executorid"', "$col" if derived else column)
     made["resultFormat"] = "table"
     return made
 
@@ -259,12 +263,3 @@ def annotator_fields(measurement: str, columns: list[tuple[str, str]]) -> dict[s
     so they may add fields ("a" + "b")."""
     select = ", ".join(f'{expr} AS "{name}"' for expr, name in columns)
     return raw(f'SELECT {select} FROM "{measurement}" WHERE {APP} AND $timeFilter', result_format="table")
-
-
-def per_executor_peak_scaled(measurement: str, column: str, expression: str) -> dict[str, Any]:
-    """Like per_executor_peak, with each executor's highest value put through
-    an InfluxQL expression of "v" (e.g. the unified pool from the heap)."""
-    inner = highest_per_executor(measurement)
-    made = target(f'SELECT {expression} AS "{column}" FROM ({inner}) GROUP BY "executorid"', column)
-    made["resultFormat"] = "table"
-    return made

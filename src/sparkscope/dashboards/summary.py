@@ -9,7 +9,7 @@ from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.uids import PROFILES_UID
 from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
-                                           annotator_fields, per_executor_peak, per_executor_peak_scaled,
+                                           annotator_fields, per_executor_peak,
                                            peaks_executors_and_driver, raw, target, total)
 
 
@@ -126,9 +126,8 @@ def _sizing_table() -> Panel:
     (Graphite): the configured heap and the live set."""
     targets = [
         annotator_fields("sparkscope_executor_peaks", SIZING_EXACT),
-        per_executor_peak("heap.max", "heap (sampled)"),
-        per_executor_peak_scaled("heap.max", "unified capacity at fraction 0.6",
-                                 f'(sum("v") - {RESERVED_BYTES}) * 0.6'),
+        per_executor_peak("heap.max", "heap (sampled)",
+                          derived=((f'(sum("v") - {RESERVED_BYTES}) * 0.6', "unified capacity at fraction 0.6"),)),
         per_executor_peak("/^pools\\..*Old-Gen\\.used-after-gc$/", "live set (sampled)"),
     ]
     panel = Panel(
