@@ -13,7 +13,7 @@ from sparkscope.build.go import ensure_influxd, ensure_telegraf
 from sparkscope.build.chromium import ensure_chromium
 from sparkscope.build.test_tools import ensure_test_packages
 from sparkscope.build.grafana import grafana_home
-from sparkscope.build.grafana_ui import ensure_grafana_with_ui, has_ui
+from sparkscope.build.grafana_ui import BackgroundBuild, ensure_grafana_with_ui, has_ui
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
 from sparkscope.report import command as report_command
@@ -102,16 +102,17 @@ def cmd_screenshots(args: argparse.Namespace) -> int:
 def install_all(settings: Settings) -> list[str]:
     """Build or find every native component; returns what could not be had."""
     missing = []
-    steps = (("influxd", lambda: ensure_influxd(settings.cache_dir)),
-             ("telegraf", lambda: ensure_telegraf(settings.cache_dir)),
-             ("grafana", lambda: ensure_grafana_with_ui(settings.cache_dir)),
-             ("chromium", ensure_chromium))
-    for name, ensure in steps:
-        try:
-            print(f"{name}: {ensure()}")
-        except BuildError as err:
-            print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr)
-            missing.append(name)
+    with BackgroundBuild(settings.cache_dir, print) as ui:
+        steps = (("influxd", lambda: ensure_influxd(settings.cache_dir)),
+                 ("telegraf", lambda: ensure_telegraf(settings.cache_dir)),
+                 ("grafana", lambda: ensure_grafana_with_ui(settings.cache_dir, background=ui)),
+                 ("chromium", ensure_chromium))
+        for name, ensure in steps:
+            try:
+                print(f"{name}: {ensure()}", flush=True)
+            except BuildError as err:
+                print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr, flush=True)
+                missing.append(name)
     return missing
 
 

