@@ -57,6 +57,12 @@ def peaks_match_spark_rest(stack, tmp_path, spark_home=None):
                     assert mine.get(field) == value, (stage, executor, field)
                     compared += 1
     assert compared >= 20, f"only {compared} stage fields compared"
+    # One task's own execution peak (TaskMetrics.peakExecutionMemory), the highest per stage and executor.
+    task_peaks = rest_lines(run.stdout, "REST_TASK_PEAKS")
+    assert any(peak > 0 for by_executor in task_peaks.values() for peak in by_executor.values()), task_peaks
+    for stage, by_executor in task_peaks.items():
+        for executor, peak in by_executor.items():
+            assert stage_points[(stage, executor)]["TaskPeakExecutionMemory"] == peak, (stage, executor)
 
     executor_points = {p["executor_id"]: p for p in points(stack, "sparkscope_executor_peaks", run.app_id)}
     for executor, rest in rest_executors.items():

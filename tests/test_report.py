@@ -51,6 +51,22 @@ def test_a_roomy_run_is_told_how_much_heap_to_give_back():
     assert "--conf spark.executor.memory=768m" in advice.conf_lines()
 
 
+def test_one_task_s_own_execution_peak_times_the_task_slots_sizes_the_pool_when_the_polls_saw_less():
+    # The polls saw 100 MiB of execution memory; one task held 250 MiB between two polls,
+    # and each executor runs 2 tasks at once, each capped at half the pool.
+    run = facts(heap=4 * GIB, unified=100 * MIB, live=100 * MIB)
+    for e in run.executors.values():
+        e.peaks["TaskPeakExecutionMemory"] = 250 * MIB
+        e.cores = 2
+    advice = advise(run)
+    heap = next(r for r in advice.recommendations if r.key == "spark.executor.memory")
+    # (2 x 250 MiB + 50 MiB storage) x 1.2 / 0.6 + 300 MiB = 1400 MiB, rounded up to 1408m
+    assert parse_size(heap.value) == 1408 * MIB, heap
+    assert "one task's own peak x 2 task slots" in heap.reason, heap.reason
+    run.settings["spark.task.cpus"] = "2"  # one task at a time: 250 + 50 x 1.2 / 0.6 + 300 = 900 MiB
+    assert next(r for r in advise(run).recommendations if r.key == "spark.executor.memory").value == "1g"
+
+
 def test_spill_or_gc_makes_the_run_short_and_never_advises_less():
     for run in (facts(spilled=50 * MIB), facts(gc_ms=int(10_000 * SHORT_GC_SHARE) + 1)):
         advice = advise(run)
@@ -114,7 +130,7 @@ def test_a_run_without_peaks_says_the_annotator_is_missing():
 # ---- on a real run ----
 
 CACHE_MIB = "400"
-WORKER_MIB = 1536  # executors get at most the worker's memory; 450 MiB is Spark's least
+WORKER_MIB = 2048  # executors get at most the worker's memory; 450 MiB is Spark's least
 
 
 def memory_run(stack, tmp_path: Path, executor_memory: str, extra: dict[str, str] | None = None):

@@ -3,7 +3,12 @@ one recommendation per memory setting, each with its reason in one line.
 
 Rules (all from the exact peaks unless said otherwise):
 - heap: the unified pool (execution + storage) must fit its peak with 20 %
-  to spare: heap >= peak unified x 1.2 / spark.memory.fraction + 300 MiB;
+  to spare: heap >= peak unified x 1.2 / spark.memory.fraction + 300 MiB.
+  Execution memory is the larger of the polled peak and one task's own peak
+  (TaskPeakExecutionMemory, counted by Spark on every acquire) times the
+  executor's task slots: Spark caps each of N running tasks at 1/N of the
+  pool, and the polls miss what a task held between them (a hash
+  aggregation's map grows until its task ends);
   and the live set (old generation after GC, sampled) must be at most two
   thirds of the heap: heap >= live set x 1.5.
 - a run that spilled, spent 10 % or more of task time in GC, or lost an
@@ -25,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from sparkscope.report.run_facts import MIB, RunFacts
+from sparkscope.report.run_facts import MIB, ExecutorFacts, RunFacts
 
 RESERVED = 300 * MIB
 DEFAULT_FRACTION = 0.6
@@ -100,6 +105,20 @@ def spilled(run: RunFacts) -> float:
     return sum(e.totals.get("spilled_disk", 0) for e in run.workers().values())
 
 
+def task_slots(run: RunFacts, executor: ExecutorFacts) -> int:
+    """Tasks an executor runs at once: its cores (as registered, else
+    spark.executor.cores, else 1) over spark.task.cpus."""
+    cores = executor.cores or int(run.settings.get("spark.executor.cores") or 1)
+    return max(1, cores // max(1, int(run.settings.get("spark.task.cpus") or 1)))
+
+
+def execution_need(executor: ExecutorFacts, slots: int) -> float:
+    """Execution memory an executor needs: the polled peak, or one task's own
+    peak times the tasks it runs at once, whichever is larger."""
+    return max(executor.peaks.get("OnHeapExecutionMemory") or 0,
+               (executor.peaks.get("TaskPeakExecutionMemory") or 0) * slots)
+
+
 def memory_failures(run: RunFacts) -> list[str]:
     found = []
     for row in [*run.stages, *run.removals]:
@@ -122,9 +141,13 @@ def advise(run: RunFacts) -> Advice:
         return Advice("UNKNOWN", f"no exact peaks for the {role}s of {run.app_id}: was the annotator attached "
                       "(spark.extraListeners, see ./sparkscope conf) and did the application end?", notes=notes)
 
-    unified = _max(e.peaks.get("OnHeapUnifiedMemory") for e in workers.values()) or 0
-    execution = _max(e.peaks.get("OnHeapExecutionMemory") for e in workers.values()) or 0
+    slots = {k: task_slots(run, e) for k, e in workers.items()}
+    needs = {k: execution_need(e, slots[k]) for k, e in workers.items()}
+    execution = _max(needs.values()) or 0
     storage = _max(e.peaks.get("OnHeapStorageMemory") for e in workers.values()) or 0
+    unified = _max(max(e.peaks.get("OnHeapUnifiedMemory") or 0, needs[k] + (e.peaks.get("OnHeapStorageMemory") or 0))
+                   for k, e in workers.items()) or 0
+    polled_execution = _max(e.peaks.get("OnHeapExecutionMemory") for e in workers.values()) or 0
     live = _max(e.live_set for e in workers.values())
     heap_peak = _max(e.peaks.get("JVMHeapMemory") for e in workers.values()) or 0
     share = gc_share(run)
@@ -136,6 +159,10 @@ def advise(run: RunFacts) -> Advice:
     need = max(for_unified, for_live, 512 * MIB)
     why = (f"peak unified {human(unified)} (execution {human(execution)}, storage {human(storage)}) x "
            f"{HEADROOM_UNIFIED} / fraction {fraction:g} + 300 MiB = {human(for_unified)}")
+    if execution > polled_execution:
+        most = max(slots.values())
+        why += (f" (execution: one task's own peak x {most} task slot{'s' if most > 1 else ''}; "
+                f"the polls saw {human(polled_execution)})")
     if live is not None:
         why += f"; live set {human(live)} x {HEADROOM_LIVE} = {human(for_live)}"
     else:

@@ -5,6 +5,7 @@ import java.util.Properties;
 import java.util.function.Function;
 
 import org.apache.spark.executor.ExecutorMetrics;
+import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.SparkListenerApplicationEnd;
 import org.apache.spark.scheduler.SparkListenerApplicationStart;
 import org.apache.spark.scheduler.SparkListenerEvent;
@@ -56,10 +57,15 @@ final class ExecutorPeakEvents {
             }
         } else if (event instanceof SparkListenerTaskEnd) {
             SparkListenerTaskEnd e = (SparkListenerTaskEnd) event;
-            if (e.taskExecutorMetrics() != null && e.taskInfo() != null) {
-                peaks.update(e.taskInfo().executorId(), e.stageId(), e.stageAttemptId(),
-                        values(e.taskExecutorMetrics()));
+            TaskMetrics m = e.taskMetrics(); // null for some failed tasks
+            if (e.taskInfo() == null || (e.taskExecutorMetrics() == null && m == null)) {
+                return;
             }
+            long[] v = e.taskExecutorMetrics() != null ? values(e.taskExecutorMetrics()) : ExecutorPeaks.emptyPeaks();
+            if (m != null) {
+                v[ExecutorPeaks.TASK_EXECUTION] = m.peakExecutionMemory();
+            }
+            peaks.update(e.taskInfo().executorId(), e.stageId(), e.stageAttemptId(), v);
         } else if (event instanceof SparkListenerStageSubmitted) {
             SparkListenerStageSubmitted e = (SparkListenerStageSubmitted) event;
             StageInfo s = e.stageInfo();
@@ -87,7 +93,7 @@ final class ExecutorPeakEvents {
         if (!m.isSet()) {
             return v;
         }
-        for (int i = 0; i < v.length; i++) {
+        for (int i = 0; i < names.size(); i++) {
             if (unknown[i]) {
                 continue;
             }

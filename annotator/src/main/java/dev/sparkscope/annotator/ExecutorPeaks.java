@@ -72,6 +72,28 @@ final class ExecutorPeaks {
             "MinorGCCount", "MinorGCTime", "MajorGCCount", "MajorGCTime",
             "TotalGCTime", "ConcurrentGCCount", "ConcurrentGCTime"));
 
+    /**
+     * Not one of Spark's ExecutorMetricType: the highest
+     * {@code TaskMetrics.peakExecutionMemory} of any one task (on an executor,
+     * or in a stage). Spark's memory consumers (aggregation maps, sorters,
+     * joins) count it as they acquire memory, so it is exact, where the
+     * polled OnHeapExecutionMemory misses what a task held between two polls:
+     * a hash aggregation that grows until its task ends peaked at 354 MiB per
+     * task while every 2 s poll saw at most 256 MiB (docs/memory.md).
+     */
+    static final String TASK_PEAK_EXECUTION = "TaskPeakExecutionMemory";
+
+    /** Every field a peaks array holds: Spark's METRICS, then TASK_PEAK_EXECUTION. */
+    static final List<String> FIELDS;
+
+    static {
+        List<String> fields = new ArrayList<>(METRICS);
+        fields.add(TASK_PEAK_EXECUTION);
+        FIELDS = Collections.unmodifiableList(fields);
+    }
+
+    static final int TASK_EXECUTION = FIELDS.indexOf(TASK_PEAK_EXECUTION);
+
     /** A metric this Spark version does not report. */
     static final long MISSING = Long.MIN_VALUE;
 
@@ -103,7 +125,7 @@ final class ExecutorPeaks {
     }
 
     static long[] emptyPeaks() {
-        long[] v = new long[METRICS.size()];
+        long[] v = new long[FIELDS.size()];
         Arrays.fill(v, MISSING);
         return v;
     }
@@ -128,10 +150,11 @@ final class ExecutorPeaks {
 
     /**
      * Peaks of one executor, from a heartbeat (for one stage; stageId -1 when
-     * they belong to no stage, as the driver's own) or a task end.
+     * they belong to no stage, as the driver's own) or a task end: an array
+     * of {@link #FIELDS} (from {@link #emptyPeaks()}), MISSING where unknown.
      */
     void update(String executorId, int stageId, int attempt, long[] values) {
-        if (executorId == null || values == null || values.length != METRICS.size()) {
+        if (executorId == null || values == null || values.length != FIELDS.size()) {
             return;
         }
         raise(executors.computeIfAbsent(executorId, k -> emptyPeaks()), values);
@@ -180,7 +203,8 @@ final class ExecutorPeaks {
                 .field("heap_peak_executor", heapExecutor)
                 .field("execution_peak_executor", executionExecutor)
                 .field("text", "stage " + stageId + "." + attempt + " peaks: heap "
-                        + bytes(max[HEAP]) + ", execution " + bytes(max[EXECUTION]) + ", JVM RSS "
+                        + bytes(max[HEAP]) + ", execution " + bytes(max[EXECUTION]) + ", one task's execution "
+                        + bytes(max[TASK_EXECUTION]) + ", JVM RSS "
                         + bytes(max[JVM_RSS]) + " (highest of " + s.byExecutor.size() + " executors)"));
     }
 
@@ -219,7 +243,7 @@ final class ExecutorPeaks {
     private static Point metrics(Point p, long[] v) {
         for (int i = 0; i < v.length; i++) {
             if (v[i] != MISSING) {
-                p.field(METRICS.get(i), v[i]);
+                p.field(FIELDS.get(i), v[i]);
             }
         }
         return p;

@@ -58,6 +58,29 @@ class ExecutorPeaksTest {
     }
 
     @Test
+    void one_task_s_own_execution_peak_is_kept_beside_the_polled_one() {
+        // A task end carries no polled metrics when none was taken while it ran,
+        // yet its TaskMetrics.peakExecutionMemory (counted on every acquire) still counts.
+        peaks.stageSubmitted(2, 0, null);
+        peaks.update("1", 2, 0, values(600, 256, 900)); // the polls saw 256
+        long[] task = ExecutorPeaks.emptyPeaks();
+        task[ExecutorPeaks.TASK_EXECUTION] = 354;
+        peaks.update("1", 2, 0, task);
+        task[ExecutorPeaks.TASK_EXECUTION] = 300; // a smaller task later lowers nothing
+        peaks.update("1", 2, 0, task);
+        peaks.stageCompleted(2, 0, "aggregate", "SUCCEEDED", 5_000);
+        peaks.applicationEnded(6_000);
+
+        for (String measurement : new String[] {ExecutorPeaks.STAGE_PEAKS, ExecutorPeaks.STAGE_EXECUTOR_PEAKS,
+                ExecutorPeaks.EXECUTOR_PEAKS}) {
+            InfluxLineReader p = points(measurement).get(0);
+            assertEquals("354i", p.fields.get(ExecutorPeaks.TASK_PEAK_EXECUTION), measurement);
+            assertEquals("256i", p.fields.get("OnHeapExecutionMemory"), measurement);
+            assertEquals("600i", p.fields.get("JVMHeapMemory"), measurement);
+        }
+    }
+
+    @Test
     void a_stage_reports_the_highest_executor_and_one_point_per_executor() {
         peaks.stageSubmitted(4, 1, null);
         peaks.update("1", 4, 1, values(300, 30, 1000));
