@@ -132,13 +132,16 @@ LATE_APP = "app-20991231000000-0044"
 
 
 def resolve_peak_source(settings, app: str, from_ms: int, to_ms: int) -> dict[str, str]:
-    """The summary's hidden peak variables in the order Grafana resolves them
-    (each may use those before it); an empty answer is an empty value."""
-    values = {"applicationid": app, "username": ".*"}
+    """The summary's hidden peak variables and the executors its sampled peak
+    table lists (Executors shown: all), in the order Grafana resolves them
+    (each may use those before it); an empty answer is an empty value, several
+    the regex Grafana writes."""
+    values = {"applicationid": app, "username": ".*", "top": "100000"}
     for variable in SUMMARY["templating"]["list"]:
-        if variable["name"].startswith("peak_"):
+        if variable["name"].startswith("peak_") or variable["name"] == "drawn":
             answer = q(settings, substitute(variable["query"], SUMMARY, values, from_ms, to_ms))
-            values[variable["name"]] = next((str(row[1]) for s in answer for row in s["values"]), "")
+            found = [str(row[1]) for s in answer for row in s["values"]]
+            values[variable["name"]] = "(" + "|".join(found) + ")" if len(found) > 1 else "".join(found)
     return values
 
 

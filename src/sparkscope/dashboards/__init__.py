@@ -44,7 +44,7 @@ def build() -> dict[str, dict[str, Any]]:
             "One Spark application over its whole run: peak memory per executor against its configured "
             "size, where task time went, the slowest stages and those that waited longest on one task. Set the time range to cover "
             "the run.",
-            summary.rows(), with_executors=False, time_from="now-6h", refresh="")),
+            summary.rows(), with_executors=False, time_from="now-6h", refresh="", top_shown=True)),
         "spark-profiles.json": dashboard(
             PROFILES_UID, "Spark profiles",
             "Flame graphs of an application's executors: where on-CPU time, waiting time or allocations "

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope.dashboards.queries import APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, source
+from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, range_max,
+                                           source)
 from sparkscope.stack.rollups import (META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT, RAW_POLICY,
                                       RESOLUTION_MEASUREMENT)
 
@@ -182,7 +183,28 @@ def _peak_source() -> list[dict[str, Any]]:
     ]
 
 
-def _variables(with_executors: bool) -> list[dict[str, Any]]:
+def _top_by_heap(label: str, description: str, peaks: str, drawn_description: str) -> list[dict[str, Any]]:
+    """$top, how many executors to show (10, 20, 50 or all; 20 by default),
+    and the hidden $drawn: the executors with the highest heap peaks, from
+    `peaks` (a query of one "peak" per executor). At 500 executors a panel
+    of every one is thousands of series that nobody reads one by one, and
+    that InfluxDB and Grafana take up to seconds to serve over a day."""
+    return [{
+        "name": "top", "label": label, "type": "custom", "hide": 0,
+        "query": "10,20,50,all : 100000", "multi": False, "includeAll": False,
+        "current": {"selected": True, "text": "20", "value": "20"},
+        "options": [{"selected": text == "20", "text": text, "value": value}
+                    for text, value in (("10", "10"), ("20", "20"), ("50", "50"), ("all", "100000"))],
+        "description": description,
+    }, _variable(
+        "drawn", "drawn", f'SELECT "executorid", "top" FROM (SELECT top("peak", "executorid", $top) FROM ({peaks}))',
+        hide=2, sort=SORT_NUMERICAL, multi=True, includeAll=True,
+        current={"selected": True, "text": ["All"], "value": ["$__all"]}, description=drawn_description)]
+
+
+def _variables(with_executors: bool, top_shown: bool = False) -> list[dict[str, Any]]:
+    """with_executors: the live dashboard's Executor, Executors drawn,
+    Interval and Device; top_shown: the summary's Executors shown."""
     out = [
         _resolution("rp", "rp", "Retention policy the Spark panels read for this time range: raw samples, or "
                                 "per-minute, 10-minute or 30-minute rollups of them (highest value and mean)."),
@@ -209,6 +231,18 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
                               "each run."),
         *_peak_source(),
     ]
+    if top_shown:
+        by_executor = ' GROUP BY "executorid"'
+        out += _top_by_heap(
+            "Executors shown",
+            "The sampled peak table lists at most this many executors: those with the highest heap peak in the "
+            "time range (the driver among them). The stats, the sizing and work tables count every executor.",
+            # Grafana's UI fills only the first $timeFilter of a variable's query
+            # (panels' are filled by the server, every one): the range written out.
+            f'SELECT max("v") AS "peak" FROM {range_max("JVMHeapMemory", APP, by_executor)}{by_executor}'
+            .replace("$timeFilter", "time >= ${__from}ms AND time <= ${__to}ms"),
+            "The executors the sampled peak table lists: the Executors shown with the highest heap peak in the "
+            "range, read as exactly as the table's own columns.")
     if with_executors:
         out.append(_variable(
             "executorid", "Executor",
@@ -216,24 +250,16 @@ def _variables(with_executors: bool) -> list[dict[str, Any]]:
             sort=SORT_NUMERICAL, multi=True, includeAll=True, allValue=".*",
             current={"selected": True, "text": ["All"], "value": ["$__all"]},
             description="Executors of the application; 'driver' is the driver JVM."))
-        out.append({
-            "name": "top", "label": "Executors drawn", "type": "custom", "hide": 0,
-            "query": "10,20,50,all : 100000", "multi": False, "includeAll": False,
-            "current": {"selected": True, "text": "20", "value": "20"},
-            "options": [{"selected": text == "20", "text": text, "value": value}
-                        for text, value in (("10", "10"), ("20", "20"), ("50", "50"), ("all", "100000"))],
-            "description": "Graphs with a line per executor draw at most this many of the executors picked in "
-                           "Executor: those with the highest heap peak in the time range. Sums over executors "
-                           "(task time, task threads) and the stat panels count every picked one."})
-        out.append(_variable(
-            "drawn", "drawn",
-            'SELECT "executorid", "top" FROM (SELECT top("peak", "executorid", $top) FROM '
-            f'(SELECT max("value") AS "peak" FROM "$rp"."JVMHeapMemory" WHERE {APP} '
-            'AND "executorid" =~ /^$executorid$/ AND $timeFilter GROUP BY "executorid"))',
-            hide=2, sort=SORT_NUMERICAL, multi=True, includeAll=True,
-            current={"selected": True, "text": ["All"], "value": ["$__all"]},
-            description="The executors the per-executor graphs draw: of those picked, the Executors drawn "
-                        "with the highest heap peak in the range."))
+        out += _top_by_heap(
+            "Executors drawn",
+            "Graphs with a line per executor draw at most this many of the executors picked in Executor: those "
+            "with the highest heap peak in the time range. Sums over executors (task time, task threads) and the "
+            "stat panels count every picked one.",
+            # The graphs' own resolution: a ranking needs no exact peak.
+            f'SELECT max("value") AS "peak" FROM "$rp"."JVMHeapMemory" WHERE {APP} '
+            'AND "executorid" =~ /^$executorid$/ AND $timeFilter GROUP BY "executorid"',
+            "The executors the per-executor graphs draw: of those picked, the Executors drawn with the highest "
+            "heap peak in the range.")
         out.append({
             "name": "interval", "label": "Interval", "type": "interval", "auto": True, "auto_count": 200,
             "auto_min": "10s", "query": "10s,30s,1m,5m,15m,1h", "refresh": REFRESH_ON_TIME_RANGE, "hide": 0,
@@ -292,7 +318,7 @@ def _io_outlier_annotation(panel_ids: list[int]) -> dict[str, Any]:
 
 def dashboard(uid: str, title: str, description: str, rows: list[Row], with_executors: bool,
               time_from: str, refresh: str, variables: Optional[list[dict[str, Any]]] = None,
-              annotations: bool = True) -> dict[str, Any]:
+              annotations: bool = True, top_shown: bool = False) -> dict[str, Any]:
     panels, annotated, io_marked = _layout(rows)
     marks = (_annotations(annotated) if annotations else []) + (
         [_io_outlier_annotation(io_marked)] if io_marked else [])
@@ -308,7 +334,7 @@ def dashboard(uid: str, title: str, description: str, rows: list[Row], with_exec
         "graphTooltip": 1,
         "refresh": refresh,
         "time": {"from": time_from, "to": "now"},
-        "templating": {"list": variables if variables is not None else _variables(with_executors)},
+        "templating": {"list": variables if variables is not None else _variables(with_executors, top_shown)},
         "annotations": {"list": marks},
         "links": [{"title": "Spark dashboards", "type": "dashboards", "tags": ["sparkscope"], "asDropdown": False,
                    "includeVars": True, "keepTime": True}],

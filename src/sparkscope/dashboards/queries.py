@@ -83,18 +83,29 @@ def range_max(measurement: str, where: str, group: str = "") -> str:
     return ", ".join(f'(SELECT max("value") AS "v" FROM {part}{group})' for part in parts)
 
 
+# Gauges that hold still while a JVM lives: its maximum heap is set at start
+# (-Xmx; G1 reports exactly that, other collectors move it by a survivor
+# space at most), so its last sample is its highest.
+CONSTANT_GAUGES = {"heap.max"}
+
+
 def is_counter(measurement: str) -> bool:
     return (measurement.endswith(COUNTER_SUFFIXES) or measurement in COUNTER_MEASUREMENTS
             or measurement.startswith(COUNTER_PATTERNS))
 
 
+def read_last(measurement: str) -> bool:
+    """Whether a series' last value is its highest: a counter (it only grows
+    while its executor lives; a new executor is a new series) or a constant
+    gauge. InfluxDB reads the last value from the end of each series instead
+    of every sample of the range (over 24 h of 500 executors' raw samples,
+    18 ms against 239 ms; docs/performance.md)."""
+    return is_counter(measurement) or measurement in CONSTANT_GAUGES
+
+
 def highest(measurement: str) -> str:
-    """The selector for a series' highest value: max, but last for a counter.
-    A counter only grows while its executor lives (a new executor is a new
-    series), so its last value is its highest; InfluxDB reads it from the
-    end of each series instead of every sample of the range (over 24 h of
-    500 executors' raw samples, 18 ms against 239 ms; docs/performance.md)."""
-    return "last" if is_counter(measurement) else "max"
+    """The selector for a series' highest value: max, or last where that is the same (read_last)."""
+    return "last" if read_last(measurement) else "max"
 
 
 def gauge(measurement: str, alias: str = "$tag_executorid", agg: str = "mean",
@@ -152,23 +163,25 @@ def recent_per_executor(measurement: str, agg: str, alias: str, window: str = "2
     return target(f'SELECT {agg}("v") FROM ({inner})', alias)
 
 
-def highest_per_executor(measurement: str) -> str:
-    """A subquery: each executor's highest value over the range as "v": a
-    counter's last (see highest), a gauge's max through range_max."""
-    if is_counter(measurement):
-        return (f'SELECT last("value") AS "v" FROM {source(measurement)} WHERE {APP} '
+def highest_per_executor(measurement: str, where: str = APP) -> str:
+    """A subquery: each executor's highest value over the range as "v": the
+    last value where that is the highest (read_last), else the max through
+    range_max."""
+    if read_last(measurement):
+        return (f'SELECT last("value") AS "v" FROM {source(measurement)} WHERE {where} '
                 'AND $timeFilter GROUP BY "executorid"')
     by_executor = ' GROUP BY "executorid"'
-    return f'SELECT max("v") AS "v" FROM {range_max(measurement, APP, by_executor)}{by_executor}'
+    return f'SELECT max("v") AS "v" FROM {range_max(measurement, where, by_executor)}{by_executor}'
 
 
-def per_executor_peak(measurement: str, column: str, derived: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+def per_executor_peak(measurement: str, column: str, derived: tuple[tuple[str, str], ...] = (),
+                      where: str = APP) -> dict[str, Any]:
     """One table column: each executor's highest value. sum() of the single
     maximum gives every column the same time, so a merge joins them by
     executor. `derived`: further columns from the same read, each an InfluxQL
     expression of sum("v") and its name (e.g. the unified pool from the
     heap): one read of 500 executors' series instead of one per column."""
-    inner = highest_per_executor(measurement)
+    inner = highest_per_executor(measurement, where)
     fields = ", ".join([f'sum("v") AS "{column}"'] + [f'{expression} AS "{name}"' for expression, name in derived])
     # Grafana's alias $col names each series by its column.
     made = target(f'SELECT {fields} FROM ({inner}) GROUP BY "executorid"', "$col" if derived else column)

@@ -7,15 +7,15 @@ from typing import Any
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.uids import PROFILES_UID
-from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
+from sparkscope.dashboards.queries import (APP, DRAWN, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
                                            annotator_fields, per_executor_peak,
                                            peaks_executors_and_driver, raw, target, total)
 
 
 def _peak_table(title: str, description: str, columns: list[tuple[str, str]], unit: str,
-                overrides: list[dict[str, Any]] = ()) -> Panel:
-    panel = Panel(title, description, [per_executor_peak(m, name) for m, name in columns], unit,
+                overrides: list[dict[str, Any]] = (), where: str = APP) -> Panel:
+    panel = Panel(title, description, [per_executor_peak(m, name, where=where) for m, name in columns], unit,
                   kind="table", width=24, height=7,
                   options={"sortBy": [{"displayName": "executorid", "desc": False}]},
                   overrides=[{"matcher": {"id": "byName", "options": "executorid"},
@@ -159,7 +159,8 @@ def _sizing_table() -> Panel:
 def _memory_by_stage() -> Panel:
     columns = [('"stage_id"', "stage"), ('"attempt"', "attempt"), ('"name"', "name"),
                ('"execution_id"', "SQL query"), ('"executors"', "executors"),
-               ('"OnHeapExecutionMemory"', "peak execution"), ('"OnHeapStorageMemory"', "peak storage"),
+               ('"OnHeapExecutionMemory"', "peak execution"),
+               ('"TaskPeakExecutionMemory"', "one task's execution"), ('"OnHeapStorageMemory"', "peak storage"),
                ('"JVMHeapMemory"', "peak heap"), ('"ProcessTreeJVMRSSMemory"', "peak JVM RSS"),
                ('"ProcessTreePythonRSSMemory"', "peak Python RSS"),
                ('"heap_peak_executor"', "heap peak on"), ('"status"', "status")]
@@ -167,6 +168,9 @@ def _memory_by_stage() -> Panel:
         "Memory by stage: which stage needed it",
         "Each stage's highest execution memory, storage, heap and RSS on any one executor while it ran, "
         "largest execution memory first; 'SQL query' is the execution id of the SQL queries table. "
+        "'one task's execution' is the most execution memory one task of the stage held (Spark counts it "
+        "on every acquire; the polled 'peak execution' can miss it): an executor running N tasks at once "
+        "needs N times it in its unified pool, or the stage spills. "
         "Heap and RSS belong to the whole JVM: stages that ran at the same time show the same peak. "
         + NEEDS_PEAKS,
         [annotator_fields("sparkscope_stage_peaks", columns)], "bytes", kind="table", width=24, height=8,
@@ -184,9 +188,10 @@ def memory_row() -> Row:
         _peak_table(
             "Peak memory per executor, sampled",
             "The highest Graphite sample of each memory metric on each executor over the run (every sink "
-            "period; short peaks between samples are missed: the exact table above has them). For runs "
+            "period; short peaks between samples are missed: the exact table above has them), for the "
+            "Executors shown with the highest heap peaks (20 by default; 'all' lists every one). For runs "
             "without the annotator. " + NEEDS_EXECUTOR_METRICS + " RSS: " + NEEDS_PROCESS_TREE,
-            BYTES_COLUMNS, "bytes"),
+            BYTES_COLUMNS, "bytes", where=DRAWN),
     ])
 
 
