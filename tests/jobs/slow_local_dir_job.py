@@ -4,11 +4,13 @@ sits on a slow disk: every shuffle and spill file goes there."""
 from pyspark.sql import SparkSession
 
 spark = (SparkSession.builder.appName("sparkscope-test-slow-local-dir")
-         # Spill every thousand records, so spill files are written too.
-         .config("spark.shuffle.spill.numElementsForceSpillThreshold", "1000")
+         # Spill every 400 records (twice per reduce task), so spill files are written too.
+         .config("spark.shuffle.spill.numElementsForceSpillThreshold", "400")
          .getOrCreate())
 sc = spark.sparkContext
 print("APP_ID", sc.applicationId, flush=True)
-pairs = sc.parallelize(range(20_000), 4).map(lambda x: (x % 100, x))
+# Few records: every I/O on the slow disk waits 150 ms, and a handful of them
+# inside the stages is all the test needs.
+pairs = sc.parallelize(range(4_000), 4).map(lambda x: (x % 100, x))
 print("GROUPS", pairs.groupByKey(4).mapValues(len).count(), flush=True)
 spark.stop()
