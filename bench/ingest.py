@@ -4,8 +4,11 @@
 Each simulated executor sends the 192 metric names a real Spark 3.5 executor
 sends (recorded in tests/data/spark-3.5.9-metric-names.txt), all at once every period,
 over its own TCP connection, at a random phase within the period, as the
-GraphiteSink does. For each scale it reports points/s offered and stored,
-loss (sent minus stored, by count), and the CPU and peak RSS of Telegraf and
+GraphiteSink does. For each scale it reports points/s offered, loss (sent
+minus stored, by count), the catch-up (seconds from the last report until
+everything was stored: Telegraf's buffer hides a writer that falls behind
+for a while, so lossless alone does not mean it kept up), points/s stored
+over sending and catch-up, and the CPU and peak RSS of Telegraf and
 InfluxDB. The same load is then fed to InfluxDB's own [[graphite]] listener,
 so the cost of the Telegraf hop is a ratio measured in the same run.
 
@@ -24,10 +27,13 @@ logs say which limit was hit.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import fnmatch
 import os
 import random
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -36,16 +42,18 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from sparkscope.build.go import ensure_influxd  # noqa: E402
-from sparkscope.process import stop_group, wait_until  # noqa: E402
+from sparkscope.process import quiet, stop_group, wait_until  # noqa: E402
 from sparkscope.stack import influx  # noqa: E402
-from sparkscope.stack.native import PidFile  # noqa: E402
-from support.sandbox import free_port, throwaway_stack  # noqa: E402
+from sparkscope.stack.native import NativeBackend, PidFile  # noqa: E402
+from sparkscope.stack.settings import Settings  # noqa: E402
+from support.sandbox import free_port, isolated_settings, throwaway_stack  # noqa: E402
 
 NAMES_FILE = ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -142,25 +150,33 @@ def send_load(address: tuple[str, int], app_id: str, executors: int, period_s: f
 
 
 def stored_points(url: str, db: str, app_id: str) -> int:
-    series = influx.query(url, f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{app_id}\'', db,
-                          timeout=120)
-    return sum(s["values"][0][1] for s in series)
+    """Points stored for the application, counted 16 measurements at a time:
+    one count over every series of thousands of executors outlasts InfluxDB's
+    own query timeout (60 s in influxdb.conf), which cuts the answer short."""
+    names = [row[0] for s in influx.query(url, "SHOW MEASUREMENTS", db) for row in s.get("values", [])]
+    total = 0
+    for i in range(0, len(names), 16):
+        chunk = ", ".join('"' + n.replace('"', '\\"') + '"' for n in names[i:i + 16])
+        series = influx.query(url, f'SELECT count("value") FROM {chunk} WHERE "applicationid" = \'{app_id}\'', db,
+                              timeout=120)
+        total += sum(s["values"][0][1] for s in series)
+    return total
 
 
-def wait_stored(url: str, db: str, app_id: str, expected: int, deadline_s: float) -> int:
-    """Poll until the stored count reaches expected or stops growing."""
-    end = time.monotonic() + deadline_s
-    last, stable_since = -1, time.monotonic()
+def wait_stored(url: str, db: str, app_id: str, expected: int, deadline_s: float) -> tuple[int, float]:
+    """Poll until the stored count reaches expected or stops growing; returns
+    the count and the seconds it took from the call to its last growth."""
+    start = time.monotonic()
+    end = start + deadline_s
+    last, grown_at = -1, start
     while time.monotonic() < end:
         count = stored_points(url, db, app_id)
-        if count >= expected:
-            return count
         if count != last:
-            last, stable_since = count, time.monotonic()
-        elif time.monotonic() - stable_since > 15:
-            return count
+            last, grown_at = count, time.monotonic()
+        if count >= expected or time.monotonic() - grown_at > 15:
+            return count, grown_at - start
         time.sleep(1.0)
-    return stored_points(url, db, app_id)
+    return stored_points(url, db, app_id), time.monotonic() - start
 
 
 def measure(label: str, address, url: str, db: str, pids: dict[str, int], executors: int,
@@ -179,10 +195,15 @@ def measure(label: str, address, url: str, db: str, pids: dict[str, int], execut
     busy = (busy_after[0] - busy_before[0]) / max(busy_after[1] - busy_before[1], 1)
     kept_share = sum(stored_by_filter(p, unread) for p in executor_metric_paths()) / len(executor_metric_paths())
     expected = round(sent * kept_share)
-    stored = wait_stored(url, db, app_id, expected, deadline_s=120 + executors * 0.1)
+    # Lossless is not enough: Telegraf's buffer (1,000,000 points) hides a
+    # writer that falls behind for a while. How long after the last report it
+    # took to store everything says whether it kept up; stored points over
+    # the whole time is the rate it really wrote.
+    stored, catch_up_s = wait_stored(url, db, app_id, expected, deadline_s=120 + executors * 0.1)
+    catch_up_s += SETTLE_S
     return {
         "path": label, "executors": executors, "offered_pts_s": sent / (periods * period_s),
-        "stored_pts_s": stored / (periods * period_s),
+        "stored_pts_s": stored / (elapsed + catch_up_s), "catch_up_s": catch_up_s,
         "sent": sent, "expected": expected, "stored": stored, "lost": expected - stored,
         "cpu": cpu, "rss": {n: rss_peak_mb(p) for n, p in pids.items()}, "busy": busy, "sender": sender_cpu,
         "errors": {n: log_errors(p, log_sizes[n]) for n, p in logs.items()},
@@ -228,11 +249,54 @@ def start_influx_graphite(state: Path) -> tuple[subprocess.Popen, int, int]:
     return proc, http_port, graphite_port
 
 
+# Telegraf configs to compare with the shipped one: each a list of text
+# replacements in telegraf/telegraf.conf (the line as shipped, the line instead).
+BATCH_5000 = ("metric_batch_size = 20000", "metric_batch_size = 5000")
+IDENTITY = ('content_encoding = "gzip"', 'content_encoding = "identity"')
+VARIANTS: dict[str, list[tuple[str, str]]] = {
+    "shipped": [],
+    "identity": [IDENTITY],  # plain write bodies
+    "batch5000": [BATCH_5000],  # the batch size shipped before issue 17
+}
+
+
+@contextlib.contextmanager
+def variant_stack(state_dir: Path, variant: str, unread: str) -> Iterator[Settings]:
+    """A throwaway InfluxDB + Telegraf whose telegraf.conf has the variant's
+    replacement: the stack reads its configs from a copy of the project's root
+    (symlinks, telegraf/ copied and edited)."""
+    if variant == "shipped":
+        with throwaway_stack(state_dir, only=("influxdb", "telegraf"), unread_metrics=unread) as settings:
+            yield settings
+        return
+    root = state_dir.parent / f"root-{state_dir.name}"
+    root.mkdir(parents=True)
+    for entry in ROOT.iterdir():
+        if entry.name != "telegraf":
+            (root / entry.name).symlink_to(entry)
+    shutil.copytree(ROOT / "telegraf", root / "telegraf")
+    conf = root / "telegraf" / "telegraf.conf"
+    text = conf.read_text()
+    for shipped, instead in VARIANTS[variant]:
+        if shipped not in text:
+            raise SystemExit(f"variant {variant}: {shipped!r} is not in telegraf/telegraf.conf any more")
+        text = text.replace(shipped, instead)
+    conf.write_text(text)
+    settings = dataclasses.replace(isolated_settings(state_dir, unread), root=root)
+    backend = NativeBackend(settings)
+    try:
+        backend.up(only=("influxdb", "telegraf"), progress=quiet)
+        yield settings
+    finally:
+        backend.down(progress=quiet)
+
+
 def print_row(r: dict) -> None:
     cpu = " ".join(f"{n} {v * 100:5.1f}%" for n, v in r["cpu"].items())
     rss = " ".join(f"{n} {v:6.0f} MB" for n, v in r["rss"].items())
     print(f"{r['path']:18} {r['executors']:6d} {r['offered_pts_s']:10.0f} {r['stored_pts_s']:10.0f} {r['sent']:9d} "
-          f"{r['expected']:9d} {r['stored']:9d} {r['lost']:7d}   cpu: {cpu} sender {r['sender'] * 100:5.1f}% "
+          f"{r['expected']:9d} {r['stored']:9d} {r['lost']:7d} {r['catch_up_s']:8.0f}   cpu: {cpu} "
+          f"sender {r['sender'] * 100:5.1f}% "
           f"machine busy {r['busy'] * 100:3.0f}%   peak rss: {rss}   load {os.getloadavg()[0]:.1f}", flush=True)
     for name, lines in r["errors"].items():
         for line in lines:
@@ -248,25 +312,36 @@ def main() -> int:
     parser.add_argument("--only-compare", action="store_true", help="only InfluxDB's own [[graphite]] listener")
     parser.add_argument("--unread", choices=("drop", "pass"), default="drop",
                         help="SPARKSCOPE_UNREAD_METRICS of the Telegraf path (default drop, as shipped)")
+    parser.add_argument("--variants", default="shipped",
+                        help=f"comma list of Telegraf configs to run side by side, each on its own stack: "
+                             f"{', '.join(VARIANTS)} (default shipped)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the variants this many times, order reversed every other round (default 1)")
     args = parser.parse_args()
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}: choose from {', '.join(VARIANTS)}")
     scales = [int(x) for x in args.executors.split(",")]
     print(f"{len(executor_metric_paths())} metrics per executor, period {args.period:g} s, "
           f"{args.periods} periods per scale; machine: {os.cpu_count()} cores", flush=True)
     header = (f"{'path':18} {'execs':>6} {'offered/s':>10} {'stored/s':>10} {'sent':>9} {'expected':>9} "
-              f"{'stored':>9} {'lost':>7}")
+              f"{'stored':>9} {'lost':>7} {'catch-up':>8}")
     print(f"Telegraf path: SPARKSCOPE_UNREAD_METRICS={args.unread}, "
           f"{sum(stored_by_filter(p, args.unread) for p in executor_metric_paths())} metrics per executor stored",
           flush=True)
     print(header, flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-") as tmp:
-        if not args.only_compare:
-            with throwaway_stack(Path(tmp) / "stack", only=("influxdb", "telegraf"),
-                                 unread_metrics=args.unread) as settings:
+        runs = [] if args.only_compare else [
+            variant for round_ in range(args.rounds) for variant in (variants if round_ % 2 == 0 else variants[::-1])]
+        for i, variant in enumerate(runs):
+            with variant_stack(Path(tmp) / f"stack-{i}", variant, args.unread) as settings:
                 pids = {n: PidFile(settings.state_dir, n).running_pid() for n in ("telegraf", "influxdb")}
                 logs = {n: settings.state_dir / "logs" / f"{n}.log" for n in pids}
+                label = "telegraf->influxdb" if variant == "shipped" else f"telegraf({variant})"
                 for n in scales:
-                    r = measure("telegraf->influxdb", (settings.graphite_host, settings.graphite_port),
+                    r = measure(label, (settings.graphite_host, settings.graphite_port),
                                 settings.influx_url, settings.database, pids, n, args.period, args.periods, n,
                                 args.unread, logs)
                     print_row(r)
@@ -284,19 +359,31 @@ def main() -> int:
                     results.append(r)
             finally:
                 stop_group(proc.pid, proc=proc)
-    lossless = [r for r in results if r["path"] == "telegraf->influxdb" and r["lost"] == 0]
-    if lossless:
-        best = max(lossless, key=lambda r: r["offered_pts_s"])
-        print(f"\nhighest lossless rate through Telegraf: {best['offered_pts_s']:.0f} points/s "
-              f"({best['executors']} executors at a {args.period:g} s period)")
-    by_scale = {}
-    for r in results:
-        by_scale.setdefault(r["executors"], {})[r["path"]] = sum(r["cpu"].values())
-    ratios = [v["telegraf->influxdb"] / v["influxdb[[graphite]]"] for v in by_scale.values()
-              if len(v) == 2 and v["influxdb[[graphite]]"] > 0]
-    if ratios:
-        print(f"CPU of telegraf+influxdb vs influxdb[[graphite]] alone: median ratio "
-              f"{statistics.median(ratios):.2f}x over {len(ratios)} scales")
+    for label in dict.fromkeys(r["path"] for r in results if r["path"].startswith("telegraf")):
+        mine = [r for r in results if r["path"] == label]
+        lossless = [r for r in mine if r["lost"] == 0]
+        if lossless:
+            best = max(lossless, key=lambda r: r["offered_pts_s"])
+            print(f"\n{label}: highest lossless rate {best['offered_pts_s']:.0f} points/s offered, all stored "
+                  f"{best['catch_up_s']:.0f} s after the last report, {best['stored_pts_s']:.0f} points/s over the "
+                  f"whole time ({best['executors']} executors at a {args.period:g} s period)")
+        for n in scales:
+            cpus = [sum(r["cpu"].values()) for r in mine if r["executors"] == n]
+            if cpus:
+                print(f"{label}: {n} executors, Telegraf + InfluxDB CPU median {statistics.median(cpus) * 100:.1f} % "
+                      f"of a core over {len(cpus)} run(s), lost {sum(r['lost'] for r in mine if r['executors'] == n)}")
+    # The Telegraf hop's cost: each Telegraf run against InfluxDB's own listener at the same scale.
+    for label in dict.fromkeys(r["path"] for r in results if r["path"].startswith("telegraf")):
+        ratios = []
+        for n in scales:
+            listener = [sum(r["cpu"].values()) for r in results if r["path"] == "influxdb[[graphite]]"
+                        and r["executors"] == n]
+            ours = [sum(r["cpu"].values()) for r in results if r["path"] == label and r["executors"] == n]
+            if listener and ours and listener[0] > 0:
+                ratios.append(statistics.median(ours) / listener[0])
+        if ratios:
+            print(f"CPU of {label} (Telegraf + InfluxDB) vs influxdb[[graphite]] alone: median ratio "
+                  f"{statistics.median(ratios):.2f}x over {len(ratios)} scales")
     return 0
 
 
