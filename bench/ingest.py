@@ -149,7 +149,7 @@ def send_load(address: tuple[str, int], app_id: str, executors: int, period_s: f
     return sent, max(elapsed, periods * period_s)
 
 
-def stored_points(url: str, db: str, app_id: str) -> int:
+def stored_points(url: str, db: str, app_id: str, since_s: int = 0) -> int:
     """Points stored for the application, counted 16 measurements at a time:
     one count over every series of thousands of executors outlasts InfluxDB's
     own query timeout (60 s in influxdb.conf), which cuts the answer short."""
@@ -157,35 +157,46 @@ def stored_points(url: str, db: str, app_id: str) -> int:
     total = 0
     for i in range(0, len(names), 16):
         chunk = ", ".join('"' + n.replace('"', '\\"') + '"' for n in names[i:i + 16])
-        series = influx.query(url, f'SELECT count("value") FROM {chunk} WHERE "applicationid" = \'{app_id}\'', db,
-                              timeout=120)
+        series = influx.query(url, f'SELECT count("value") FROM {chunk} WHERE "applicationid" = \'{app_id}\' '
+                                   f'AND time >= {since_s}s', db, timeout=120)
         total += sum(s["values"][0][1] for s in series)
     return total
 
 
-def wait_stored(url: str, db: str, app_id: str, expected: int, deadline_s: float) -> tuple[int, float]:
-    """Poll until the stored count reaches expected or stops growing; returns
-    the count and the seconds it took from the call to its last growth."""
+def wait_stored(url: str, db: str, app_id: str, expected: int, deadline_s: float,
+                since_s: int = 0) -> tuple[int, float]:
+    """Poll until the stored count (of points stamped since_s or later)
+    reaches expected or stops growing; returns the count and the seconds it
+    took from the call to its last growth."""
     start = time.monotonic()
     end = start + deadline_s
     last, grown_at = -1, start
     while time.monotonic() < end:
-        count = stored_points(url, db, app_id)
+        count = stored_points(url, db, app_id, since_s)
         if count != last:
             last, grown_at = count, time.monotonic()
         if count >= expected or time.monotonic() - grown_at > 15:
             return count, grown_at - start
         time.sleep(1.0)
-    return stored_points(url, db, app_id), time.monotonic() - start
+    return stored_points(url, db, app_id, since_s), time.monotonic() - start
 
 
 def measure(label: str, address, url: str, db: str, pids: dict[str, int], executors: int,
-            period_s: float, periods: int, seed: int, unread: str, logs: dict[str, Path]) -> dict:
+            period_s: float, periods: int, seed: int, unread: str, logs: dict[str, Path],
+            warm_periods: int = 0) -> dict:
     app_id = f"app-{time.strftime('%Y%m%d%H%M%S')}-{executors:04d}"
+    rng = random.Random(seed)
+    kept_share = sum(stored_by_filter(p, unread) for p in executor_metric_paths()) / len(executor_metric_paths())
+    if warm_periods:
+        # The application's series made first, as a running application has
+        # them: its executors' first reports, stored before anything is timed.
+        warm, _ = send_load(address, app_id, executors, period_s, warm_periods, rng)
+        wait_stored(url, db, app_id, round(warm * kept_share), deadline_s=600)
+    since_s = int(time.time())  # the timed reports are stamped from here on
     before = {n: cpu_seconds(p) for n, p in pids.items()}
     log_sizes = {n: p.stat().st_size if p.exists() else 0 for n, p in logs.items()}
     busy_before, self_before = machine_busy(), os.times()
-    sent, elapsed = send_load(address, app_id, executors, period_s, periods, random.Random(seed))
+    sent, elapsed = send_load(address, app_id, executors, period_s, periods, rng)
     sender_cpu = (os.times().user + os.times().system - self_before.user - self_before.system) / elapsed
     # CPU is read after a settle time for the last flush, before the counting
     # queries below add their own load.
@@ -193,13 +204,12 @@ def measure(label: str, address, url: str, db: str, pids: dict[str, int], execut
     cpu = {n: (cpu_seconds(p) - before[n]) / (elapsed + SETTLE_S) for n, p in pids.items()}
     busy_after = machine_busy()
     busy = (busy_after[0] - busy_before[0]) / max(busy_after[1] - busy_before[1], 1)
-    kept_share = sum(stored_by_filter(p, unread) for p in executor_metric_paths()) / len(executor_metric_paths())
     expected = round(sent * kept_share)
     # Lossless is not enough: Telegraf's buffer (1,000,000 points) hides a
     # writer that falls behind for a while. How long after the last report it
     # took to store everything says whether it kept up; stored points over
     # the whole time is the rate it really wrote.
-    stored, catch_up_s = wait_stored(url, db, app_id, expected, deadline_s=120 + executors * 0.1)
+    stored, catch_up_s = wait_stored(url, db, app_id, expected, deadline_s=120 + executors * 0.1, since_s=since_s)
     catch_up_s += SETTLE_S
     return {
         "path": label, "executors": executors, "offered_pts_s": sent / (periods * period_s),
@@ -315,6 +325,10 @@ def main() -> int:
     parser.add_argument("--variants", default="shipped",
                         help=f"comma list of Telegraf configs to run side by side, each on its own stack: "
                              f"{', '.join(VARIANTS)} (default shipped)")
+    parser.add_argument("--warm", type=int, default=0, metavar="N",
+                        help="first send N untimed reports per executor and wait until they are stored, so the "
+                             "timed ones go to existing series, as in a running application (default 0: every "
+                             "series is new, as when thousands of executors start at once)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run the variants this many times, order reversed every other round (default 1)")
     args = parser.parse_args()
@@ -343,7 +357,7 @@ def main() -> int:
                 for n in scales:
                     r = measure(label, (settings.graphite_host, settings.graphite_port),
                                 settings.influx_url, settings.database, pids, n, args.period, args.periods, n,
-                                args.unread, logs)
+                                args.unread, logs, args.warm)
                     print_row(r)
                     results.append(r)
         if not args.no_compare:
@@ -354,7 +368,7 @@ def main() -> int:
                 for n in scales:
                     r = measure("influxdb[[graphite]]", ("127.0.0.1", graphite_port), f"http://127.0.0.1:{http_port}",
                                 "spark", {"influxdb": proc.pid}, n, args.period, args.periods, n, "pass",
-                                {"influxdb": state / "influxd.log"})
+                                {"influxdb": state / "influxd.log"}, args.warm)
                     print_row(r)
                     results.append(r)
             finally:
