@@ -63,6 +63,11 @@ def test_one_task_s_own_execution_peak_times_the_task_slots_sizes_the_pool_when_
     # (2 x 250 MiB + 50 MiB storage) x 1.2 / 0.6 + 300 MiB = 1400 MiB, rounded up to 1408m
     assert parse_size(heap.value) == 1408 * MIB, heap
     assert "one task's own peak x 2 task slots" in heap.reason, heap.reason
+    # An executor with more slots whose tasks held little does not set the figure the reason names.
+    run.executors["0"].cores, run.executors["0"].peaks["TaskPeakExecutionMemory"] = 8, 10 * MIB
+    reason = next(r for r in advise(run).recommendations if r.key == "spark.executor.memory").reason
+    assert "one task's own peak x 2 task slots" in reason, reason
+    run.executors["0"].cores, run.executors["0"].peaks["TaskPeakExecutionMemory"] = 2, 250 * MIB
     run.settings["spark.task.cpus"] = "2"  # one task at a time: 250 + 50 x 1.2 / 0.6 + 300 = 900 MiB
     assert next(r for r in advise(run).recommendations if r.key == "spark.executor.memory").value == "1g"
 

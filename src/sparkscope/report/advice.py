@@ -160,7 +160,7 @@ def advise(run: RunFacts) -> Advice:
     why = (f"peak unified {human(unified)} (execution {human(execution)}, storage {human(storage)}) x "
            f"{HEADROOM_UNIFIED} / fraction {fraction:g} + 300 MiB = {human(for_unified)}")
     if execution > polled_execution:
-        most = max(slots.values())
+        most = slots[max(needs, key=needs.get)]
         why += (f" (execution: one task's own peak x {most} task slot{'s' if most > 1 else ''}; "
                 f"the polls saw {human(polled_execution)})")
     if live is not None:
