@@ -36,9 +36,10 @@ def test_compose_refuses_to_start_without_a_grafana_password(compose, tmp_path):
     assert result.returncode != 0 and "GRAFANA_ADMIN_PASSWORD" in result.stderr
 
 
-def test_http_ports_bind_loopback_and_graphite_faces_the_network(compose, tmp_path):
+def test_every_port_binds_loopback_unless_graphite_is_asked_to_face_the_network(compose, tmp_path):
     env = tmp_path / ".env"
-    env.write_text((ROOT / ".env.example").read_text().replace("change-me", "a-real-password"))
+    example = (ROOT / ".env.example").read_text().replace("change-me", "a-real-password")
+    env.write_text(example)
     result = run_compose(compose, env, "config")
     assert result.returncode == 0, result.stderr
     config = _parse(result.stdout)
@@ -49,9 +50,19 @@ def test_http_ports_bind_loopback_and_graphite_faces_the_network(compose, tmp_pa
     # machine's interfaces: it binds the Graphite and events ports itself.
     telegraf = config["services"]["telegraf"]
     assert telegraf["network_mode"] == "host" and not ports["telegraf"]
+    assert telegraf["environment"]["GRAPHITE_LISTEN"] == "127.0.0.1:2003"
+    assert telegraf["environment"]["EVENTS_LISTEN"] == "127.0.0.1:8186"
+    assert telegraf["environment"]["INFLUX_URL"] == "http://127.0.0.1:8086"
+    # A cluster's executors send from other machines: asked for, both listeners face the network,
+    # and only they.
+    env.write_text(example.replace("GRAPHITE_BIND=127.0.0.1", "GRAPHITE_BIND=0.0.0.0"))
+    result = run_compose(compose, env, "config")
+    assert result.returncode == 0, result.stderr
+    config = _parse(result.stdout)
+    telegraf = config["services"]["telegraf"]
     assert telegraf["environment"]["GRAPHITE_LISTEN"] == "0.0.0.0:2003"
     assert telegraf["environment"]["EVENTS_LISTEN"] == "0.0.0.0:8186"
-    assert telegraf["environment"]["INFLUX_URL"] == "http://127.0.0.1:8086"
+    assert _binds(config["services"]["grafana"]["ports"]) == {("127.0.0.1", "3000")}
 
 
 def _parse(text: str) -> dict:

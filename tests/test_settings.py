@@ -19,11 +19,15 @@ def root(tmp_path):
     return tmp_path
 
 
-def test_defaults_keep_http_on_loopback_and_graphite_on_the_network(root):
+def test_defaults_keep_every_listener_on_loopback(root):
     s = load_settings(root, {})
     assert s.http_bind == "127.0.0.1" and s.influx_url == "http://127.0.0.1:8086"
-    assert s.graphite_bind == "0.0.0.0" and s.graphite_port == 2003
+    assert s.graphite_bind == "127.0.0.1" and s.graphite_port == 2003
     assert s.password_is_placeholder
+    # A .env.example of an older checkout, without the key: the same.
+    example = (root / ".env.example").read_text()
+    (root / ".env.example").write_text(example.replace("GRAPHITE_BIND=127.0.0.1\n", ""))
+    assert load_settings(root, {}).graphite_bind == "127.0.0.1"
 
 
 def test_dot_env_overrides_example_and_environment_overrides_dot_env(root):

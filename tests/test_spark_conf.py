@@ -42,6 +42,18 @@ def test_conf_command_points_the_sink_at_the_given_host(capsys):
     assert words.count("--conf") == len(read_properties(DEFAULTS))
 
 
+def test_conf_command_warns_when_telegraf_listens_on_loopback_and_the_host_is_another_machine(
+        capsys, monkeypatch):
+    monkeypatch.setenv("GRAPHITE_BIND", "127.0.0.1")  # the default
+    assert cli.main(["conf", "--host", "metrics.example.com", "--no-annotator"]) == 0
+    err = capsys.readouterr().err
+    assert "cannot reach metrics.example.com:2003" in err and "GRAPHITE_BIND=0.0.0.0" in err, err
+    for bind, host in (("127.0.0.1", "127.0.0.1"), ("0.0.0.0", "metrics.example.com")):
+        monkeypatch.setenv("GRAPHITE_BIND", bind)
+        assert cli.main(["conf", "--host", host, "--no-annotator"]) == 0
+        assert "GRAPHITE_BIND" not in capsys.readouterr().err, (bind, host)
+
+
 def test_unreadable_or_malformed_properties_are_reported(tmp_path):
     with pytest.raises(ConfError, match="cannot read"):
         conf_flags(tmp_path / "missing.conf")

@@ -20,7 +20,7 @@ from sparkscope.report import command as report_command
 from sparkscope.flame import command as profile_command
 from sparkscope.spark.conf import LISTENER_CLASS, PROFILER_PLUGIN_CLASS, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
-from sparkscope.stack.settings import Settings, ensure_env_file, load_settings
+from sparkscope.stack.settings import Settings, ensure_env_file, is_loopback, load_settings
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -66,10 +66,17 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_conf(args: argparse.Namespace) -> int:
     settings = load_settings()
     host = args.host or settings.graphite_host
+    port = args.port or settings.graphite_port
+    if is_loopback(settings.graphite_bind) and not is_loopback(host):
+        print(f"# Telegraf takes metrics and events on {settings.graphite_bind} only (GRAPHITE_BIND): Spark on "
+              f"other machines cannot reach {host}:{port}. For a cluster, set GRAPHITE_BIND=0.0.0.0 "
+              f"(or this machine's address) in .env, restart the stack (./sparkscope down; ./sparkscope up), and "
+              f"let only the cluster reach ports {port} and {settings.events_port}.",
+              file=sys.stderr)
     flags = conf_flags(
         settings.root / "spark-conf" / "spark-defaults.conf",
         graphite_host=host,
-        graphite_port=args.port or settings.graphite_port,
+        graphite_port=port,
         prefix=args.prefix,
         period_s=args.period,
     )

@@ -85,6 +85,12 @@ class Settings:
         return self.grafana_password in ("", PLACEHOLDER_PASSWORD)
 
 
+def is_loopback(address: str) -> bool:
+    """Whether an address (or host name) is this machine's loopback: a
+    listener bound there takes nothing from other machines."""
+    return address == "localhost" or address.startswith("127.") or address == "::1"
+
+
 def reachable(bind: str) -> str:
     """The address this machine reaches a listener at: a wildcard bind through loopback."""
     return "127.0.0.1" if bind in ("0.0.0.0", "", "::") else bind
@@ -125,7 +131,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         http_bind=values.get("SPARKSCOPE_HTTP_BIND", "127.0.0.1"),
         grafana_port=_port(values, "GRAFANA_PORT"),
         influxdb_port=_port(values, "INFLUXDB_PORT"),
-        graphite_bind=values.get("GRAPHITE_BIND", "0.0.0.0"),
+        graphite_bind=values.get("GRAPHITE_BIND", "127.0.0.1"),
         graphite_port=_port(values, "GRAPHITE_PORT"),
         events_port=_port(values, "EVENTS_PORT"),
         database=database,
