@@ -232,7 +232,8 @@ def test_discovery_reads_each_command_line_once(tmp_path, monkeypatch):
     discovery = Discovery(str(tmp_path))
     for _ in range(5):
         assert [j.executor_id for j in discovery.scan()] == ["1"]
-    assert reads == [100]
+    # Once, with its parent's (25934 in the stat above) to tell a fork caught before its exec.
+    assert reads == [100, 25934]
 
 
 
@@ -267,6 +268,30 @@ def test_a_launcher_script_that_execs_an_executor_is_found_once_it_has(tmp_path)
     finally:
         launcher.kill()
         launcher.wait()
+
+def test_a_jvm_s_child_caught_before_its_exec_is_not_taken_for_the_jvm(tmp_path):
+    """A Spark JVM forks all the time (pgrep for the process-tree metrics on
+    every poll, PySpark's workers), and until the child execs it has the
+    JVM's command line. Taken for the executor, its period point (same tags,
+    same time) overwrote the executor's own: a CI run saw an executor with
+    one sample and no task threads in the middle of its tasks. A real fork,
+    in the real /proc, that never execs."""
+    script = "import os, sys, time\nchild = os.fork()\nif child == 0:\n    time.sleep(60)\n    os._exit(0)\n" \
+             "print(child, flush=True)\ntime.sleep(60)\n"
+    args = EXECUTOR_ARGV[EXECUTOR_ARGV.index("org.apache.spark.executor.CoarseGrainedExecutorBackend"):]
+    jvm = subprocess.Popen(["bash", "-c", f"exec -a java {sys.executable} -c \"$0\" \"$@\"", script, *args],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(jvm.stdout.readline())
+        assert procfs.cmdline(child) == procfs.cmdline(jvm.pid)  # the child looks like the executor
+        discovery = Discovery()
+        found = [j for j in discovery.scan() if j.pid in (jvm.pid, child)]
+        assert [(j.pid, j.executor_id) for j in found] == [(jvm.pid, "1")]
+        assert discovery.known[child][1] is None  # seen, judged not Spark
+    finally:
+        jvm.kill()
+        jvm.wait()
+
 
 # --------------------------------------------------------------- privileges and wiring
 

@@ -148,14 +148,12 @@ class Discovery:
         for pid in pids:
             # A pid still listed is the process we read before: for it to be
             # another, pids would have to wrap around (pid_max, up to 4 million)
-            # between two scans a couple of seconds apart. But a process that
-            # was not Spark may have become Spark since: spark-submit and
+            # between two scans a couple of seconds apart. But it may have
+            # exec'd since, and its name (comm) tells: spark-submit and
             # spark-class are bash scripts that exec java in the same process,
-            # so a scan that lands before the exec saw bash. Its name tells.
+            # so a scan that lands before the exec saw bash; and a JVM's child
+            # caught before its exec (below) becomes pgrep or python.
             cached = self.known.get(pid)
-            if cached and cached[1] is not None:
-                seen[pid] = cached
-                continue
             name = self._name(pid)
             if cached and name == cached[2]:
                 seen[pid] = cached
@@ -167,7 +165,10 @@ class Discovery:
             argv = procfs.cmdline(pid, self.proc)
             if argv is None:
                 continue
-            seen[pid] = (start, from_cmdline(pid, start, argv), name)
+            jvm = from_cmdline(pid, start, argv)
+            if jvm is not None and self._is_fork_of_parent(stat, argv):
+                jvm = None
+            seen[pid] = (start, jvm, name)
         self.known = seen
         jvms = [jvm for _, jvm, _ in seen.values() if jvm is not None]
         executors = [j for j in jvms if j.executor_id != "driver"]
@@ -193,6 +194,16 @@ class Discovery:
         self.unresolved_said &= alive
         self.unresolved_since = {k: v for k, v in self.unresolved_since.items() if k in alive}
         return [j for j in jvms if j.app_id is not None]
+
+    def _is_fork_of_parent(self, stat: str, argv: list[str]) -> bool:
+        """A process with its parent's very command line is the parent's fork
+        caught before it exec'd: a Spark JVM starts children all the time
+        (Spark's process-tree metrics run pgrep every poll, PySpark starts its
+        workers), and each is a copy of the JVM for a moment. Taken for the
+        JVM, it would be sampled under the same executor and its period's
+        point, written at the same time, would overwrite the JVM's."""
+        ppid = procfs.parse_stat_ppid(stat)
+        return ppid is not None and ppid > 1 and procfs.cmdline(ppid, self.proc) == argv
 
     def _name(self, pid: int) -> str:
         """The process name (comm): exec changes it, and it is a 16-byte read."""

@@ -78,6 +78,16 @@ def parse_stat_start(stat: str) -> Optional[int]:
         return None
 
 
+def parse_stat_ppid(stat: str) -> Optional[int]:
+    """The parent's pid, the field after the state."""
+    _, sep, rest = stat.rpartition(")")
+    fields = rest.split()
+    try:
+        return int(fields[1]) if sep else None
+    except (IndexError, ValueError):
+        return None
+
+
 def parse_schedstat(text: str) -> Optional[tuple[int, int]]:
     """/proc/.../schedstat: ns on a CPU, ns waiting in the run queue."""
     parts = text.split()
