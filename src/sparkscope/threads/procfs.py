@@ -67,25 +67,26 @@ def parse_stat_state(stat: str) -> Optional[str]:
     return fields[0] if fields else None
 
 
-def parse_stat_start(stat: str) -> Optional[int]:
-    """starttime (clock ticks since boot): with the pid, it tells a process
-    from a later one that got the same pid."""
+def _stat_field(stat: str, index: int) -> Optional[int]:
+    """A number of a /proc/<pid>/stat line, counted from the state (0) after
+    the name in parentheses, which may itself hold spaces and ')'."""
     _, sep, rest = stat.rpartition(")")
     fields = rest.split()
     try:
-        return int(fields[19]) if sep else None
+        return int(fields[index]) if sep else None
     except (IndexError, ValueError):
         return None
+
+
+def parse_stat_start(stat: str) -> Optional[int]:
+    """starttime (clock ticks since boot): with the pid, it tells a process
+    from a later one that got the same pid."""
+    return _stat_field(stat, 19)
 
 
 def parse_stat_ppid(stat: str) -> Optional[int]:
     """The parent's pid, the field after the state."""
-    _, sep, rest = stat.rpartition(")")
-    fields = rest.split()
-    try:
-        return int(fields[1]) if sep else None
-    except (IndexError, ValueError):
-        return None
+    return _stat_field(stat, 1)
 
 
 def parse_schedstat(text: str) -> Optional[tuple[int, int]]:
