@@ -55,6 +55,8 @@ def test_state_is_read_after_the_last_parenthesis_whatever_the_thread_name_holds
     tricky = GC_STAT.replace("(GC Thread#0) S", "(a) D (b) R) D")  # a name may hold ") " itself
     assert procfs.parse_stat_state(tricky) == "D"
     assert procfs.parse_stat_start(GC_STAT) == 1139344
+    assert procfs.parse_stat_ppid(GC_STAT) == procfs.parse_stat_ppid(tricky) == 25934
+    assert procfs.parse_stat_start(tricky) == 1139344 and procfs.parse_stat_ppid("26093 (cut") is None
     assert procfs.parse_stat_state("") is None and procfs.parse_stat_state("26093 (cut") is None
 
 
