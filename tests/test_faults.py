@@ -68,12 +68,15 @@ class SparkProcess:
         return self.proc.returncode
 
 
-def stored_count(stack: Stack, app_id: str) -> int:
+def spark_points_query(app_id: str) -> str:
     """Points of Spark's Graphite metrics (they carry a namespace tag), not the
     stack's own thread sampler's, which are tagged with the same application."""
-    series = stack.influx(f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{app_id}\' '
-                          'AND "namespace" =~ /./')
-    return sum(s["values"][0][1] for s in series)
+    return (f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{app_id}\' '
+            'AND "namespace" =~ /./')
+
+
+def stored_count(stack: Stack, app_id: str) -> int:
+    return sum(s["values"][0][1] for s in stack.influx(spark_points_query(app_id)))
 
 
 def report_times(stack: Stack, app_id: str, executor: str) -> list[int]:
@@ -101,7 +104,9 @@ def test_influxdb_restart_mid_run_loses_no_point(fault_stack, tmp_path):
         NativeBackend(stack.settings).up(only=("influxdb",), progress=quiet)
         job.wait(timeout_s=180)
         sent = tap.points(job.app_id)
-        stack.wait_for(f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{job.app_id}\'',
+        # Until Telegraf has written its backlog: Spark's points only, as counted below (the
+        # thread sampler's, tagged with the same application, would end the wait early).
+        stack.wait_for(spark_points_query(job.app_id),
                        lambda s: sum(x["values"][0][1] for x in s) >= len(sent), deadline_s=60)
     finally:
         tap.close()
@@ -315,7 +320,7 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
 
             # Telegraf held what InfluxDB refused and delivers it now: nothing lost.
             sent = tap.points(job.app_id)
-            stack.wait_for(f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{job.app_id}\'',
+            stack.wait_for(spark_points_query(job.app_id),
                            lambda s: sum(x["values"][0][1] for x in s) >= len(sent), deadline_s=90)
         finally:
             tap.close()
