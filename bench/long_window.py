@@ -126,15 +126,27 @@ def jvm_paths() -> dict[str, list[tuple[str, str, bool]]]:
     return out
 
 
+# The annotator's per-application totals of the executors' task time
+# counters (annotator TaskTimeTotals, one series each, written as often as
+# the sink reports): what the live Task time graph reads with every executor picked.
+TASK_TIME_COUNTERS = ("runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
+                      "shuffleFetchWaitTime.count", "shuffleWriteTime.count")
+
+
 def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, total_s: int, now: int,
-                  write_levels: bool = False) -> None:
+                  write_levels: bool = False, only_totals: bool = False) -> None:
+    """only_totals: the annotator's totals alone (added to a held run's data written without them)."""
     paths = jvm_paths()
-    jvms = [(str(i), paths["executor"]) for i in range(executors)] + [("driver", paths["driver"])]
+    jvms = [] if only_totals else [(str(i), paths["executor"]) for i in range(executors)] + [("driver", paths["driver"])]
     rng = random.Random(7)
     base = {(e, m): rng.randrange(1 << 28) for e, ps in jvms for _, m, _ in ps}
     keys = {(e, m): f"{m},applicationid={app},executorid={e},host=bench,namespace={ns},username=spark"
             for e, ps in jvms for ns, m, _ in ps}
     counters = {(e, m) for e, ps in jvms for _, m, c in ps if c}
+    for counter in TASK_TIME_COUNTERS:
+        keys["app", counter] = f"{rollups.TASK_TOTALS_PREFIX}{counter},applicationid={app}"
+        base["app", counter] = 0
+        counters.add(("app", counter))
 
     def value(key, step: int) -> int:
         if key in counters:
@@ -213,11 +225,12 @@ def wait_quiet(pid: int, limit_s: float = 180) -> float:
     return time.monotonic() - began
 
 
-HIDDEN = ("rp", "mean_field", "peak_raw_samples", "peak_rolled_samples", "peak_rp", "drawn")
+HIDDEN = ("rp", "mean_field", "peak_raw_samples", "peak_rolled_samples", "peak_rp", "drawn", "task_totals",
+          "task_scope")
 
 
 def resolve(grafana: Grafana, board: dict, from_ms: int, to_ms: int, given: dict[str, str]) -> dict[str, str]:
-    """The hidden variables ($rp, $mean_field, the $peak_* chain, $drawn) as
+    """The hidden variables ($rp, $mean_field, the $peak_* chain, $drawn, $task_*) as
     Grafana resolves them for this range, in order: the values of the first
     frame (a raw query returns a frame per column), a multi-value one as the
     regex Grafana writes, an empty answer empty."""
@@ -304,9 +317,12 @@ def time_windows(grafana: Grafana, boards: dict[str, dict], app: str, now: int, 
                     resolved.append(time.perf_counter() - began)
                 if forced:
                     picked.update(rp=forced, mean_field="value", peak_rp=forced)
+                if args.no_totals and "task_scope" in picked:
+                    picked["task_scope"] = "(?:.+)"  # as for a run without the annotator's totals
                 variables.update(picked)
                 print(f"\n{hours:g} h, {arm}: {name}: rp={picked.get('rp', '-')} "
-                      f"peak_rp={picked.get('peak_rp', '-')} interval={interval // 1000}s "
+                      f"peak_rp={picked.get('peak_rp', '-')} task_scope={picked.get('task_scope', '-')} "
+                      f"interval={interval // 1000}s "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
                 timed = time_board(grafana, board, variables, from_ms, to_ms, interval, args.repeat)
                 timed += time_annotations(grafana, board, variables, from_ms, to_ms, args.repeat)
@@ -337,6 +353,8 @@ def main() -> int:
     parser.add_argument("--apps", type=int, default=10_000, help="further small applications stored")
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--top", default="20", help="Executors drawn ($top): 10, 20, 50 or 100000 (all)")
+    parser.add_argument("--no-totals", action="store_true",
+                        help="task time from every executor's counters, as for a run without the annotator")
     parser.add_argument("--compare-raw", action="store_true", help="also time the panels on raw samples")
     parser.add_argument("--interval-counts", default="200",
                         help="points per series the auto interval aims at (the dashboards' auto_count is 200); "

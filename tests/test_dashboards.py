@@ -230,7 +230,10 @@ def test_every_panel_query_returns_data_for_the_run(stack, grafana, metrics_run,
     # Panels that read the end of the range ("now"): end it mid-run for them.
     if any("${__to}" in t.get("query", "") for t in panel["targets"]):
         end = (metrics_run.started_ms + metrics_run.ended_ms) // 2
-    targets = [dict(t, query=substitute(t["query"], board, ui_variables(metrics_run), start, end))
+    values = ui_variables(metrics_run)
+    if any("$task_scope" in t.get("query", "") for t in panel["targets"]):
+        values = resolve_hidden(grafana, board, values, ("task_totals", "task_scope"), start, end)
+    targets = [dict(t, query=substitute(t["query"], board, values, start, end))
                if "query" in t else dict(t) for t in panel["targets"]]
     for target in targets:
         target.update(intervalMs=10_000, maxDataPoints=500)
@@ -291,6 +294,53 @@ def resolve_hidden(grafana, board: dict, values: dict[str, str], names: tuple[st
         out[variable["name"]] = ("(" + "|".join(found) + ")" if variable.get("multi") and len(found) > 1
                                  else (found[0] if found else ""))
     return out
+
+
+def test_task_time_reads_the_annotators_totals_for_all_executors_and_their_own_counters_for_a_pick(
+        stack, grafana, metrics_run):
+    """The live task time graph, its hidden $task_scope resolved through
+    Grafana as the browser does: with Executor = All it reads the
+    annotator's per-application totals (one series a counter), with
+    executors picked, or over a range without totals, their own counters.
+    The totals end at exactly the sum of the executors' last counter values,
+    and the graph drawn from them adds up to those totals."""
+    board = BOARDS["spark-executors.json"]
+    panel = next(p for p in panels(board) if p["title"] == "Task time by component")
+    start, end = run_window(metrics_run)
+    names = ("task_totals", "task_scope")
+    every = resolve_hidden(grafana, board, ui_variables(metrics_run), names, start, end)
+    picked = resolve_hidden(grafana, board, dict(ui_variables(metrics_run), executorid="(0|1)"), names, start, end)
+    earlier = resolve_hidden(grafana, board, ui_variables(metrics_run), names, start - 7_200_000, start - 3_600_000)
+    assert (every["task_scope"], picked["task_scope"], earlier["task_scope"]) == ("(?:)", "(?:.+)", "(?:.+)"), (
+        every, picked, earlier)
+    app = f"\"applicationid\" = '{metrics_run.app_id}'"
+    for target in panel["targets"]:
+        counter = re.search(r"/\^\(\?:sparkscope_app\\\.\)\?(\S+)\$/", target["query"]).group(1).replace("\\.", ".")
+        total = stack.influx(f'SELECT last("value") FROM "sparkscope_app.{counter}" WHERE {app}')[0]["values"][0][1]
+        summed = stack.influx(f'SELECT sum("v") FROM (SELECT last("value") AS "v" FROM "{counter}" WHERE {app} '
+                              'GROUP BY "executorid")')[0]["values"][0][1]
+        assert total == summed, (counter, total, summed)
+        scale = float(re.search(r"1s\) / (\d+)", target["query"]).group(1))
+        # The totals' first 10 s bucket (the graphs' $interval here): the rates start after it.
+        first_ms, first = stack.influx(
+            f'SELECT max("value") FROM "sparkscope_app.{counter}" WHERE {app} AND time >= {start}ms '
+            f"AND time <= {end}ms GROUP BY time(10s) fill(none) LIMIT 1")[0]["values"][0]
+        drawn = {}
+        for name, values in (("all", every), ("picked", picked)):
+            query = dict(target, query=substitute(target["query"], board, values, start, end), intervalMs=10_000,
+                         maxDataPoints=500)
+            frames = grafana.query([query], str(start), str(end))[target["refId"]]
+            assert len(frames) == 1, (name, counter, frames)
+            times, rates = frames[0]["data"]["values"][:2]
+            # Each bucket's rate times the time since the bucket before it: the counter's growth.
+            times = [first_ms, *times] if name == "all" else times
+            drawn[name] = sum(r * (t - before) / 1000 for before, t, r in zip(times, times[1:], rates[-len(times) + 1:]))
+        if counter in ("runTime.count", "cpuTime.count"):
+            assert total > 0 and drawn["all"] > 0 and drawn["picked"] > 0, (counter, total, drawn)
+        # All: the graph draws the totals' whole growth after their first bucket.
+        assert drawn["all"] * scale == pytest.approx(total - first, rel=1e-6, abs=1e-6), (counter, drawn, total)
+        # A pick of every executor draws their counters' growth after each one's first bucket: not more.
+        assert drawn["picked"] * scale <= total * (1 + 1e-9), (counter, drawn, total)
 
 
 def test_memory_peaks_read_through_the_rollup_check_equal_the_raw_highest(stack, grafana, metrics_run):

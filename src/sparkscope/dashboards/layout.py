@@ -8,8 +8,9 @@ from typing import Any, Optional
 
 from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, range_max,
                                            source)
-from sparkscope.stack.rollups import (META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT, RAW_POLICY,
-                                      RESOLUTION_MEASUREMENT)
+from sparkscope.stack.rollups import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT,
+                                      RAW_POLICY, RESOLUTION_MEASUREMENT, TASK_SCOPE_MEASUREMENT,
+                                      TASK_TOTALS_PREFIX)
 
 SCHEMA_VERSION = 38
 GRID_COLUMNS = 24  # a dashboard row is 24 units wide
@@ -183,6 +184,27 @@ def _peak_source() -> list[dict[str, Any]]:
     ]
 
 
+def _task_scope() -> list[dict[str, Any]]:
+    """Hidden: whether the task time graph reads the annotator's
+    per-application totals or each executor's counters (stack/rollups.py,
+    TASK_SCOPE_MEASUREMENT). $task_totals counts the totals' points in the
+    range, at the graphs' resolution; empty when the run has none (no
+    annotator), hence the leading 0 in $task_scope's query."""
+    return [
+        _variable("task_totals", "task_totals",
+                  f'SELECT count("value") FROM "$rp"."{TASK_TOTALS_PREFIX}runTime.count" WHERE {APP} '
+                  "AND $timeFilter", hide=2, sort=SORT_AS_QUERIED,
+                  description="Points of the annotator's task time totals of this run in the range."),
+        _variable("task_scope", "task_scope",
+                  f'SELECT "executors" FROM "{META_POLICY}"."{TASK_SCOPE_MEASUREMENT}" '
+                  'WHERE ("selection" =~ /^$executorid$/ AND "needs_totals" <= 0$task_totals) '
+                  'OR "needs_totals" = 0 LIMIT 1', hide=2, sort=SORT_AS_QUERIED,
+                  description=f"Task time by component reads the annotator's per-application totals when the "
+                              f"Executor picker is All (its regex matches '{ALL_EXECUTORS}') and the run has "
+                              "them, each picked executor's counters otherwise: a regex on executorid."),
+    ]
+
+
 def _top_by_heap(label: str, description: str, peaks: str, drawn_description: str) -> list[dict[str, Any]]:
     """$top, how many executors to show (10, 20, 50 or all; 20 by default),
     and the hidden $drawn: the executors with the highest heap peaks, from
@@ -250,6 +272,7 @@ def _variables(with_executors: bool, top_shown: bool = False) -> list[dict[str, 
             sort=SORT_NUMERICAL, multi=True, includeAll=True, allValue=".*",
             current={"selected": True, "text": ["All"], "value": ["$__all"]},
             description="Executors of the application; 'driver' is the driver JVM."))
+        out += _task_scope()
         out += _top_by_heap(
             "Executors drawn",
             "Graphs with a line per executor draw at most this many of the executors picked in Executor: those "

@@ -10,7 +10,7 @@ from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NE
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
                                            NEEDS_THREADPROBE, EXECUTORS, PROBE_DEVICE, disk_await, disk_rate, gauge,
                                            peaks_executors_and_driver, pressure, rate, raw,
-                                           recent_per_executor, summed_rate, task_threads)
+                                           recent_per_executor, task_threads, task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 
 
@@ -120,13 +120,15 @@ def tasks_row() -> Row:
               "Where task time goes, summed over the selected executors, in seconds per second (2 = two "
               "task slots busy). CPU well below run time points at the other lines: GC, deserialization, "
               "shuffle fetch wait (slow or remote shuffle reads), shuffle write." + ENDS_AT_TASK_END
-              + NEEDS_SINK,
-              [summed_rate("runTime.count", "run time", scale=" / 1000"),
-               summed_rate("cpuTime.count", "CPU", scale=" / 1000000000"),
-               summed_rate("jvmGCTime.count", "GC", scale=" / 1000"),
-               summed_rate("deserializeTime.count", "deserialize", scale=" / 1000"),
-               summed_rate("shuffleFetchWaitTime.count", "shuffle fetch wait", scale=" / 1000"),
-               summed_rate("shuffleWriteTime.count", "shuffle write", scale=" / 1000000000")],
+              + "With Executor = All and the annotator on, read from its per-application totals of the same "
+              "counters (successful tasks, as the executors count them): one series per line instead of one "
+              "per executor, which keeps this graph fast at hundreds of executors. " + NEEDS_SINK,
+              [task_time("runTime.count", "run time", scale=" / 1000"),
+               task_time("cpuTime.count", "CPU", scale=" / 1000000000"),
+               task_time("jvmGCTime.count", "GC", scale=" / 1000"),
+               task_time("deserializeTime.count", "deserialize", scale=" / 1000"),
+               task_time("shuffleFetchWaitTime.count", "shuffle fetch wait", scale=" / 1000"),
+               task_time("shuffleWriteTime.count", "shuffle write", scale=" / 1000000000")],
               "suffix: s/s", width=24, annotated=True),
     ])
 

@@ -5,7 +5,10 @@ executor."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from sparkscope.stack.rollups import TASK_TOTALS_PREFIX
 
 DATASOURCE = {"type": "influxdb", "uid": "sparkscope-influxdb"}
 EXPRESSION = {"type": "__expr__", "uid": "__expr__"}
@@ -131,6 +134,16 @@ def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
              f'WHERE {where} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)')
     return target(f'SELECT sum("r") FROM ({inner}) WHERE $timeFilter GROUP BY time($interval) fill(none)',
                    alias)
+
+
+def task_time(counter: str, alias: str, scale: str) -> dict[str, Any]:
+    """One of Spark's task time counters (ExecutorSource: runTime.count ...)
+    as a rate summed over the picked executors, read from the annotator's
+    per-application totals of the same counter when $task_scope says so
+    (layout.py): one series instead of one per executor. Both are in the
+    measurement regex; the executorid regex $task_scope keeps one of them."""
+    both = "/^(?:" + re.escape(TASK_TOTALS_PREFIX) + ")?" + re.escape(counter) + "$/"
+    return summed_rate(both, alias, scale=scale, where=f'{EXECUTORS} AND "executorid" =~ /^$task_scope$/')
 
 
 def total(measurement: str, alias: str, where: str = APP, scale: str = "") -> dict[str, Any]:

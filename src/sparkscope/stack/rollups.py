@@ -31,6 +31,19 @@ RESOLUTION_MEASUREMENT = "sparkscope_resolution"
 # replays its buffer afterwards: the gap shows exactly those holes.
 PEAK_SOURCE_MEASUREMENT = "sparkscope_peak_source"
 PEAK_LEVEL = "sparkscope_1m"
+# Where the live dashboard's "Task time by component" reads (its hidden
+# $task_scope): with every executor picked, the annotator's per-application
+# totals of the same counters (annotator TaskTimeTotals: measurements
+# TASK_TOTALS_PREFIX + counter, no executorid tag), one series per counter
+# instead of one per executor; otherwise, or for a run without them, each
+# executor's own counters. $task_scope is a regex on executorid: "(?:)"
+# matches only the totals (a missing tag reads as ""), "(?:.+)" only
+# executors. The first point is taken when the Executor picker's regex
+# matches ALL_EXECUTORS (only "All", i.e. .*, does: no executor id has a
+# space) and the range holds totals; the second otherwise.
+TASK_SCOPE_MEASUREMENT = "sparkscope_task_scope"
+TASK_TOTALS_PREFIX = "sparkscope_app."
+ALL_EXECUTORS = "all executors"
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,13 @@ def peak_source_lines() -> str:
         f'{PEAK_SOURCE_MEASUREMENT} rp="{RAW_POLICY}",lowest_gap={-widest}i,highest_gap={widest}i 2'])
 
 
+def task_scope_lines() -> str:
+    """The lookup $task_scope reads."""
+    return "\n".join([
+        f'{TASK_SCOPE_MEASUREMENT} selection="{ALL_EXECUTORS}",needs_totals=1i,executors="(?:)" 1',
+        f'{TASK_SCOPE_MEASUREMENT} selection="",needs_totals=0i,executors="(?:.+)" 2'])
+
+
 def ensure_policy(base_url: str, database: str, name: str, duration: str) -> None:
     try:
         influx.query(base_url, f'CREATE RETENTION POLICY "{name}" ON "{database}" DURATION {duration} REPLICATION 1')
@@ -134,5 +154,5 @@ def ensure_rollups(base_url: str, database: str, retention: str) -> None:
         if level.policy in existing:
             influx.query(base_url, f'DROP CONTINUOUS QUERY "{level.policy}" ON "{database}"')
         influx.query(base_url, wanted)
-    influx.write(base_url, database, resolution_lines() + "\n" + peak_source_lines(), precision="ns",
-                 policy=META_POLICY)
+    influx.write(base_url, database, "\n".join([resolution_lines(), peak_source_lines(), task_scope_lines()]),
+                 precision="ns", policy=META_POLICY)

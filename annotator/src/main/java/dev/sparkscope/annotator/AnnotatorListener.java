@@ -16,6 +16,7 @@ import org.apache.spark.SparkFirehoseListener;
 import org.apache.spark.TaskEndReason;
 import org.apache.spark.executor.InputMetrics;
 import org.apache.spark.executor.ShuffleReadMetrics;
+import org.apache.spark.executor.ShuffleWriteMetrics;
 import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.JobFailed;
 import org.apache.spark.scheduler.JobResult;
@@ -62,14 +63,16 @@ public class AnnotatorListener extends SparkFirehoseListener {
         final AnnotationRecorder recorder;
         final SqlExecutionEvents sql;
         final ExecutorPeakEvents peaks;
+        final TaskTimeTotals taskTime;
 
         Running(AnnotatorConfig config, InfluxWriter writer, AnnotationRecorder recorder, SqlExecutionEvents sql,
-                ExecutorPeakEvents peaks) {
+                ExecutorPeakEvents peaks, TaskTimeTotals taskTime) {
             this.config = config;
             this.writer = writer;
             this.recorder = recorder;
             this.sql = sql;
             this.peaks = peaks;
+            this.taskTime = taskTime;
         }
     }
 
@@ -80,6 +83,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
     private final Set<Class<?>> brokenEventTypes = Collections.synchronizedSet(new HashSet<>());
     private volatile boolean stopped;
     private volatile boolean peaksBroken;
+    private volatile boolean taskTimeBroken;
     private String applicationId;
     private String applicationIdFromEvent;
 
@@ -148,7 +152,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
                     + InfluxWriter.redact(config.influxUrl) + ", database " + config.database);
             ExecutorPeakEvents peaks = new ExecutorPeakEvents(
                     new ExecutorPeaks(writer::enqueue, this::applicationId), lookup);
-            return new Running(config, writer, recorder, sql, peaks);
+            return new Running(config, writer, recorder, sql, peaks,
+                    new TaskTimeTotals(writer::enqueue, this::applicationId));
         } catch (Throwable t) {
             rethrowIfFatal(t);
             AnnotatorLog.warn("sparkscope annotator is off for this application: could not start: " + t);
@@ -171,6 +176,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
             return;
         }
         recordPeaks(event, type);
+        recordTaskTime(event, type);
         try {
             dispatch(event);
         } catch (LinkageError e) {
@@ -205,6 +211,42 @@ public class AnnotatorListener extends SparkFirehoseListener {
         } catch (Throwable t) {
             rethrowIfFatal(t);
             eventFailure.warn(() -> "sparkscope annotator: could not read memory peaks from " + type.getSimpleName()
+                    + " (" + t + "); Spark is not affected");
+        }
+    }
+
+    /** Before dispatch too: the application's end writes the last totals before the writer stops. */
+    private void recordTaskTime(SparkListenerEvent event, Class<?> type) {
+        if (taskTimeBroken) {
+            return;
+        }
+        try {
+            TaskTimeTotals totals = running.taskTime;
+            if (event instanceof SparkListenerTaskEnd) {
+                SparkListenerTaskEnd e = (SparkListenerTaskEnd) event;
+                TaskEndReason reason = e.reason();
+                TaskMetrics m = e.taskMetrics();
+                if (m != null && reason != null
+                        && TaskOutcome.fromReasonClass(reason.getClass().getName()) == TaskOutcome.SUCCEEDED) {
+                    ShuffleReadMetrics read = m.shuffleReadMetrics();
+                    ShuffleWriteMetrics write = m.shuffleWriteMetrics();
+                    totals.taskSucceeded(m.executorRunTime(), m.executorCpuTime(), m.jvmGCTime(),
+                            m.executorDeserializeTime(), read == null ? 0 : read.fetchWaitTime(),
+                            write == null ? 0 : write.writeTime());
+                }
+            }
+            if (event instanceof SparkListenerApplicationEnd) {
+                totals.applicationEnded(((SparkListenerApplicationEnd) event).time());
+            } else {
+                totals.tick(System.currentTimeMillis());
+            }
+        } catch (LinkageError e) {
+            taskTimeBroken = true;
+            AnnotatorLog.warn("sparkscope annotator: task time totals are off from now on: this Spark version's "
+                    + type.getSimpleName() + " differs from what the annotator was built for (" + e + ")");
+        } catch (Throwable t) {
+            rethrowIfFatal(t);
+            eventFailure.warn(() -> "sparkscope annotator: could not add task time from " + type.getSimpleName()
                     + " (" + t + "); Spark is not affected");
         }
     }

@@ -86,6 +86,18 @@ final class Point {
         return this;
     }
 
+    /**
+     * A float field in plain digits, rounded to a whole number (line protocol
+     * reads a number without the "i" suffix as a float): exact up to 2^53,
+     * where Double.toString switches to 1.0E7 notation at ten million.
+     */
+    Point wholeFloatField(String key, double value) {
+        if (!Double.isNaN(value) && !Double.isInfinite(value)) {
+            fields.put(escapeKey(key), String.format(java.util.Locale.ROOT, "%.0f", value));
+        }
+        return this;
+    }
+
     Point field(String key, boolean value) {
         fields.put(escapeKey(key), value ? "true" : "false");
         return this;

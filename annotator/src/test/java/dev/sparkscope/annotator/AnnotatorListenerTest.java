@@ -73,6 +73,7 @@ class AnnotatorListenerTest {
 
             List<String> lines = influx.lines();
             lines.removeIf(l -> l.startsWith(ExecutorPeaks.MEMORY_CONF + ",")); // ExecutorPeaksTest's
+            lines.removeIf(l -> l.startsWith(TaskTimeTotals.PREFIX)); // the next test's
             List<String> kinds = new ArrayList<>();
             for (String line : lines) {
                 InfluxLineReader p = InfluxLineReader.read(line);
@@ -94,6 +95,56 @@ class AnnotatorListenerTest {
             InfluxLineReader query = InfluxLineReader.read(lines.get(3));
             assertEquals("SELECT 1", query.fields.get("description"));
             assertEquals("9500i", query.fields.get("duration_ms"));
+        }
+    }
+
+    @Test
+    void task_time_totals_add_up_successful_tasks_only_and_end_with_the_application() throws Exception {
+        try (FakeInflux influx = FakeInflux.answering(204)) {
+            conf.put("spark.app.id", "local-7");
+            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
+            conf.put("spark.sparkscope.flushIntervalMs", "20");
+            AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
+            listener.onEvent(new SparkListenerApplicationStart("etl", Option.apply("local-7"), 1000, "alice",
+                    Option.empty(), Option.empty(), Option.empty()));
+            listener.onEvent(taskEnd(1, 0, 700, "1", Success$.MODULE$, metrics(600, 500_000_000L, 40, 9, 25, 3_000)));
+            listener.onEvent(taskEnd(1, 1, 900, "2", Success$.MODULE$, metrics(800, 700_000_000L, 60, 11, 5, 7_000)));
+            // A failed and a killed task: the executors' counters leave them out, so do the totals.
+            listener.onEvent(taskEnd(1, 2, 900, "2", new org.apache.spark.ExceptionFailure("x", "boom",
+                    new StackTraceElement[0], "", Option.empty(), seq(), seq(), seq()),
+                    metrics(100_000, 1, 1, 1, 1, 1)));
+            listener.onEvent(taskEnd(1, 3, 900, "2", new org.apache.spark.TaskKilled("speculation", seq(), seq(),
+                    seq()), metrics(100_000, 1, 1, 1, 1, 1)));
+            listener.onEvent(taskEnd(1, 4, 900, "2", Success$.MODULE$, null)); // no metrics: nothing to add
+            listener.onEvent(new SparkListenerApplicationEnd(11_000));
+
+            Map<String, List<InfluxLineReader>> byCounter = new HashMap<>();
+            for (String line : influx.lines()) {
+                InfluxLineReader p = InfluxLineReader.read(line);
+                if (p.measurement.startsWith(TaskTimeTotals.PREFIX)) {
+                    assertEquals("local-7", p.tags.get("applicationid"), line);
+                    assertEquals(1, p.tags.size(), "no executor tag: one series per application: " + line);
+                    byCounter.computeIfAbsent(p.measurement.substring(TaskTimeTotals.PREFIX.length()),
+                            k -> new ArrayList<>()).add(p);
+                }
+            }
+            assertEquals(new java.util.HashSet<>(TaskTimeTotals.COUNTERS), byCounter.keySet());
+            Map<String, String> last = new HashMap<>();
+            for (Map.Entry<String, List<InfluxLineReader>> e : byCounter.entrySet()) {
+                List<InfluxLineReader> points = e.getValue();
+                assertTrue(points.size() >= 2, "a first point and the application end's: " + points);
+                assertEquals("0", points.get(0).fields.get("value"), "the first point, at the first event, is 0");
+                for (int i = 1; i < points.size(); i++) {
+                    assertTrue(points.get(i).time > points.get(i - 1).time, "each point after the previous one");
+                }
+                last.put(e.getKey(), points.get(points.size() - 1).fields.get("value"));
+            }
+            assertEquals("1400", last.get("runTime.count"));
+            assertEquals("1200000000", last.get("cpuTime.count"));
+            assertEquals("100", last.get("jvmGCTime.count"));
+            assertEquals("20", last.get("deserializeTime.count"));
+            assertEquals("30", last.get("shuffleFetchWaitTime.count"));
+            assertEquals("10000", last.get("shuffleWriteTime.count"));
         }
     }
 
@@ -217,11 +268,30 @@ class AnnotatorListenerTest {
         return taskEnd(stageId, index, durationMs, executor, Success$.MODULE$);
     }
 
+    /** A task's metrics as the executor fills them (the setters are Spark-private, public in bytecode). */
+    private static org.apache.spark.executor.TaskMetrics metrics(long runMs, long cpuNs, long gcMs, long deserializeMs,
+                                                              long fetchWaitMs, long shuffleWriteNs) {
+        org.apache.spark.executor.TaskMetrics m = new org.apache.spark.executor.TaskMetrics();
+        m.setExecutorRunTime(runMs);
+        m.setExecutorCpuTime(cpuNs);
+        m.setJvmGCTime(gcMs);
+        m.setExecutorDeserializeTime(deserializeMs);
+        m.shuffleReadMetrics().setFetchWaitTime(fetchWaitMs);
+        m.shuffleWriteMetrics().incWriteTime(shuffleWriteNs);
+        return m;
+    }
+
     private static SparkListenerTaskEnd taskEnd(int stageId, int index, long durationMs, String executor,
                                                 org.apache.spark.TaskEndReason reason) {
+        return taskEnd(stageId, index, durationMs, executor, reason, null);
+    }
+
+    private static SparkListenerTaskEnd taskEnd(int stageId, int index, long durationMs, String executor,
+                                                org.apache.spark.TaskEndReason reason,
+                                                org.apache.spark.executor.TaskMetrics metrics) {
         TaskInfo info = new TaskInfo(index, index, 0, index, 1300, executor, "host-" + executor,
                 TaskLocality.ANY(), false);
         info.markFinished(org.apache.spark.TaskState.FINISHED(), 1300 + durationMs);
-        return new SparkListenerTaskEnd(stageId, 0, "ResultTask", reason, info, null, null);
+        return new SparkListenerTaskEnd(stageId, 0, "ResultTask", reason, info, null, metrics);
     }
 }
