@@ -126,24 +126,19 @@ def jvm_paths() -> dict[str, list[tuple[str, str, bool]]]:
     return out
 
 
-# The annotator's per-application totals of the executors' task time
-# counters (annotator TaskTimeTotals, one series each, written as often as
-# the sink reports): what the live Task time graph reads with every executor picked.
-TASK_TIME_COUNTERS = ("runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
-                      "shuffleFetchWaitTime.count", "shuffleWriteTime.count")
-
-
 def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, total_s: int, now: int,
                   write_levels: bool = False, only_totals: bool = False) -> None:
     """only_totals: the annotator's totals alone (added to a held run's data written without them)."""
     paths = jvm_paths()
-    jvms = [] if only_totals else [(str(i), paths["executor"]) for i in range(executors)] + [("driver", paths["driver"])]
+    jvms = [] if only_totals else ([(str(i), paths["executor"]) for i in range(executors)]
+                                   + [("driver", paths["driver"])])
     rng = random.Random(7)
     base = {(e, m): rng.randrange(1 << 28) for e, ps in jvms for _, m, _ in ps}
     keys = {(e, m): f"{m},applicationid={app},executorid={e},host=bench,namespace={ns},username=spark"
             for e, ps in jvms for ns, m, _ in ps}
     counters = {(e, m) for e, ps in jvms for _, m, c in ps if c}
-    for counter in TASK_TIME_COUNTERS:
+    # The annotator's per-application totals (annotator TaskTimeTotals), as often as the sink reports.
+    for counter in rollups.TASK_TIME_COUNTERS:
         keys["app", counter] = f"{rollups.TASK_TOTALS_PREFIX}{counter},applicationid={app}"
         base["app", counter] = 0
         counters.add(("app", counter))

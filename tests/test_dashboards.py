@@ -334,7 +334,8 @@ def test_task_time_reads_the_annotators_totals_for_all_executors_and_their_own_c
             times, rates = frames[0]["data"]["values"][:2]
             # Each bucket's rate times the time since the bucket before it: the counter's growth.
             times = [first_ms, *times] if name == "all" else times
-            drawn[name] = sum(r * (t - before) / 1000 for before, t, r in zip(times, times[1:], rates[-len(times) + 1:]))
+            spans = zip(times, times[1:], rates[-len(times) + 1:])
+            drawn[name] = sum(r * (t - before) / 1000 for before, t, r in spans)
         if counter in ("runTime.count", "cpuTime.count"):
             assert total > 0 and drawn["all"] > 0 and drawn["picked"] > 0, (counter, total, drawn)
         # All: the graph draws the totals' whole growth after their first bucket.

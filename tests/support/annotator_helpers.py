@@ -9,10 +9,13 @@ from pathlib import Path
 
 from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties
+from sparkscope.stack.rollups import TASK_TIME_COUNTERS, TASK_TOTALS_PREFIX
 from sparkscope.stack.settings import ROOT
 
 MEASUREMENTS = ("sparkscope_application", "sparkscope_query", "sparkscope_job", "sparkscope_stage",
-                "sparkscope_executor")
+                "sparkscope_executor",
+                # The task time totals (annotator TaskTimeTotals): one series each per application.
+                *(TASK_TOTALS_PREFIX + counter for counter in TASK_TIME_COUNTERS))
 
 
 def annotator_conf(stack) -> dict[str, str]:

@@ -43,6 +43,9 @@ PEAK_LEVEL = "sparkscope_1m"
 # space) and the range holds totals; the second otherwise.
 TASK_SCOPE_MEASUREMENT = "sparkscope_task_scope"
 TASK_TOTALS_PREFIX = "sparkscope_app."
+# The counters the totals keep: annotator TaskTimeTotals.COUNTERS, in the same order.
+TASK_TIME_COUNTERS = ("runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
+                      "shuffleFetchWaitTime.count", "shuffleWriteTime.count")
 ALL_EXECUTORS = "all executors"
 
 

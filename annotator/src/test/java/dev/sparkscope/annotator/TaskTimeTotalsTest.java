@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 import org.junit.jupiter.api.Test;
@@ -37,10 +38,11 @@ class TaskTimeTotalsTest {
 
         List<InfluxLineReader> run = points("runTime.count");
         assertEquals(3, run.size(), lines.toString());
-        assertEquals(java.util.Arrays.asList("0", "1000", "1250"), java.util.Arrays.asList(run.get(0).fields.get("value"),
-                run.get(1).fields.get("value"), run.get(2).fields.get("value")));
-        assertEquals(java.util.Arrays.asList(10_000_000_000L, 15_000_000_000L, 15_001_000_000L),
-                java.util.Arrays.asList(run.get(0).time, run.get(1).time, run.get(2).time));
+        assertEquals(Arrays.asList("0", "1000", "1250"),
+                Arrays.asList(run.get(0).fields.get("value"), run.get(1).fields.get("value"),
+                        run.get(2).fields.get("value")));
+        assertEquals(Arrays.asList(10_000_000_000L, 15_000_000_000L, 15_001_000_000L),
+                Arrays.asList(run.get(0).time, run.get(1).time, run.get(2).time));
         assertEquals("500000000", points("cpuTime.count").get(2).fields.get("value"));
         assertEquals("10000", points("shuffleWriteTime.count").get(2).fields.get("value"));
         assertEquals(3 * TaskTimeTotals.COUNTERS.size(), lines.size());
