@@ -473,11 +473,14 @@ def busy_whole_disks() -> set[str]:
 @pytest.mark.parametrize("name", RUN_BOARDS)
 def test_variable_queries_offer_this_run_and_its_executors(grafana, metrics_run, name):
     board, (start, end) = BOARDS[name], run_window(metrics_run)
+    given = ui_variables(metrics_run)
+    if "task_totals" in defined_variables(board):  # $task_scope's query reads it
+        given = resolve_hidden(grafana, board, given, ("task_totals",), start, end)
     for variable in board["templating"]["list"]:
         if variable["type"] != "query":
             continue
         target = {"refId": "A", "datasource": variable["datasource"], "rawQuery": True,
-                  "query": substitute(variable["query"], board, ui_variables(metrics_run), start, end),
+                  "query": substitute(variable["query"], board, given, start, end),
                   "resultFormat": "table"}
         frames = grafana.query([target], str(start), str(end))["A"]
         values = {row.get("value") or row.get("Value") for row in frame_rows(frames)}
@@ -487,7 +490,9 @@ def test_variable_queries_offer_this_run_and_its_executors(grafana, metrics_run,
                   "rp": {"sparkscope"}, "mean_field": {"value"},
                   # counts of a few minutes' samples, or none: any answer; the source one of two
                   "peak_raw_samples": set(), "peak_rolled_samples": set(), "peak_rp": set(),
-                  "drawn": {"0", "1", "driver"}}[variable["name"]]
+                  "drawn": {"0", "1", "driver"},
+                  # a count of the annotator's totals: any; Executor = All on a run with them: the totals
+                  "task_totals": set(), "task_scope": {"(?:)"}}[variable["name"]]
         assert wanted <= values, f"variable {variable['name']}: {values}"
         if variable["name"] == "peak_rp":
             assert len(values & {"sparkscope", "sparkscope_1m"}) == 1, values

@@ -244,13 +244,18 @@ def _variables(with_executors: bool, top_shown: bool = False) -> list[dict[str, 
         # Raw samples, not $rp: in a rollup, runs that started in the same
         # bucket share a time and the outer SELECT keeps one of them (a 6 h
         # range of 10-minute points listed 36 of 359 runs).
+        # The driver's samples only: it lives as long as its run, and one
+        # series a run instead of one per JVM (at 10,000 runs in 6 h, one of
+        # 500 executors, 91 ms against 216 straight from InfluxDB;
+        # docs/performance.md). $peak_rp leans on the driver's samples too.
         _variable("applicationid", "Application",
                   'SELECT "applicationid", "first" FROM (SELECT first("value") FROM "JVMHeapMemory" '
-                  'WHERE "username" =~ /^$username$/ AND $timeFilter GROUP BY "applicationid") '
-                  "ORDER BY time DESC",
+                  "WHERE \"username\" =~ /^$username$/ AND \"executorid\" = 'driver' AND $timeFilter "
+                  'GROUP BY "applicationid") ORDER BY time DESC',
                   sort=SORT_AS_QUERIED,
-                  description="Runs in the time range, the newest first. The 'Applications' table names "
-                              "each run."),
+                  description="Runs in the time range whose driver sends metrics (spark-conf/metrics.properties "
+                              "sets the sink for every instance), the newest first. The 'Applications' table "
+                              "names each run."),
         *_peak_source(),
     ]
     if top_shown:
