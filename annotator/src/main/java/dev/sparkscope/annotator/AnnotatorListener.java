@@ -82,8 +82,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
             new RateLimitedWarning(AnnotatorLog::warn, 60_000, System::currentTimeMillis);
     private final Set<Class<?>> brokenEventTypes = Collections.synchronizedSet(new HashSet<>());
     private volatile boolean stopped;
-    private volatile boolean peaksBroken;
-    private volatile boolean taskTimeBroken;
+    private final Part peaks = new Part("memory peaks", this::addPeaks);
+    private final Part taskTime = new Part("task time totals", this::addTaskTime);
     private String applicationId;
     private String applicationIdFromEvent;
 
@@ -175,8 +175,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
         if (!brokenEventTypes.isEmpty() && brokenEventTypes.contains(type)) {
             return;
         }
-        recordPeaks(event, type);
-        recordTaskTime(event, type);
+        peaks.handle(event, type);
+        taskTime.handle(event, type);
         try {
             dispatch(event);
         } catch (LinkageError e) {
@@ -197,57 +197,63 @@ public class AnnotatorListener extends SparkFirehoseListener {
         }
     }
 
-    /** Before dispatch: the application's end writes the last peaks, then stops the writer. */
-    private void recordPeaks(SparkListenerEvent event, Class<?> type) {
-        if (peaksBroken) {
-            return;
+    /**
+     * One part of what the listener records beside the annotations, fed every
+     * event before dispatch (the application's end writes its last points
+     * before the writer stops). A failure loses that event for this part
+     * only; an API this Spark version lacks turns the part off for good.
+     */
+    private final class Part {
+        private final String name;
+        private final java.util.function.Consumer<SparkListenerEvent> action;
+        private volatile boolean broken;
+
+        Part(String name, java.util.function.Consumer<SparkListenerEvent> action) {
+            this.name = name;
+            this.action = action;
         }
-        try {
-            running.peaks.handle(event);
-        } catch (LinkageError e) {
-            peaksBroken = true;
-            AnnotatorLog.warn("sparkscope annotator: memory peaks are off from now on: this Spark version's "
-                    + type.getSimpleName() + " differs from what the annotator was built for (" + e + ")");
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            eventFailure.warn(() -> "sparkscope annotator: could not read memory peaks from " + type.getSimpleName()
-                    + " (" + t + "); Spark is not affected");
+
+        void handle(SparkListenerEvent event, Class<?> type) {
+            if (broken) {
+                return;
+            }
+            try {
+                action.accept(event);
+            } catch (LinkageError e) {
+                broken = true;
+                AnnotatorLog.warn("sparkscope annotator: " + name + " are off from now on: this Spark version's "
+                        + type.getSimpleName() + " differs from what the annotator was built for (" + e + ")");
+            } catch (Throwable t) {
+                rethrowIfFatal(t);
+                eventFailure.warn(() -> "sparkscope annotator: could not read " + name + " from "
+                        + type.getSimpleName() + " (" + t + "); Spark is not affected");
+            }
         }
     }
 
-    /** Before dispatch too: the application's end writes the last totals before the writer stops. */
-    private void recordTaskTime(SparkListenerEvent event, Class<?> type) {
-        if (taskTimeBroken) {
-            return;
+    private void addPeaks(SparkListenerEvent event) {
+        running.peaks.handle(event);
+    }
+
+    private void addTaskTime(SparkListenerEvent event) {
+        TaskTimeTotals totals = running.taskTime;
+        if (event instanceof SparkListenerTaskEnd) {
+            SparkListenerTaskEnd e = (SparkListenerTaskEnd) event;
+            TaskEndReason reason = e.reason();
+            TaskMetrics m = e.taskMetrics();
+            if (m != null && reason != null
+                    && TaskOutcome.fromReasonClass(reason.getClass().getName()) == TaskOutcome.SUCCEEDED) {
+                ShuffleReadMetrics read = m.shuffleReadMetrics();
+                ShuffleWriteMetrics write = m.shuffleWriteMetrics();
+                totals.taskSucceeded(m.executorRunTime(), m.executorCpuTime(), m.jvmGCTime(),
+                        m.executorDeserializeTime(), read == null ? 0 : read.fetchWaitTime(),
+                        write == null ? 0 : write.writeTime());
+            }
         }
-        try {
-            TaskTimeTotals totals = running.taskTime;
-            if (event instanceof SparkListenerTaskEnd) {
-                SparkListenerTaskEnd e = (SparkListenerTaskEnd) event;
-                TaskEndReason reason = e.reason();
-                TaskMetrics m = e.taskMetrics();
-                if (m != null && reason != null
-                        && TaskOutcome.fromReasonClass(reason.getClass().getName()) == TaskOutcome.SUCCEEDED) {
-                    ShuffleReadMetrics read = m.shuffleReadMetrics();
-                    ShuffleWriteMetrics write = m.shuffleWriteMetrics();
-                    totals.taskSucceeded(m.executorRunTime(), m.executorCpuTime(), m.jvmGCTime(),
-                            m.executorDeserializeTime(), read == null ? 0 : read.fetchWaitTime(),
-                            write == null ? 0 : write.writeTime());
-                }
-            }
-            if (event instanceof SparkListenerApplicationEnd) {
-                totals.applicationEnded(((SparkListenerApplicationEnd) event).time());
-            } else {
-                totals.tick(System.currentTimeMillis());
-            }
-        } catch (LinkageError e) {
-            taskTimeBroken = true;
-            AnnotatorLog.warn("sparkscope annotator: task time totals are off from now on: this Spark version's "
-                    + type.getSimpleName() + " differs from what the annotator was built for (" + e + ")");
-        } catch (Throwable t) {
-            rethrowIfFatal(t);
-            eventFailure.warn(() -> "sparkscope annotator: could not add task time from " + type.getSimpleName()
-                    + " (" + t + "); Spark is not affected");
+        if (event instanceof SparkListenerApplicationEnd) {
+            totals.applicationEnded(((SparkListenerApplicationEnd) event).time());
+        } else {
+            totals.tick(System.currentTimeMillis());
         }
     }
 
