@@ -123,12 +123,12 @@ def tasks_row() -> Row:
               + "With Executor = All and the annotator on, read from its per-application totals of the same "
               "counters (successful tasks, as the executors count them): one series per line instead of one "
               "per executor, which keeps this graph fast at hundreds of executors. " + NEEDS_SINK,
-              [task_time("runTime.count", "run time", scale=" / 1000"),
-               task_time("cpuTime.count", "CPU", scale=" / 1000000000"),
-               task_time("jvmGCTime.count", "GC", scale=" / 1000"),
-               task_time("deserializeTime.count", "deserialize", scale=" / 1000"),
-               task_time("shuffleFetchWaitTime.count", "shuffle fetch wait", scale=" / 1000"),
-               task_time("shuffleWriteTime.count", "shuffle write", scale=" / 1000000000")],
+              [*task_time("runTime.count", "run time", scale=" / 1000"),
+               *task_time("cpuTime.count", "CPU", scale=" / 1000000000"),
+               *task_time("jvmGCTime.count", "GC", scale=" / 1000"),
+               *task_time("deserializeTime.count", "deserialize", scale=" / 1000"),
+               *task_time("shuffleFetchWaitTime.count", "shuffle fetch wait", scale=" / 1000"),
+               *task_time("shuffleWriteTime.count", "shuffle write", scale=" / 1000000000")],
               "suffix: s/s", width=24, annotated=True),
     ])
 

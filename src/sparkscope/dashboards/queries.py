@@ -5,7 +5,6 @@ executor."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sparkscope.stack.rollups import TASK_TOTALS_PREFIX
@@ -136,14 +135,20 @@ def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
                    alias)
 
 
-def task_time(counter: str, alias: str, scale: str) -> dict[str, Any]:
+def task_time(counter: str, alias: str, scale: str) -> list[dict[str, Any]]:
     """One of Spark's task time counters (ExecutorSource: runTime.count ...)
-    as a rate summed over the picked executors, read from the annotator's
-    per-application totals of the same counter when $task_scope says so
-    (layout.py): one series instead of one per executor. Both are in the
-    measurement regex; the executorid regex $task_scope keeps one of them."""
-    both = "/^(?:" + re.escape(TASK_TOTALS_PREFIX) + ")?" + re.escape(counter) + "$/"
-    return summed_rate(both, alias, scale=scale, where=f'{EXECUTORS} AND "executorid" =~ /^$task_scope$/')
+    as a rate summed over the picked executors: two queries under one
+    alias, each executors' own counter and the annotator's per-application
+    total of it (one series instead of one per executor), of which
+    $task_scope (layout.py), a regex on executorid, keeps one: the totals
+    have no executorid tag. Two queries, not one measurement regex: InfluxDB
+    1.8 dies (nil iterator closed, coordinator/shard_mapper.go) when a
+    query over a measurement regex is interrupted, as Grafana does to the
+    queries of a panel it redraws, after a matched measurement had no
+    series, and here one of the two never has any."""
+    where = f'{EXECUTORS} AND "executorid" =~ /^$task_scope$/'
+    return [summed_rate(measurement, alias, scale=scale, where=where)
+            for measurement in (counter, TASK_TOTALS_PREFIX + counter)]
 
 
 def total(measurement: str, alias: str, where: str = APP, scale: str = "") -> dict[str, Any]:
