@@ -143,13 +143,15 @@ def test_every_measurement_the_dashboards_report_and_summary_read_is_stored(filt
     assert not missing, f"read by a panel or the report, but not stored with the filter on: {missing}"
 
 
-def test_every_regex_a_panel_reads_matches_a_stored_spark_metric(filtered, monkeypatch):
-    # A /regex/ source that matched nothing Spark sends would make the test above vacuous for it.
-    settings, lines, stored = filtered
-    regexes = {s for s in read_sources(dashboard_queries() + report_queries()) if s.startswith("/")}
-    assert regexes
-    for source in regexes:
-        assert any(re.search(source[1:-1], m) for m in stored), f"{source} matches nothing stored"
+def test_no_panel_or_report_query_reads_a_measurement_regex(monkeypatch):
+    # InfluxDB 1.8 dies (coordinator.LocalShardMapping.CreateIterator closes a
+    # nil iterator) when a query over a measurement regex is interrupted after
+    # a matched measurement had no series, and Grafana interrupts the queries
+    # of every panel it redraws: the first fresh-machine run of the suite lost
+    # its InfluxDB that way. Every measurement is read by name.
+    sources = read_sources(dashboard_queries() + report_queries() + demo_summary_queries(monkeypatch))
+    assert {"JVMHeapMemory", "pools.G1-Old-Gen.used-after-gc"} <= sources  # the parse found them
+    assert not [s for s in sources if s.startswith("/")]
 
 
 def test_the_filter_drops_what_nothing_reads(filtered):

@@ -56,6 +56,12 @@ def _applications_table() -> Panel:
                        "&from=${__data.fields.started.numeric}&to=${__data.fields.ended.numeric}"}])
 
 
+# The Hadoop file system schemes drawn: Spark's defaults (file, hdfs) and the
+# cloud ones users add to spark.executor.metrics.fileSystemSchemes. One
+# plain query each, not a measurement regex, which can crash InfluxDB 1.8
+# (queries.task_time); a scheme the run does not report returns nothing.
+FS_SCHEMES = ("file", "hdfs", "s3a", "gs", "abfs")
+
 ENDS_AT_TASK_END = (" Counted when a task ends: a long task shows as one spike at its end, not as a level "
                     "while it runs (Active tasks shows slots in use as it happens). ")
 
@@ -246,11 +252,12 @@ def shuffle_row() -> Row:
                rate("diskBytesSpilled.count", "$tag_executorid disk")], "Bps"),
         Panel("File system read",
               "Bytes read per second by each executor's tasks from any storage (executor bytesRead, counted "
-              "at task end) and, while they run, per Hadoop file system scheme. Spark reports schemes only "
-              "for those in spark.executor.metrics.fileSystemSchemes (default file,hdfs): add s3a, gs or "
-              "abfs there to see cloud storage by scheme." + ENDS_AT_TASK_END + NEEDS_SINK,
+              "at task end) and, while they run, per Hadoop file system scheme (file, hdfs, s3a, gs, abfs). "
+              "Spark reports schemes only for those in spark.executor.metrics.fileSystemSchemes (default "
+              "file,hdfs): add s3a, gs or abfs there to see cloud storage by scheme." + ENDS_AT_TASK_END
+              + NEEDS_SINK,
               [rate("bytesRead.count", "$tag_executorid all storage"),
-               rate(r"/^filesystem\.[^.]+\.read_bytes$/", "$tag_executorid $m")],
+               *(rate(f"filesystem.{scheme}.read_bytes", f"$tag_executorid {scheme}") for scheme in FS_SCHEMES)],
               "Bps"),
         Panel("File system write",
               "Bytes written per second by each executor's tasks to any storage (executor bytesWritten, "
@@ -258,7 +265,7 @@ def shuffle_row() -> Row:
               "spark.executor.metrics.fileSystemSchemes (default file,hdfs; add s3a, gs or abfs for cloud "
               "storage)." + ENDS_AT_TASK_END + NEEDS_SINK,
               [rate("bytesWritten.count", "$tag_executorid all storage"),
-               rate(r"/^filesystem\.[^.]+\.write_bytes$/", "$tag_executorid $m")],
+               *(rate(f"filesystem.{scheme}.write_bytes", f"$tag_executorid {scheme}") for scheme in FS_SCHEMES)],
               "Bps"),
     ])
 

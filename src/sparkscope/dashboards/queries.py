@@ -26,6 +26,15 @@ COUNTER_MEASUREMENTS = {
 # Hadoop FileSystem statistics: Dropwizard gauges whose value only grows.
 COUNTER_PATTERNS = ("filesystem.",)
 
+# The old generation's use after the last collection (the live set), per
+# collector: G1 (Java's default), Parallel, CMS. Read by name, one query each,
+# never through a measurement regex: InfluxDB 1.8 dies when a query over a
+# measurement regex is interrupted after a matched measurement had no series
+# (coordinator.LocalShardMapping.CreateIterator closes a nil iterator), as
+# the collectors this run did not use have none.
+OLD_GEN_POOLS = ("pools.G1-Old-Gen.used-after-gc", "pools.PS-Old-Gen.used-after-gc",
+                 "pools.CMS-Old-Gen.used-after-gc")
+
 # Spark's metrics are read at the resolution the time range needs: raw samples
 # or a per-minute or per-10-minute rollup (stack/rollups.py), picked by the
 # hidden variables $rp and $mean_field (layout.py). A rollup keeps each
@@ -142,10 +151,9 @@ def task_time(counter: str, alias: str, scale: str) -> list[dict[str, Any]]:
     total of it (one series instead of one per executor), of which
     $task_scope (layout.py), a regex on executorid, keeps one: the totals
     have no executorid tag. Two queries, not one measurement regex: InfluxDB
-    1.8 dies (nil iterator closed, coordinator/shard_mapper.go) when a
-    query over a measurement regex is interrupted, as Grafana does to the
-    queries of a panel it redraws, after a matched measurement had no
-    series, and here one of the two never has any."""
+    1.8 dies when a query over a measurement regex is interrupted, as
+    Grafana does to the queries of a panel it redraws (OLD_GEN_POOLS), and
+    here one of the two never has series."""
     where = f'{EXECUTORS} AND "executorid" =~ /^$task_scope$/'
     return [summed_rate(measurement, alias, scale=scale, where=where)
             for measurement in (counter, TASK_TOTALS_PREFIX + counter)]
@@ -214,8 +222,10 @@ def raw(query: str, alias: str = "", result_format: str = "time_series") -> dict
 
 
 def source(measurement: str) -> str:
-    """A measurement name, or a /regex/ matching several."""
-    return measurement if measurement.startswith("/") else f'"{measurement}"'
+    """A measurement name, quoted. Never a /regex/: see OLD_GEN_POOLS."""
+    if measurement.startswith("/"):
+        raise ValueError(f"{measurement}: a measurement regex can crash InfluxDB 1.8; name each measurement")
+    return f'"{measurement}"'
 
 
 def target(query: str, alias: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.uids import PROFILES_UID
 from sparkscope.dashboards.queries import (APP, DRAWN, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
-                                           NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
+                                           NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, OLD_GEN_POOLS, RESERVED_BYTES,
                                            annotator_fields, per_executor_peak,
                                            peaks_executors_and_driver, raw, target, total)
 
@@ -128,7 +128,8 @@ def _sizing_table() -> Panel:
         annotator_fields("sparkscope_executor_peaks", SIZING_EXACT),
         per_executor_peak("heap.max", "heap (sampled)",
                           derived=((f'(sum("v") - {RESERVED_BYTES}) * 0.6', "unified capacity at fraction 0.6"),)),
-        per_executor_peak("/^pools\\..*Old-Gen\\.used-after-gc$/", "live set (sampled)"),
+        # One per collector; only the run's own has series.
+        *(per_executor_peak(pool, "live set (sampled)") for pool in OLD_GEN_POOLS),
     ]
     panel = Panel(
         "Sizing: what each executor needed, exact peaks",

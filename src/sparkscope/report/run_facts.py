@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from sparkscope.dashboards.queries import OLD_GEN_POOLS
 from sparkscope.errors import SparkscopeError
 from sparkscope.stack import influx
 
@@ -67,7 +68,6 @@ TOTALS = {
 }
 SERIES = {"JVMHeapMemory": "heap", "OnHeapUnifiedMemory": "unified", "ProcessTreeJVMRSSMemory": "JVM RSS",
           "ProcessTreePythonRSSMemory": "Python RSS"}
-OLD_GEN_AFTER_GC = r"/^pools\..*Old-Gen\.used-after-gc$/"
 
 
 def _q(value: str) -> str:
@@ -125,9 +125,10 @@ class RunReader:
             executor(row["executor_id"]).peaks = {k: v for k, v in row.items() if k[:1].isupper() and v is not None}
         for row in _rows(self.q(f'SELECT max("value") FROM "heap.max" WHERE {app} GROUP BY "executorid"')):
             executor(row["executorid"]).heap_max = row["max"]
-        for row in _rows(self.q(f'SELECT max("value") FROM {OLD_GEN_AFTER_GC} WHERE {app} GROUP BY "executorid"')):
-            # 0 until a collection of the old generation ran (G1's young collections leave it): unknown.
-            executor(row["executorid"]).live_set = row["max"] or None
+        for pool in OLD_GEN_POOLS:  # one per collector, by name (see OLD_GEN_POOLS); the run's own has rows
+            for row in _rows(self.q(f'SELECT max("value") FROM "{pool}" WHERE {app} GROUP BY "executorid"')):
+                # 0 until a collection of the old generation ran (G1's young collections leave it): unknown.
+                executor(row["executorid"]).live_set = row["max"] or None
         for measurement, name in TOTALS.items():
             for row in _rows(self.q(f'SELECT max("value") FROM "{measurement}" WHERE {app} GROUP BY "executorid"')):
                 executor(row["executorid"]).totals[name] = row["max"]
