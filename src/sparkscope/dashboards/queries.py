@@ -147,7 +147,7 @@ def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
 def task_time(counter: str, alias: str, scale: str) -> list[dict[str, Any]]:
     """One of Spark's task time counters (ExecutorSource: runTime.count ...)
     as a rate summed over the picked executors: two queries under one
-    alias, each executors' own counter and the annotator's per-application
+    alias, the executors' own counter and the annotator's per-application
     total of it (one series instead of one per executor), of which
     $task_scope (layout.py), a regex on executorid, keeps one: the totals
     have no executorid tag. Two queries, not one measurement regex: InfluxDB
