@@ -38,6 +38,10 @@ def peaks_match_spark_rest(stack, tmp_path, spark_home=None):
     run = run_spark_job(stack, "memory_job.py", tmp_path, spark_home=spark_home, args=["32"],
                         conf={**annotator_properties(stack.settings, jar), "spark.ui.enabled": "true",
                               "spark.ui.port": "0"})
+    # Everything the annotator wrote is stored once its last point, the application's end, is: the
+    # last stage's peaks left the driver a moment before it, and Telegraf flushes every 2 s.
+    stack.wait_for(f"SELECT \"duration_ms\" FROM \"sparkscope_application\" WHERE \"applicationid\" = "
+                   f"'{run.app_id}' AND \"status\" = 'FINISHED'", lambda s: bool(s))
     rest_stages = rest_lines(run.stdout, "REST_STAGES")
     rest_executors = rest_lines(run.stdout, "REST_EXECUTORS")
     assert rest_stages, "the job ran no stage Spark reports"
