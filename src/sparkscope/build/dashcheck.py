@@ -1,0 +1,83 @@
+"""dashcheck (tools/dashcheck/): decodes dashboard JSON strictly against
+Grafana 12's models (grafana-foundation-sdk), so a field Grafana 12 does not
+know, or a value of the wrong type, is found without running Grafana.
+
+The binary is cached under <cache>/bin/dashcheck-<hash of its sources>/, so an
+edit of tools/dashcheck/ builds a new one and an unchanged tree reuses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from sparkscope.build import BuildError
+from sparkscope.build.go import go_env
+from sparkscope.process import Progress, log_tail, run_logged
+from sparkscope.stack.settings import ROOT
+
+SOURCE_DIR = ROOT / "tools" / "dashcheck"
+# Everything the binary is built from: go.sum pins the SDK, so a new SDK version is a new hash.
+SOURCES = ("go.mod", "go.sum", "main.go")
+
+
+def source_digest(source_dir: Path = SOURCE_DIR) -> str:
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        digest.update((source_dir / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def ensure_dashcheck(cache_dir: Path, progress: Progress = print) -> Path:
+    """The dashcheck binary, built with `go build` on first use (atomically); returns its path."""
+    dest = cache_dir / "bin" / f"dashcheck-{source_digest()}"
+    target = dest / "dashcheck"
+    if target.is_file():
+        return target
+    env = go_env()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    progress("building dashcheck, the strict dashboard checker (first run only, under a minute)")
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        log = dest.parent / f"{dest.name}.build.log"
+        # -buildvcs=false: the binary must not depend on the state of the work tree's git.
+        cmd = ["go", "build", "-trimpath", "-buildvcs=false", "-o", str(staging / "dashcheck"), "."]
+        done = run_logged(cmd, log, "go build dashcheck", progress, env=env, cwd=SOURCE_DIR)
+        if done.returncode != 0:
+            raise BuildError(
+                f"go build dashcheck failed (exit {done.returncode}) after {done.seconds:.0f} s:\n"
+                f"{log_tail(log)}\n  Full log: {log}. It needs Go 1.21+ and, the first time, the Go "
+                f"module proxy (GOPROXY) to download github.com/grafana/grafana-foundation-sdk/go; "
+                f"fix the cause and run again.")
+        if not (staging / "dashcheck").is_file():
+            raise BuildError(f"go build finished but {staging / 'dashcheck'} is missing; see {log}")
+        try:
+            os.replace(staging, dest)
+        except OSError:
+            if not target.is_file():  # else another run stored the same build first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def check_dashboards(paths: Iterable[Path], cache_dir: Path, progress: Progress = print) -> list[str]:
+    """The problems dashcheck finds in the dashboards, one line each (`<file>: <problem>`);
+    empty when every one decodes strictly."""
+    binary = ensure_dashcheck(cache_dir, progress)
+    argv = [str(binary), *(str(p) for p in paths)]
+    done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode == 0:
+        return []
+    if done.returncode == 1 and lines:
+        return lines
+    # 2: usage or a file it could not read; anything else: it crashed.
+    raise BuildError(f"dashcheck could not check the dashboards (exit {done.returncode}):\n"
+                     f"    {done.stderr.strip() or done.stdout.strip()}\n"
+                     f"  Check that every path exists and is readable: {' '.join(argv[1:])}")

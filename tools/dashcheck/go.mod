@@ -1,0 +1,5 @@
+module sparkscope.dev/tools/dashcheck
+
+go 1.21
+
+require github.com/grafana/grafana-foundation-sdk/go v0.0.22
