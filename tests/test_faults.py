@@ -1,7 +1,6 @@
 """The stack survives its own parts failing while Spark runs: nothing is lost
 through an InfluxDB restart, the sink reconnects after a Telegraf restart,
-Grafana's provisioning comes back identical, garbage on the Graphite port
-changes nothing, and a full or read-only disk under InfluxDB is reported by
+garbage on the Graphite port changes nothing, and a full or read-only disk under InfluxDB is reported by
 `sparkscope status` while Spark runs on. Each test uses its own stack,
 bounded in time."""
 
@@ -16,8 +15,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -30,7 +27,6 @@ from sparkscope.stack import StackError, influx
 from sparkscope.stack.native import NativeBackend, PidFile
 
 from conftest import JOBS, SINK_PERIOD_S, Stack
-from support.grafana_api import Grafana, GrafanaError
 from support.graphite_tap import GraphiteTap
 from support.sandbox import throwaway_stack
 
@@ -41,7 +37,7 @@ OUTAGE_S = 20.0
 def fault_stack(tmp_path_factory):
     # Every line Spark sends is kept: the faults are judged by sent == stored, line for line.
     with throwaway_stack(tmp_path_factory.mktemp("fault-state"), unread_metrics="pass") as settings:
-        yield Stack(settings, Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password))
+        yield Stack(settings)
 
 
 class SparkProcess:
@@ -136,21 +132,6 @@ def test_telegraf_restart_mid_run_leaves_a_bounded_gap(fault_stack, tmp_path):
         assert gap <= bound_ms, f"executor {executor}: gap {gap} ms > bound {bound_ms:.0f} ms"
 
 
-def grafana_state(grafana: Grafana) -> tuple:
-    dashboards = sorted((d["uid"], d["title"], d.get("folderTitle")) for d in grafana.request("/api/search"))
-    datasources = sorted((d["uid"], d["name"], d["url"]) for d in grafana.request("/api/datasources"))
-    return dashboards, datasources
-
-
-def test_grafana_restart_brings_back_identical_provisioning(fault_stack):
-    grafana = fault_stack.grafana
-    before = grafana_state(grafana)
-    assert before[0] and before[1]
-    NativeBackend(fault_stack.settings).down(only=("grafana",), progress=quiet)
-    NativeBackend(fault_stack.settings).up(only=("grafana",), progress=quiet)
-    assert grafana_state(grafana) == before
-
-
 def test_fuzz_on_graphite_port_keeps_stack_up_and_good_lines_flowing(fault_stack):
     stack = fault_stack
     address = (stack.settings.graphite_host, stack.settings.graphite_port)
@@ -198,22 +179,11 @@ def listening_addresses(port: int) -> set[str]:
 
 
 def test_http_apis_listen_on_loopback_only(fault_stack):
+    # InfluxDB's HTTP API; Grafana's bind (the same setting) is in test_native_grafana.py.
     loopback = {"0100007F", "00000000000000000000000001000000"}
-    for port in (fault_stack.settings.influxdb_port, fault_stack.settings.grafana_port):
+    for port in (fault_stack.settings.influxdb_port,):
         addresses = listening_addresses(port)
         assert addresses and addresses <= loopback, f"port {port} listens on {addresses}"
-
-
-def test_grafana_refuses_anonymous_and_wrong_passwords(fault_stack):
-    settings = fault_stack.settings
-    with pytest.raises(urllib.error.HTTPError) as anonymous:
-        urllib.request.urlopen(f"{settings.grafana_url}/api/dashboards/uid/sparkscope-executors", timeout=5)
-    assert anonymous.value.code == 401
-    for user, password in (("", ""), ("admin", "admin"), ("admin", "change-me")):
-        with pytest.raises(GrafanaError, match="401"):
-            Grafana(settings.grafana_url, user, password).request("/api/datasources")
-    assert Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password) \
-        .request("/api/datasources")
 
 
 # --- InfluxDB's disk: full, read-only -------------------------------------------

@@ -11,15 +11,15 @@ from sparkscope.build import BuildError
 from sparkscope.build.annotator_jar import ensure_annotator_jar, jar_path
 from sparkscope.build.go import ensure_influxd, ensure_telegraf
 from sparkscope.build.chromium import ensure_chromium
+from sparkscope.build.dashcheck import ensure_dashcheck
 from sparkscope.build.test_tools import ensure_test_packages
-from sparkscope.build.grafana import grafana_home
-from sparkscope.build.grafana_ui import BackgroundBuild, ensure_grafana_with_ui, has_ui
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
 from sparkscope.report import command as report_command
 from sparkscope.flame import command as profile_command
 from sparkscope.spark.conf import LISTENER_CLASS, PROFILER_PLUGIN_CLASS, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
+from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana
 from sparkscope.stack.settings import Settings, ensure_env_file, is_loopback, load_settings
 
 
@@ -31,10 +31,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     stack.up(only=tuple(args.services) or SERVICE_NAMES)
     if args.services:
         return 0
-    print(f"\nGrafana  {settings.grafana_url}  (user {settings.grafana_user}, password in .env)")
-    if stack.name == "native" and not has_ui(grafana_home(settings.cache_dir)):
-        print("         !!! Only Grafana's HTTP API runs: its web UI could not be built (see above).")
-        print("         !!! ./sparkscope install retries; ./sparkscope up --backend compose has the UI.")
+    grafana = next(row for row in stack.status() if row.name == "grafana")
+    if grafana.state == "not installed":
+        print("\nGrafana  not installed here: install Grafana (its own packages), then ./sparkscope up again;")
+        print("         or ./sparkscope up --backend compose; or add this stack to a Grafana you run (README)")
+    else:
+        print(f"\nGrafana  {settings.grafana_url}  (user {settings.grafana_user}, password in .env)")
     print(f"InfluxDB {settings.influx_url}  database {settings.database}")
     print(f"Graphite {settings.graphite_host}:{settings.graphite_port}  <- Spark sends here")
     print(f"\nStack    {stack.name} backend; ./sparkscope status, ./sparkscope down")
@@ -60,7 +62,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(line.rstrip() + (f"  {row.data}" if row.data else ""))
         for detail in filter(None, row.detail.split("\n")):
             print(" " * 10 + detail)
-    return 0 if all(row.state == "up" for row in rows) else 3
+    # A native stack without a Grafana installed works (Grafana elsewhere reads it): not a failure.
+    return 0 if all(row.state in ("up", "not installed") for row in rows) else 3
 
 
 def cmd_conf(args: argparse.Namespace) -> int:
@@ -91,35 +94,24 @@ def cmd_conf(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_screenshots(args: argparse.Namespace) -> int:
-    from sparkscope.browser import dashboard_screenshots, newest_run
-    from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
-
-    settings = load_settings()
-    app, started_ms, ended_ms = newest_run(settings.influx_url, settings.database, args.app)
-    window = f"var-applicationid={app}&from={started_ms - 30_000}&to={ended_ms + 30_000}"
-    views = {"live": f"/d/{LIVE_UID}?{window}", "summary": f"/d/{SUMMARY_UID}?{window}"}
-    print(f"opening both dashboards for {app} in Chromium ...")
-    for path in dashboard_screenshots(settings.grafana_url, settings.grafana_user, settings.grafana_password,
-                                      views, Path(args.out)):
-        print(f"wrote {path}")
-    return 0
-
-
 def install_all(settings: Settings) -> list[str]:
-    """Build or find every native component; returns what could not be had."""
+    """Build or find every native component; returns what could not be had.
+    Grafana is never built: natively the user's own is used (stack/grafana_local.py)."""
     missing = []
-    with BackgroundBuild(settings.cache_dir, print) as ui:
-        steps = (("influxd", lambda: ensure_influxd(settings.cache_dir)),
-                 ("telegraf", lambda: ensure_telegraf(settings.cache_dir)),
-                 ("grafana", lambda: ensure_grafana_with_ui(settings.cache_dir, background=ui)),
-                 ("chromium", ensure_chromium))
-        for name, ensure in steps:
-            try:
-                print(f"{name}: {ensure()}", flush=True)
-            except BuildError as err:
-                print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr, flush=True)
-                missing.append(name)
+    steps = (("influxd", lambda: ensure_influxd(settings.cache_dir)),
+             ("telegraf", lambda: ensure_telegraf(settings.cache_dir)))
+    for name, ensure in steps:
+        try:
+            print(f"{name}: {ensure()}", flush=True)
+        except BuildError as err:
+            print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr, flush=True)
+            missing.append(name)
+    try:
+        grafana = find_grafana(settings.grafana_home)
+        print(f"grafana: {grafana.binary} (home {grafana.home})" if grafana else
+              "grafana: not installed (the native stack runs without it; README, \"Grafana\")", flush=True)
+    except GrafanaNotFound as err:
+        print(f"grafana: {err}", file=sys.stderr, flush=True)
     return missing
 
 
@@ -133,13 +125,17 @@ def cmd_install(args: argparse.Namespace) -> int:
 def cmd_test(args: argparse.Namespace) -> int:
     settings = load_settings()
     # Builds happen here, with progress on the terminal, rather than silently
-    # inside a test fixture. A missing Grafana is reported by the suite itself.
+    # inside a test fixture. No Grafana runs in the tests: dashboards are
+    # checked against Grafana 12's rules (tests/support/grafana12.py, tools/dashcheck).
     install_all(settings)
     print(f"annotator: {ensure_annotator_jar(settings.root)}")
-    try:
-        print(f"test tools: {ensure_test_packages()}")
-    except BuildError as err:
-        print(f"test tools: NOT AVAILABLE: {err}", file=sys.stderr)
+    for name, ensure in (("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
+                         ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
+                         ("test tools", ensure_test_packages)):
+        try:
+            print(f"{name}: {ensure()}", flush=True)
+        except BuildError as err:
+            print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr, flush=True)
     return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
 
 
@@ -154,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     up = sub.add_parser("up", help="start InfluxDB, Telegraf and Grafana (docker compose, or natively: "
-                                   "built on first run)")
+                                   "InfluxDB and Telegraf built on first run, your own Grafana)")
     down = sub.add_parser("down", help="stop the stack that up started (either backend)")
     status = sub.add_parser("status", help="each service: backend, process, health, URL, version; "
                                            "InfluxDB's size and series (exit 3 unless all are up)")
@@ -167,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
         # One service alone, e.g. restarting InfluxDB while Telegraf keeps its buffer.
         command.add_argument("services", nargs="*", type=service_name, metavar="service",
                              help=f"only these ({', '.join(SERVICE_NAMES)}; default: all)")
-    sub.add_parser("install", help="build InfluxDB, Telegraf, Grafana (cached; up does it too) and the annotator jar") \
+    sub.add_parser("install", help="build InfluxDB and Telegraf (cached; up does it too) and the annotator jar; "
+                                        "find your Grafana") \
         .set_defaults(func=cmd_install)
 
     conf = sub.add_parser("conf", help="print spark-submit --conf flags for your sparkscope host")
@@ -179,11 +176,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="metrics only: leave out the query/job/stage annotator listener")
     conf.set_defaults(func=cmd_conf)
 
-    shots = sub.add_parser("screenshots", help="save PNGs of both dashboards for a run, as Chromium draws "
-                           "them (the README's pictures come from this)")
-    shots.add_argument("--app", help="application id (default: the run that started last)")
-    shots.add_argument("--out", default="docs/img", help="directory for live.png and summary.png (default docs/img)")
-    shots.set_defaults(func=cmd_screenshots)
     test = sub.add_parser("test", help="run the test suite (pytest; extra args are passed on)")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     test.set_defaults(func=cmd_test)

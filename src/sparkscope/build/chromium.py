@@ -1,6 +1,6 @@
-"""Debian's Chromium, for looking at the dashboards in a real browser (the
-browser tests, `sparkscope screenshots`). Playwright drives it; its own
-browser download is never used (it cannot work offline)."""
+"""Debian's Chromium, for opening our own pages in a real browser in the tests
+(the report, the flame graph page). Playwright drives it; its own browser
+download is never used (it cannot work offline)."""
 
 from __future__ import annotations
 

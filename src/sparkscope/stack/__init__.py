@@ -2,7 +2,8 @@
 behind one interface, so that `up`, `down`, `status`, `demo` and the tests
 do not care which:
 
-- native.py: local processes built from source, started by pid;
+- native.py: local processes (InfluxDB and Telegraf built from source, the
+  user's own Grafana), started by pid;
 - compose.py: docker compose (`docker compose` v2 or `docker-compose` v1).
 
 Which backend runs the stack is recorded in the state dir at `up`, so that
@@ -42,7 +43,9 @@ class StackError(SparkscopeError):
 class ServiceStatus:
     name: str
     backend: str
-    state: str  # up | degraded (InfluxDB answers but cannot store points) | unhealthy | down
+    # up | degraded (InfluxDB answers but cannot store points) | unhealthy | down
+    # | not installed (natively, Grafana: the user has none; the rest of the stack works)
+    state: str
     process: str  # "pid 1234", "container sparkscope-influxdb-1", or "-"
     url: str
     version: str = "-"
@@ -104,6 +107,9 @@ class Backend:
         """Stop these running services; everything: the whole stack was asked to stop."""
         raise NotImplementedError
 
+    def prepare(self, names: tuple[str, ...], progress: Progress) -> None:
+        """Build or fetch what these services need, before any start's deadline is counted."""
+
     def processes(self) -> dict[str, Optional[str]]:
         """Each service's process label ("pid 1234", "container x") while it runs, else None."""
         raise NotImplementedError
@@ -143,6 +149,7 @@ class Backend:
             if running.get(name) is not None and checks[name][0]():
                 progress(f"{name:9} already running  {checks[name][1]}")
         to_start = tuple(n for n in wanted if running.get(n) is None or not checks[n][0]())
+        self.prepare(to_start, progress)
         # Natively each service starts once the one before answers (InfluxDB first,
         # so its database exists before Telegraf writes); compose orders them itself.
         groups = [to_start] if self.starts_together else [(n,) for n in to_start]

@@ -1,6 +1,7 @@
 """The native backend: InfluxDB, Telegraf and Grafana as local processes.
 
-They run with the same config files Docker mounts (influxdb/, telegraf/,
+InfluxDB and Telegraf are built from source (build/go.py); Grafana is the
+user's own installation (grafana_local.py), never built here. They run with the same config files Docker mounts (influxdb/, telegraf/,
 grafana/, dashboards/); only paths and listen addresses differ, and those go
 in through each program's own environment-variable overrides. Every process
 is started in a session of its own, its pid recorded in <state>/pids, and
@@ -16,14 +17,13 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from sparkscope.build.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
-from sparkscope.build.grafana import grafana_command
-from sparkscope.build.grafana_ui import ensure_grafana_with_ui
 from sparkscope.blockio.probe import ATTACHED
 from sparkscope.blockio.readiness import why_not_traceable
 from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
 from sparkscope.threads.sampler import STARTED as THREADPROBE_STARTED
 from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
-from sparkscope.stack import SERVICE_NAMES, Backend
+from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
+from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
 from sparkscope.stack.settings import Settings, read_env_file
 
@@ -93,10 +93,19 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
     })
 
 
+def local_grafana(settings: Settings) -> Optional[LocalGrafana]:
+    try:
+        return find_grafana(settings.grafana_home)
+    except GrafanaNotFound as err:
+        raise StackError(str(err)) from err
+
+
 def grafana_service(settings: Settings, progress: Progress) -> Service:
-    home = ensure_grafana_with_ui(settings.cache_dir, progress)
+    grafana = local_grafana(settings)
+    if grafana is None:
+        raise StackError(HOW_TO_GET)
     root, state = settings.root, settings.state_dir / "grafana"
-    return Service("grafana", grafana_command(home, root / "grafana" / "grafana.ini"), {
+    return Service("grafana", grafana.argv(root / "grafana" / "grafana.ini"), {
         **_base_env(),
         "INFLUX_URL": settings.influx_url,
         "SPARKSCOPE_DB": settings.database,
@@ -164,7 +173,17 @@ class NativeBackend(Backend):
 
     # The block I/O probe: optional, started after Telegraf when this machine
     # allows eBPF, never a reason for `up` to fail.
+    def prepare(self, names: tuple[str, ...], progress: Progress) -> None:
+        # Builds run before any start, so a first run's build time never eats a service's health deadline.
+        if "influxdb" in names:
+            ensure_influxd(self.settings.cache_dir, progress)
+        if "telegraf" in names:
+            ensure_telegraf(self.settings.cache_dir, progress)
+
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        if "grafana" in only and local_grafana(self.settings) is None:
+            progress(f"grafana   not started: {HOW_TO_GET}")
+            only = tuple(name for name in only if name != "grafana")
         super().up(only, progress)
         if "telegraf" in only:
             self.start_blockprobe(progress)
@@ -249,9 +268,11 @@ class NativeBackend(Backend):
                      + "".join(f"\n          {extra}" for extra in extras))
         return running
 
-    def status(self):
+    def status(self) -> list[ServiceStatus]:
         rows = super().status()
         for row in rows:
+            if row.name == "grafana" and row.state == "down" and local_grafana(self.settings) is None:
+                row.state, row.detail = "not installed", HOW_TO_GET
             if row.name == "influxdb" and row.state == "down":
                 problem = influx_disk_problem(self.settings)  # why it cannot start
                 row.detail += f"\n{problem}" if problem else ""

@@ -53,7 +53,6 @@ ALL_EXECUTORS = "all executors"
 class Level:
     policy: str
     mean_field: str  # the field holding the interval's mean
-    up_to_ms: int  # the longest time range this level serves
     every: str = ""  # rollups: bucket size
     source: str = ""  # rollups: the policy it is computed from
     source_mean: str = ""  # rollups: the mean field of the source
@@ -68,20 +67,40 @@ class Level:
 
 
 HOUR_MS = 3_600_000
-# Up to 2 h the raw samples (a 36 s interval at the dashboards' 200 points),
-# up to 4 h minutes, up to 12 h 10 minutes, beyond that 30 minutes. What a
-# panel costs is series x points: at 500 executors a per-executor panel over
-# 6 h of minutes read 1,503 series x 360 points and took 2-6 s; over 10
-# minutes it reads 36 points a series, and over a day of 10 minutes 144
-# (1.3 s), of 30 minutes 48 (docs/performance.md). Finer, at long ranges,
-# only for few executors.
 LEVELS = (
-    Level(RAW_POLICY, "value", 2 * HOUR_MS),
-    Level("sparkscope_1m", "mean", 4 * HOUR_MS, every="1m", source=RAW_POLICY, source_mean="value", lag="2m",
-          samples=True),
-    Level("sparkscope_10m", "mean", 12 * HOUR_MS, every="10m", source="sparkscope_1m", source_mean="mean",
-          lag="20m"),
-    Level("sparkscope_30m", "mean", 2**62, every="30m", source="sparkscope_10m", source_mean="mean", lag="60m"),
+    Level(RAW_POLICY, "value"),
+    Level("sparkscope_1m", "mean", every="1m", source=RAW_POLICY, source_mean="value", lag="2m", samples=True),
+    Level("sparkscope_10m", "mean", every="10m", source="sparkscope_1m", source_mean="mean", lag="20m"),
+    Level("sparkscope_30m", "mean", every="30m", source="sparkscope_10m", source_mean="mean", lag="60m"),
+)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the live graphs read for time ranges up to up_to_ms: a level and
+    the bucket they group by ($rp, $mean_field, $bucket). A bucket is never
+    finer than its level (a 30 s bucket over minute points leaves every other
+    one empty), and it is a fixed lookup rather than Grafana's interval
+    arithmetic, which differs between versions (10.x let the panel's width
+    shadow a dashboard variable named "interval", 12.x does not)."""
+    up_to_ms: int
+    level: Level
+    bucket: str
+
+
+# Up to 2 h the raw samples, up to 4 h minutes, up to 12 h 10 minutes,
+# beyond that 30 minutes: 120-360 points a series. What a panel costs is
+# series x points: at 500 executors a per-executor panel over 6 h of
+# minutes read 1,503 series x 360 points and took 2-6 s; over 10 minutes it
+# reads 36 points a series, and over a day of 10 minutes 144 (1.3 s), of 30
+# minutes 48 (docs/performance.md). Finer, at long ranges, only for few
+# executors.
+RESOLUTIONS = (
+    Resolution(HOUR_MS, LEVELS[0], "10s"),
+    Resolution(2 * HOUR_MS, LEVELS[0], "30s"),
+    Resolution(4 * HOUR_MS, LEVELS[1], "1m"),
+    Resolution(12 * HOUR_MS, LEVELS[2], "10m"),
+    Resolution(2**62, LEVELS[3], "30m"),
 )
 
 
@@ -105,10 +124,10 @@ def backfill_statement(database: str, level: Level, start_ms: int, end_ms: int) 
 
 
 def resolution_lines() -> str:
-    """The lookup the dashboards' $rp and $mean_field variables read: one point
-    per level at 1, 2, 3 ns, so that the first match is the finest."""
-    return "\n".join(f'{RESOLUTION_MEASUREMENT} rp="{level.policy}",mean_field="{level.mean_field}",'
-                     f"up_to_ms={level.up_to_ms}i {n}" for n, level in enumerate(LEVELS, 1))
+    """The lookup the dashboards' $rp, $mean_field and $bucket read: one point
+    per resolution at 1, 2, 3 ... ns, so that the first match is the finest."""
+    return "\n".join(f'{RESOLUTION_MEASUREMENT} rp="{r.level.policy}",mean_field="{r.level.mean_field}",'
+                     f'bucket="{r.bucket}",up_to_ms={r.up_to_ms}i {n}' for n, r in enumerate(RESOLUTIONS, 1))
 
 
 def peak_source_lines() -> str:

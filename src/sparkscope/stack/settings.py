@@ -62,6 +62,7 @@ class Settings:
     database: str
     retention: str
     unread_metrics: str  # drop | pass: Spark metrics no panel or report reads (telegraf.conf)
+    grafana_home: str = ""  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
 
     @property
     def influx_url(self) -> str:
@@ -137,6 +138,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         database=database,
         retention=retention,
         unread_metrics=unread,
+        grafana_home=values.get("GRAFANA_HOME", ""),
     )
 
 
