@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, range_max,
-                                           source)
+from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, newest_first,
+                                           range_max, source)
 from sparkscope.stack.rollups import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT,
                                       RAW_POLICY, RESOLUTION_MEASUREMENT, TASK_SCOPE_MEASUREMENT,
                                       TASK_TOTALS_PREFIX)
@@ -149,9 +149,8 @@ def _variable(name: str, label: str, query: str, **extra: Any) -> dict[str, Any]
 
 
 def _resolution(column: str, name: str, description: str) -> dict[str, Any]:
-    """A hidden variable from stack/rollups.py's lookup: the finest level whose
-    range covers the time range: raw up to 2 h, minutes up to 4 h, 10 minutes
-    up to 12 h, then 30 minutes."""
+    """A hidden variable from stack/rollups.py's lookup (RESOLUTIONS): the
+    finest resolution whose range covers the time range."""
     query = (f'SELECT "{column}" FROM "{META_POLICY}"."{RESOLUTION_MEASUREMENT}" '
              'WHERE "up_to_ms" >= ${__to} - ${__from} LIMIT 1')
     return _variable(name, name, query, hide=2, sort=SORT_AS_QUERIED, description=description)
@@ -197,7 +196,7 @@ def _task_scope() -> list[dict[str, Any]]:
                   description="Points of the annotator's task time totals of this run in the range."),
         _variable("task_scope", "task_scope",
                   f'SELECT "executors" FROM "{META_POLICY}"."{TASK_SCOPE_MEASUREMENT}" '
-                  'WHERE ("selection" =~ /^$executorid$/ AND "needs_totals" <= 0$task_totals) '
+                  'WHERE ("selection" =~ /^${executorid:regex}$/ AND "needs_totals" <= 0$task_totals) '
                   'OR "needs_totals" = 0 LIMIT 1', hide=2, sort=SORT_AS_QUERIED,
                   description=f"Task time by component reads the annotator's per-application totals when the "
                               f"Executor picker is All (its regex matches '{ALL_EXECUTORS}') and the run has "
@@ -219,18 +218,20 @@ def _top_by_heap(label: str, description: str, peaks: str, drawn_description: st
                     for text, value in (("10", "10"), ("20", "20"), ("50", "50"), ("all", "100000"))],
         "description": description,
     }, _variable(
-        "drawn", "drawn", f'SELECT "executorid", "top" FROM (SELECT top("peak", "executorid", $top) FROM ({peaks}))',
+        "drawn", "drawn", f'SELECT "executorid" FROM (SELECT top("peak", "executorid", $top) FROM ({peaks}))',
         hide=2, sort=SORT_NUMERICAL, multi=True, includeAll=True,
         current={"selected": True, "text": ["All"], "value": ["$__all"]}, description=drawn_description)]
 
 
 def _variables(with_executors: bool, top_shown: bool = False) -> list[dict[str, Any]]:
-    """with_executors: the live dashboard's Executor, Executors drawn,
-    Interval and Device; top_shown: the summary's Executors shown."""
+    """with_executors: the live dashboard's Executor, Executors drawn and
+    Device; top_shown: the summary's Executors shown."""
     out = [
         _resolution("rp", "rp", "Retention policy the Spark panels read for this time range: raw samples, or "
                                 "per-minute, 10-minute or 30-minute rollups of them (highest value and mean)."),
         _resolution("mean_field", "mean_field", "The field holding each interval's mean at that resolution."),
+        _resolution("bucket", "bucket", "The graphs' bucket for this time range, never finer than the resolution "
+                                        "they read: 10 s up to 1 h, 30 s up to 2 h, then 1, 10 or 30 minutes."),
         _variable("username", "Prefix",
                   'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "username"',
                   multi=True, includeAll=True, allValue=".*",
@@ -249,9 +250,9 @@ def _variables(with_executors: bool, top_shown: bool = False) -> list[dict[str, 
         # 500 executors, 91 ms against 216 straight from InfluxDB;
         # docs/performance.md). $peak_rp leans on the driver's samples too.
         _variable("applicationid", "Application",
-                  'SELECT "applicationid", "first" FROM (SELECT first("value") FROM "JVMHeapMemory" '
-                  "WHERE \"username\" =~ /^$username$/ AND \"executorid\" = 'driver' AND $timeFilter "
-                  'GROUP BY "applicationid") ORDER BY time DESC',
+                  newest_first("applicationid", 'SELECT first("value") FROM "JVMHeapMemory" '
+                               "WHERE \"username\" =~ /^${username:regex}$/ AND \"executorid\" = 'driver' "
+                               'AND $timeFilter GROUP BY "applicationid"'),
                   sort=SORT_AS_QUERIED,
                   description="Runs in the time range whose driver sends metrics (spark-conf/metrics.properties "
                               "sets the sink for every instance), the newest first. The 'Applications' table "
@@ -273,7 +274,7 @@ def _variables(with_executors: bool, top_shown: bool = False) -> list[dict[str, 
     if with_executors:
         out.append(_variable(
             "executorid", "Executor",
-            'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "executorid" WHERE "applicationid" =~ /^$applicationid$/',
+            'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "executorid" WHERE "applicationid" =~ /^${applicationid:regex}$/',
             sort=SORT_NUMERICAL, multi=True, includeAll=True, allValue=".*",
             current={"selected": True, "text": ["All"], "value": ["$__all"]},
             description="Executors of the application; 'driver' is the driver JVM."))
@@ -285,16 +286,9 @@ def _variables(with_executors: bool, top_shown: bool = False) -> list[dict[str, 
             "stat panels count every picked one.",
             # The graphs' own resolution: a ranking needs no exact peak.
             f'SELECT max("value") AS "peak" FROM "$rp"."JVMHeapMemory" WHERE {APP} '
-            'AND "executorid" =~ /^$executorid$/ AND $timeFilter GROUP BY "executorid"',
+            'AND "executorid" =~ /^${executorid:regex}$/ AND $timeFilter GROUP BY "executorid"',
             "The executors the per-executor graphs draw: of those picked, the Executors drawn with the highest "
             "heap peak in the range.")
-        out.append({
-            "name": "interval", "label": "Interval", "type": "interval", "auto": True, "auto_count": 200,
-            "auto_min": "10s", "query": "10s,30s,1m,5m,15m,1h", "refresh": REFRESH_ON_TIME_RANGE, "hide": 0,
-            "current": {"selected": False, "text": "auto", "value": "$__auto_interval_interval"},
-            "options": [],
-            "description": "Bucket size of the graphs; keep it at or above the sink period "
-                           "(*.sink.graphite.period: 5 s in spark-conf/metrics.properties)."})
         out.append(_variable(
             "device", "Device", 'SHOW TAG VALUES FROM "diskio" WITH KEY = "name"',
             multi=True, includeAll=True, allValue=WHOLE_DISKS,

@@ -49,10 +49,10 @@ def _applications_table() -> Panel:
                    {"matcher": {"id": "byName", "options": "started"},
                     "properties": [{"id": "unit", "value": "dateTimeAsLocal"}]}],
         links=[{"title": "Live view of this application",
-                "url": f"/d/{LIVE_UID}?var-applicationid=${{__data.fields.applicationid}}"
+                "url": f"/d/{LIVE_UID}?var-applicationid=${{__data.fields.applicationid:percentencode}}"
                        "&from=${__data.fields.started.numeric}&to=${__data.fields.ended.numeric}"},
                {"title": "Summary of this application",
-                "url": f"/d/{SUMMARY_UID}?var-applicationid=${{__data.fields.applicationid}}"
+                "url": f"/d/{SUMMARY_UID}?var-applicationid=${{__data.fields.applicationid:percentencode}}"
                        "&from=${__data.fields.started.numeric}&to=${__data.fields.ended.numeric}"}])
 
 
@@ -276,21 +276,21 @@ def host_row() -> Row:
               "CPU time of the host by state, percent of all cores: user, system, iowait (waiting on disk), "
               "steal (taken by the hypervisor). " + NEEDS_TELEGRAF,
               [raw(f'SELECT mean("usage_{state}") FROM "cpu" WHERE "cpu" = \'cpu-total\' AND $timeFilter '
-                   'GROUP BY time($interval), "host" fill(none)', f"$tag_host {state}")
+                   'GROUP BY time($bucket), "host" fill(none)', f"$tag_host {state}")
                for state in ("user", "system", "iowait", "steal")],
               "percent", width=6, stacked=True),
         Panel("Memory",
               "Host memory used and available (mem used, available). " + NEEDS_TELEGRAF,
-              [raw('SELECT mean("used") FROM "mem" WHERE $timeFilter GROUP BY time($interval), "host" fill(none)',
+              [raw('SELECT mean("used") FROM "mem" WHERE $timeFilter GROUP BY time($bucket), "host" fill(none)',
                    "$tag_host used"),
-               raw('SELECT mean("available") FROM "mem" WHERE $timeFilter GROUP BY time($interval), "host" '
+               raw('SELECT mean("available") FROM "mem" WHERE $timeFilter GROUP BY time($bucket), "host" '
                    'fill(none)', "$tag_host available")], "bytes", width=6),
         Panel("Network",
               "Bytes per second received and sent per interface. " + NEEDS_TELEGRAF,
               [raw('SELECT non_negative_derivative(max("bytes_recv"), 1s) FROM "net" WHERE $timeFilter '
-                   'GROUP BY time($interval), "host", "interface" fill(none)', "$tag_interface in"),
+                   'GROUP BY time($bucket), "host", "interface" fill(none)', "$tag_interface in"),
                raw('SELECT non_negative_derivative(max("bytes_sent"), 1s) FROM "net" WHERE $timeFilter '
-                   'GROUP BY time($interval), "host", "interface" fill(none)', "$tag_interface out")],
+                   'GROUP BY time($bucket), "host", "interface" fill(none)', "$tag_interface out")],
               "Bps", width=6),
         Panel("Pressure stall: CPU, memory, I/O",
               "Share of time some task (some) or every non-idle task at once (full) waited for CPU, "
@@ -333,7 +333,7 @@ def host_row() -> Row:
               "within a factor of two, and the highest of the interval is shown. A p99 far above p50 on one "
               "device is a disk serving some I/Os slowly. " + NEEDS_BLOCKPROBE,
               [raw(f'SELECT max("{field}_ms") FROM "block_latency" WHERE {PROBE_DEVICE} AND $timeFilter '
-                   'GROUP BY time($interval), "host", "device", "direction" fill(none)',
+                   'GROUP BY time($bucket), "host", "device", "direction" fill(none)',
                    f"$tag_device $tag_direction {field}") for field in ("p50", "p99", "max")],
               "ms", width=9, io_outliers=True),
         Panel("Block I/O latency heatmap",
@@ -342,13 +342,13 @@ def host_row() -> Row:
               "a slow class of I/O that the averages hide. Pick one device to see it alone. "
               + NEEDS_BLOCKPROBE,
               [raw(f'SELECT sum("count") FROM "block_latency_hist" WHERE {PROBE_DEVICE} AND $timeFilter '
-                   'GROUP BY time($interval), "le_us" fill(none)', "$tag_le_us")],
+                   'GROUP BY time($bucket), "le_us" fill(none)', "$tag_le_us")],
               "short", kind="heatmap", width=9,
               options={"calculate": False, "yAxis": {"axisPlacement": "left", "unit": "µs"},
                        "rowsFrame": {"layout": "le"}, "cellGap": 1,
                        "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential",
                                  "exponent": 0.5, "fill": "dark-orange", "steps": 64, "reverse": False},
-                       "legend": {"show": True}, "tooltip": {"show": True, "yHistogram": False},
+                       "legend": {"show": True}, "tooltip": {"mode": "single", "yHistogram": False},
                        "cellValues": {"unit": "short"}, "filterValues": {"le": 1e-9}}),
         Panel("Block I/O outliers",
               "Every I/O at or above the probe's threshold (BLOCKPROBE_THRESHOLD_MS, default 100 ms), newest "

@@ -10,10 +10,10 @@ from typing import Any
 
 from sparkscope.dashboards.layout import (SORT_AS_QUERIED, SORT_NUMERICAL, Panel, Row,
                                           _variable)
-from sparkscope.dashboards.queries import raw
+from sparkscope.dashboards.queries import newest_first, raw
 
-PROFILED = '"applicationid" = \'$applicationid\''
-IN_PICK = f'{PROFILED} AND "kind" =~ /^$kind$/ AND "executorid" =~ /^$executorid$/'
+PROFILED = '"applicationid" =~ /^${applicationid:regex}$/'
+IN_PICK = f'{PROFILED} AND "kind" =~ /^${{kind:regex}}$/ AND "executorid" =~ /^${{executorid:regex}}$/'
 NEEDS_PROFILER = ("Needs a profile: ./sparkscope profile takes one (with the profiler plugin, "
                   "spark.plugins=dev.sparkscope.annotator.ProfilerPlugin, which ./sparkscope conf adds); "
                   "spark.sparkscope.profiler.continuous=cpu takes them all the time; the stack's thread "
@@ -23,21 +23,21 @@ NEEDS_PROFILER = ("Needs a profile: ./sparkscope profile takes one (with the pro
 def variables() -> list[dict[str, Any]]:
     return [
         _variable("applicationid", "Application",
-                  'SELECT "applicationid", "first" FROM (SELECT first("samples") FROM "sparkscope_profiles" '
-                  'WHERE $timeFilter GROUP BY "applicationid") ORDER BY time DESC',
+                  newest_first("applicationid", 'SELECT first("samples") FROM "sparkscope_profiles" '
+                               'WHERE $timeFilter GROUP BY "applicationid"'),
                   sort=SORT_AS_QUERIED,
                   description="Applications with a profile in the time range, the newest first."),
         _variable("kind", "Kind",
-                  'SHOW TAG VALUES FROM "sparkscope_profiles" WITH KEY = "kind" WHERE "applicationid" = '
-                  "'$applicationid'",
+                  'SHOW TAG VALUES FROM "sparkscope_profiles" WITH KEY = "kind" WHERE '
+                  + PROFILED,
                   multi=False, includeAll=True, allValue=".*",
                   current={"selected": True, "text": ["All"], "value": ["$__all"]},
                   description="cpu: time on CPU; wall: every thread, running and waiting; alloc: bytes "
                               "allocated; lock: contended locks; offcpu: kernel stacks of waiting task threads; "
                               "python: PySpark workers (py-spy)."),
         _variable("executorid", "Executor",
-                  'SHOW TAG VALUES FROM "sparkscope_flame" WITH KEY = "executorid" WHERE "applicationid" = '
-                  "'$applicationid'",
+                  'SHOW TAG VALUES FROM "sparkscope_flame" WITH KEY = "executorid" WHERE '
+                  + PROFILED,
                   sort=SORT_NUMERICAL, multi=False, includeAll=True, allValue=".*",
                   current={"selected": True, "text": ["All"], "value": ["$__all"]},
                   description="Executors with a profile; 'driver' is the driver JVM (local mode)."),
@@ -54,10 +54,10 @@ def variables() -> list[dict[str, Any]]:
 
 def _flame_graph() -> Panel:
     rows = raw('SELECT "level", "value", "self", "label" FROM "sparkscope_flame" '
-               f"WHERE {PROFILED} AND \"profile\" = '$profile' AND $timeFilter", result_format="table")
+               f"WHERE {PROFILED} AND \"profile\" =~ /^${{profile:regex}}$/ AND $timeFilter", result_format="table")
     # The unit comes with the profile (ns of CPU or wall time; bytes for alloc).
     unit = raw('SELECT last("unit") AS "unit" FROM "sparkscope_profiles" '
-               f"WHERE {PROFILED} AND \"profile\" = '$profile' AND $timeFilter", result_format="table")
+               f"WHERE {PROFILED} AND \"profile\" =~ /^${{profile:regex}}$/ AND $timeFilter", result_format="table")
     panel = Panel(
         "Flame graph: $profile",
         "Each bar is a frame; its width is its share of the samples, its children are what it called. Read "
@@ -77,7 +77,7 @@ def _profiles_table() -> Panel:
              f'"profile" FROM "sparkscope_profiles" WHERE {IN_PICK} AND $timeFilter')
     table = raw(query, result_format="table")
     link = {"title": "Show this profile",
-            "url": "/d/${__dashboard.uid}?var-applicationid=${applicationid}&var-kind=${kind}"
+            "url": "/d/${__dashboard.uid}?var-applicationid=${applicationid:percentencode}&var-kind=${kind:percentencode}"
                    "&var-executorid=${executorid}&var-profile=${__data.fields.profile}&${__url_time_range}"}
     return Panel(
         "Profiles in the time range",

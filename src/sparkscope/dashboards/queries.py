@@ -46,14 +46,14 @@ OLD_GEN_POOLS = ("pools.G1-Old-Gen.used-after-gc", "pools.PS-Old-Gen.used-after-
 ROLLED = '"$rp".'
 MEAN_FIELD = '"$mean_field"'
 
-APP = '"applicationid" =~ /^$applicationid$/'
-EXECUTORS = f'{APP} AND "executorid" =~ /^$executorid$/'
+APP = '"applicationid" =~ /^${applicationid:regex}$/'
+EXECUTORS = f'{APP} AND "executorid" =~ /^${{executorid:regex}}$/'
 # The graphs that draw a line per executor draw those of $drawn: the picked
 # executors, at most $top of them, the highest heap peaks first (layout.py).
 # At 500 executors a three-measurement panel is 1,503 series, which nobody
 # reads as lines and which InfluxDB and Grafana take 350-480 ms to serve
 # over 6 h; 20 executors are 60. Sums over executors keep every picked one.
-DRAWN = f'{APP} AND "executorid" =~ /^$drawn$/'
+DRAWN = f'{APP} AND "executorid" =~ /^${{drawn:regex}}$/'
 NOT_DRIVER = f"{APP} AND \"executorid\" != 'driver'"
 
 # Spark settings named in panel descriptions.
@@ -124,14 +124,14 @@ def gauge(measurement: str, alias: str = "$tag_executorid", agg: str = "mean",
     """A gauge per executor: mean (or max) of each interval."""
     field = MEAN_FIELD if agg == "mean" else '"value"'
     return target(f'SELECT {agg}({field}) FROM {ROLLED}{source(measurement)} WHERE {where} AND $timeFilter '
-                   f'GROUP BY time($interval), "executorid" fill(none)', alias)
+                   f'GROUP BY time($bucket), "executorid" fill(none)', alias)
 
 
 def rate(measurement: str, alias: str = "$tag_executorid", per: str = "1s", scale: str = "",
          where: str = DRAWN) -> dict[str, Any]:
     """A counter per executor as a rate: its increase per `per`, times `scale`."""
     return target(f'SELECT non_negative_derivative(max("value"), {per}){scale} FROM {ROLLED}{source(measurement)} '
-                   f'WHERE {where} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)',
+                   f'WHERE {where} AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)',
                    alias)
 
 
@@ -139,8 +139,8 @@ def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
                 where: str = EXECUTORS) -> dict[str, Any]:
     """A counter's rate summed over the selected executors."""
     inner = (f'SELECT non_negative_derivative(max("value"), {per}){scale} AS "r" FROM {ROLLED}{source(measurement)} '
-             f'WHERE {where} AND $timeFilter GROUP BY time($interval), "executorid" fill(none)')
-    return target(f'SELECT sum("r") FROM ({inner}) WHERE $timeFilter GROUP BY time($interval) fill(none)',
+             f'WHERE {where} AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)')
+    return target(f'SELECT sum("r") FROM ({inner}) WHERE $timeFilter GROUP BY time($bucket) fill(none)',
                    alias)
 
 
@@ -154,7 +154,7 @@ def task_time(counter: str, alias: str, scale: str) -> list[dict[str, Any]]:
     1.8 dies when a query over a measurement regex is interrupted, as
     Grafana does to the queries of a panel it redraws (OLD_GEN_POOLS), and
     here one of the two never has series."""
-    where = f'{EXECUTORS} AND "executorid" =~ /^$task_scope$/'
+    where = f'{EXECUTORS} AND "executorid" =~ /^${{task_scope:raw}}$/'
     return [summed_rate(measurement, alias, scale=scale, where=where)
             for measurement in (counter, TASK_TOTALS_PREFIX + counter)]
 
@@ -215,6 +215,20 @@ def per_executor_peak(measurement: str, column: str, derived: tuple[tuple[str, s
     return made
 
 
+# At most this many runs in a picker: more than anyone scrolls through, and
+# far above the 10,000 runs the benchmarks hold in a range.
+MOST_RUNS = 1_000_000
+
+
+def newest_first(tag: str, firsts: str) -> str:
+    """A picker's query: the values of `tag`, newest first, given `firsts`, a
+    query of each value's first point (GROUP BY the tag). One column only:
+    Grafana 12 offers every non-time column's values as options, so a
+    second column (the time or the first value) would list numbers too.
+    top() turns the tag into a field, which a SELECT may name alone."""
+    return f'SELECT "{tag}" FROM (SELECT top("first", "{tag}", {MOST_RUNS}) FROM ({firsts})) ORDER BY time DESC'
+
+
 def raw(query: str, alias: str = "", result_format: str = "time_series") -> dict[str, Any]:
     made = target(query, alias)
     made["resultFormat"] = result_format
@@ -243,8 +257,8 @@ def math(expression: str) -> dict[str, Any]:
 # Whole disks: what the Device variable's "All" means. Loop, ram, zram and
 # partitions (sda1, nvme0n1p1) are left out; a user picks them by name.
 WHOLE_DISKS = r"(?:(?:sd|vd|xvd|hd)[a-z]+|nvme[0-9]+n[0-9]+|mmcblk[0-9]+|md[0-9]+|dm-[0-9]+|nbd[0-9]+|rbd[0-9]+)"
-DISKIO_DEVICE = '"name" =~ /^$device$/'
-PROBE_DEVICE = '"device" =~ /^$device$/'
+DISKIO_DEVICE = '"name" =~ /^${device:regex}$/'
+PROBE_DEVICE = '"device" =~ /^${device:regex}$/'
 NEEDS_BLOCKPROBE = ("Needs the block I/O probe (eBPF, root or CAP_BPF + CAP_PERFMON): ./sparkscope up starts it "
                     "when it can and says why when it cannot; compose: the blockprobe profile.")
 
@@ -252,7 +266,7 @@ NEEDS_BLOCKPROBE = ("Needs the block I/O probe (eBPF, root or CAP_BPF + CAP_PERF
 def disk_rate(field: str, alias: str, scale: str = "") -> dict[str, Any]:
     """A diskio counter per device as a per-second rate, times scale."""
     return target(f'SELECT non_negative_derivative(max("{field}"), 1s){scale} FROM "diskio" WHERE {DISKIO_DEVICE} '
-                  'AND $timeFilter GROUP BY time($interval), "host", "name" fill(none)', alias)
+                  'AND $timeFilter GROUP BY time($bucket), "host", "name" fill(none)', alias)
 
 
 def disk_await(time_field: str, count_field: str, alias: str) -> dict[str, Any]:
@@ -262,14 +276,14 @@ def disk_await(time_field: str, count_field: str, alias: str) -> dict[str, Any]:
     wrote, has no read latency to show."""
     inner = (f'SELECT non_negative_difference(max("{time_field}")) AS "ms", '
              f'non_negative_difference(max("{count_field}")) AS "ios" FROM "diskio" WHERE {DISKIO_DEVICE} '
-             'AND $timeFilter GROUP BY time($interval), "host", "name" fill(none)')
+             'AND $timeFilter GROUP BY time($bucket), "host", "name" fill(none)')
     return target(f'SELECT "ms" / "ios" FROM ({inner}) WHERE "ios" > 0 GROUP BY "host", "name"', alias)
 
 
 def pressure(alias: str = "$tag_resource $tag_type") -> dict[str, Any]:
     """PSI as the percentage of wall time stalled: microseconds stalled per second / 10^4."""
     return target('SELECT non_negative_derivative(max("total"), 1s) / 10000 FROM "pressure" WHERE $timeFilter '
-                  'GROUP BY time($interval), "host", "resource", "type" fill(none)', alias)
+                  'GROUP BY time($bucket), "host", "resource", "type" fill(none)', alias)
 
 
 # --- the thread sampler (sparkscope.threads): averages per 10 s period ---
@@ -284,8 +298,8 @@ def task_threads(field: str, alias: str) -> dict[str, Any]:
     executors: each executor's mean of its periods' averages per interval,
     then the sum."""
     inner = (f'SELECT mean("{field}") AS "n" FROM "sparkscope_threads" WHERE {EXECUTORS} AND "class" = \'task\' '
-             'AND $timeFilter GROUP BY time($interval), "executorid" fill(none)')
-    return target(f'SELECT sum("n") FROM ({inner}) WHERE $timeFilter GROUP BY time($interval) fill(none)', alias)
+             'AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)')
+    return target(f'SELECT sum("n") FROM ({inner}) WHERE $timeFilter GROUP BY time($bucket) fill(none)', alias)
 
 
 # The annotator's exact peaks (sparkscope_*_peaks): Spark's own maxima between

@@ -48,7 +48,7 @@ def _stage_table(title: str, description: str, sort_by: str) -> Panel:
     # (there are some when a profile was taken then, or continuous profiling is on).
     profiles = {"title": "Profiles of executor ${__data.fields[\"slowest on\"]} during stage "
                          "${__data.fields.stage_id}",
-                "url": f"/d/{PROFILES_UID}/spark-profiles?var-applicationid=${{applicationid}}"
+                "url": f"/d/{PROFILES_UID}/spark-profiles?var-applicationid=${{applicationid:percentencode}}"
                        "&var-executorid=${__data.fields[\"slowest on\"]}"
                        "&from=${__data.fields.Time.numeric}&to=${__data.fields.end.numeric}"}
     ms = ["duration", "median task", "slowest task", "tail", "slowest GC", "slowest fetch wait"]
