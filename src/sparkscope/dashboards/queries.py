@@ -174,10 +174,25 @@ def peak(measurement: str, alias: str, where: str = NOT_DRIVER) -> dict[str, Any
 
 
 def peaks_executors_and_driver(measurement: str, what: str) -> list[dict[str, Any]]:
-    """The highest value over the executors and, apart, the driver's. In local
-    mode there are no executors but the driver, and only its value shows."""
-    return [peak(measurement, f"{what}, executors"),
-            peak(measurement, f"{what}, driver", where=f"{APP} AND \"executorid\" = 'driver'")]
+    """The highest sample over the executors and, apart, the driver's. In local
+    mode there are no executors but the driver, and only its value shows.
+    Named "sampled": the annotator's exact peaks (exact_peaks) can be higher."""
+    return [peak(measurement, f"{what}, executors (sampled)"),
+            peak(measurement, f"{what}, driver (sampled)", where=f"{APP} AND \"executorid\" = 'driver'")]
+
+
+EXECUTOR_PEAKS = "sparkscope_executor_peaks"
+
+
+def exact_peaks(field: str, what: str) -> list[dict[str, Any]]:
+    """The annotator's exact peak (Spark's own maximum between polls) over the
+    executors and, apart, the driver's: what the sizing table lists, so the
+    headline and the table agree."""
+    def one(where: str, alias: str) -> dict[str, Any]:
+        return target(f'SELECT max("{field}") FROM "{EXECUTOR_PEAKS}" WHERE {APP} AND {where} AND $timeFilter',
+                      alias)
+    return [one("\"executor_id\" != 'driver'", f"{what}, executors"),
+            one("\"executor_id\" = 'driver'", f"{what}, driver")]
 
 
 def recent_per_executor(measurement: str, agg: str, alias: str, window: str = "20s") -> dict[str, Any]:

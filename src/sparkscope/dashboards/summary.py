@@ -9,8 +9,7 @@ from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.uids import PROFILES_UID
 from sparkscope.dashboards.queries import (APP, DRAWN, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, OLD_GEN_POOLS, RESERVED_BYTES,
-                                           annotator_fields, per_executor_peak,
-                                           peaks_executors_and_driver, raw, target, total)
+                                           annotator_fields, exact_peaks, per_executor_peak, raw, target, total)
 
 
 def _peak_table(title: str, description: str, columns: list[tuple[str, str]], unit: str,
@@ -96,11 +95,14 @@ def app_row() -> Row:
             "Failed tasks and stages over the run (driver's appStatus source). " + NEEDS_APP_STATUS,
             width=3),
         Panel("Peak memory",
-              "Highest heap used and highest JVM RSS of any executor, and of the driver, over the run. In "
-              "local mode the driver is the only executor. " + NEEDS_PROCESS_TREE,
-              peaks_executors_and_driver("JVMHeapMemory", "heap")
-              + peaks_executors_and_driver("ProcessTreeJVMRSSMemory", "RSS"), "bytes",
-              kind="stat", width=8, height=4),
+              "Highest heap used and highest JVM RSS of any executor, and of the driver, over the run: the "
+              "exact peaks (Spark's own maxima between polls), the same numbers as the sizing table below. "
+              "A run without the annotator has none: its sampled peaks (Graphite samples, which miss short "
+              "peaks) are in 'Peak memory per executor, sampled'. In local mode the driver is the only "
+              "executor. " + NEEDS_PEAKS,
+              exact_peaks("JVMHeapMemory", "heap") + exact_peaks("ProcessTreeJVMRSSMemory", "RSS"), "bytes",
+              kind="stat", width=8, height=4,
+              no_value="no exact peaks (annotator not attached): see the sampled table below"),
     ])
 
 
