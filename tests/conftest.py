@@ -1,27 +1,26 @@
-"""Shared fixtures: one native stack per test session, on free loopback ports,
-in a temporary state directory, stopped by the pids it started. Helpers the
-tests share live in support/."""
+"""Shared fixtures: one native stack per test session (InfluxDB and Telegraf;
+no Grafana runs here: dashboards are opened through support/grafana12.py, a
+model of Grafana 12), on free loopback ports, in a temporary state
+directory, stopped by the pids it started. Helpers the tests share live in
+support/."""
 
 from __future__ import annotations
 
 import re
 import socket
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from sparkscope.build import BuildError
 from sparkscope.build.annotator_jar import ensure_annotator_jar
-from sparkscope.build.grafana_ui import ensure_grafana_with_ui
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
-from sparkscope.stack import SERVICE_NAMES, influx
+from sparkscope.stack import influx
 from sparkscope.stack.native import NativeBackend
 from sparkscope.stack.settings import ROOT, Settings
-from support.grafana_api import Grafana
+from support.grafana12 import Dashboard12, influx_http
 from support.sandbox import isolated_settings
 
 JOBS = Path(__file__).parent / "jobs"
@@ -31,7 +30,11 @@ SINK_PERIOD_S = 1
 @dataclass
 class Stack:
     settings: Settings
-    grafana: Grafana | None  # None when the native Grafana could not be built
+
+    def open_dashboard(self, board: dict, time_from_ms: int, time_to_ms: int, **options) -> Dashboard12:
+        """A dashboard opened as Grafana 12 opens it (options: url_vars, timezone ...)."""
+        return Dashboard12(board, influx_http(self.settings.influx_url, self.settings.database),
+                           time_from_ms, time_to_ms, **options)
 
     def influx(self, statement: str) -> list[dict]:
         return influx.query(self.settings.influx_url, statement, self.settings.database)
@@ -52,9 +55,6 @@ class Stack:
             time.sleep(0.5)
 
 
-GRAFANA_BUILD_ERROR: list[str] = []
-
-
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Stack:
     # Every metric Spark sends is kept (SPARKSCOPE_UNREAD_METRICS=pass): the
@@ -62,21 +62,10 @@ def stack(tmp_path_factory) -> Stack:
     # every name's schema (test_graphite_templates); what the shipped filter
     # keeps is proven apart, against every query (test_metric_filter.py).
     settings = isolated_settings(tmp_path_factory.mktemp("state"), unread_metrics="pass")
-    grafana: Grafana | None = None
-    try:
-        ensure_grafana_with_ui(settings.cache_dir)
-        services = SERVICE_NAMES
-    except BuildError as err:
-        GRAFANA_BUILD_ERROR.append(str(err))
-        warnings.warn(f"NATIVE GRAFANA UNAVAILABLE: every test through Grafana is skipped and "
-                      f"test_native_grafana_was_built fails: {err}")
-        services = ("influxdb", "telegraf")
     backend = NativeBackend(settings)
     try:
-        backend.up(only=services)
-        if "grafana" in services:
-            grafana = Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password)
-        yield Stack(settings, grafana)
+        backend.up(only=("influxdb", "telegraf"))
+        yield Stack(settings)
     finally:
         backend.down()
 

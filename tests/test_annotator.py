@@ -16,7 +16,6 @@ from sparkscope.spark.submit import ensure_pyspark
 from sparkscope.stack.settings import ROOT
 
 from conftest import run_spark_job
-from support.grafana_api import frame_rows, substitute
 
 DASHBOARD = ROOT / "dashboards" / "spark-executors.json"
 SLACK_MS = 1500  # driver wall clock vs. listener event times
@@ -39,19 +38,15 @@ def annotated(stack, jar, tmp_path_factory):
 
 
 def annotation_rows(stack, run, name: str) -> list[dict]:
-    """Run one of the dashboard's annotation queries as Grafana would."""
+    """One of the dashboard's annotations as Grafana 12 reads it, the dashboard opened on the run."""
     dashboard = json.loads(DASHBOARD.read_text())
     annotation = next(a for a in dashboard["annotations"]["list"] if a["name"] == name)
-    query = substitute(annotation["target"]["query"], dashboard, {"applicationid": run.app_id, "username": ".*"})
-    target = {"refId": "A", "datasource": annotation["datasource"], "query": query,
-              "rawQuery": True, "resultFormat": "table"}
-    window = (str(run.started_ms - 60_000), str(run.ended_ms + 60_000))
-    if stack.grafana is None:
-        pytest.skip("native Grafana unavailable: see test_native_grafana_was_built")
-    rows = frame_rows(stack.grafana.query([target], *window)["A"])
+    dash = stack.open_dashboard(dashboard, run.started_ms - 60_000, run.ended_ms + 60_000,
+                                url_vars={"applicationid": run.app_id})
+    rows = dash.annotation_events(annotation)
     for row in rows:
-        row["end"] = row[annotation["target"]["timeEndColumn"]]
-        row["label"] = row[annotation["target"]["textColumn"]]
+        row["end"], row["label"] = row["timeEnd"], row["text"]
+        row["status"] = ",".join(row.get("tags") or [])  # the tags column is the status
     return rows
 
 
@@ -71,8 +66,9 @@ def test_each_sql_query_is_a_region_spanning_its_run(stack, annotated):
     # (Straight to InfluxDB: Grafana's frames would fold it into the final point at the same time.)
     dashboard = json.loads(DASHBOARD.read_text())
     annotation = next(a for a in dashboard["annotations"]["list"] if a["name"] == "SQL queries")
-    query = substitute(annotation["target"]["query"], dashboard, {"applicationid": run.app_id, "username": ".*"})
-    points = stack.influx(query.replace("$timeFilter", f"time >= {run.started_ms - 60_000}ms"))[0]
+    dash = stack.open_dashboard(dashboard, run.started_ms - 60_000, run.ended_ms + 60_000,
+                                url_vars={"applicationid": run.app_id})
+    points = stack.influx(dash.interpolate(annotation["target"]["query"], where="annotation"))[0]
     rows = [dict(zip(points["columns"], values)) for values in points["values"]]
     running = [r for r in rows if r["status"] == "RUNNING" and "second query" in r["text"]]
     assert len(running) == 1 and running[0]["end_time_ms"] is None, running

@@ -12,7 +12,6 @@ import time
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.stack.settings import ROOT
-from support.grafana_api import substitute
 
 from support.annotator_helpers import JOBS_DIR, annotator_conf, app_finished, marks, rows, series_count
 from conftest import SINK_PERIOD_S, run_spark_job
@@ -85,8 +84,9 @@ def test_streaming_query_adds_no_series_per_batch_and_every_job_is_annotated(sta
     # The dashboards' own "Jobs" annotation query, straight to InfluxDB: one region per job.
     dashboard = json.loads(DASHBOARD.read_text())
     annotation = next(a for a in dashboard["annotations"]["list"] if a["name"] == "Jobs")
-    query = substitute(annotation["target"]["query"], dashboard, {"applicationid": run.app_id, "username": ".*"})
-    points = stack.influx(query.replace("$timeFilter", "time > now() - 1h"))[0]
+    now = int(time.time() * 1000)
+    dash = stack.open_dashboard(dashboard, now - 3_600_000, now, url_vars={"applicationid": run.app_id})
+    points = stack.influx(dash.interpolate(annotation["target"]["query"], where="annotation"))[0]
     status = points["columns"].index("status")
     # Finished jobs are regions; a RUNNING point is the line of a job still running.
     regions = [r for r in points["values"] if r[status] != "RUNNING"]

@@ -269,54 +269,26 @@ def cpu_stage_profile(stack, app_id: str) -> str:
 
 
 def test_every_panel_and_picker_of_the_profiles_dashboard_returns_the_profile(stack, profiled):
-    from support.grafana_api import frame_rows, substitute
+    """The profiles dashboard opened on the run's CPU stage profile as Grafana
+    12 opens it: the pickers offer the run, its kind, executor and profile;
+    the flame graph's rows are the profile's, the burning method by name,
+    and its unit comes with it."""
     from sparkscope.dashboards import build
 
-    if stack.grafana is None:
-        pytest.skip("native Grafana unavailable: see test_grafana.py::test_native_grafana_was_built")
     board = build()[PROFILES_BOARD]
     app = profiled["app"]
     profile = cpu_stage_profile(stack, app.app_id)
     start, end = int(time.time() * 1000) - 3_600_000, int(time.time() * 1000)
-    values = {"applicationid": app.app_id, "kind": ".*", "executorid": ".*", "profile": profile}
-    for variable in board["templating"]["list"]:
-        target = {"refId": "A", "datasource": variable["datasource"], "rawQuery": True, "resultFormat": "table",
-                  "query": substitute(variable["query"], board, values, start, end)}
-        rows = frame_rows(stack.grafana.query([target], str(start), str(end))["A"])
-        offered = {str(v) for row in rows for k, v in row.items() if k.lower() != "time"}
-        wanted = {"applicationid": app.app_id, "kind": "cpu", "executorid": "0", "profile": profile}
-        assert wanted[variable["name"]] in offered, (variable["name"], sorted(offered)[:10])
+    dash = stack.open_dashboard(board, start, end, url_vars={"applicationid": app.app_id, "kind": "cpu",
+                                                              "profile": profile})
+    wanted = {"applicationid": app.app_id, "kind": "cpu", "executorid": "0", "profile": profile}
+    for name, value in wanted.items():
+        assert value in {v for _, v in dash.variables[name].options}, (name, dash.variables[name].options[:10])
+    assert dash.variables["profile"].current == [profile]
     for panel in [p for top in board["panels"] for p in [top, *top.get("panels", [])] if p["type"] != "row"]:
-        targets = [dict(t, query=substitute(t["query"], board, values, start, end)) for t in panel["targets"]]
-        frames = stack.grafana.query(targets, str(start), str(end))
-        rows = frame_rows(frames["A"])
+        results = dash.run_panel(panel)
+        rows = [dict(zip(one["columns"], row)) for one in results["A"] for row in one["values"]]
         assert rows, f"{panel['title']}: no rows"
         if panel["type"] == "flamegraph":
-            # Grafana's /api/ds/query answers InfluxQL as one frame per column
-            # joined on the millisecond, which folds a profile's rows into one;
-            # the rows and their order are checked where they are drawn: in
-            # the browser (next test).
-            assert frame_rows(frames["B"])[0]["unit"] == "ns"
-
-
-@pytest.fixture(scope="module")
-def page(stack):
-    from support.browser_checks import grafana_page
-
-    yield from grafana_page(stack)
-
-
-def test_the_flame_graph_panel_draws_the_stage_profile_in_chromium(stack, profiled, page, tmp_path):
-    from support.browser_checks import check_clean
-    from sparkscope.dashboards.uids import PROFILES_UID
-
-    app = profiled["app"]
-    profile = cpu_stage_profile(stack, app.app_id)
-    page.open(PROFILES_UID, f"var-applicationid={app.app_id}&var-kind=cpu&var-profile={profile}&from=now-1h&to=now")
-    page.screenshot(tmp_path / "profiles.png")
-    check_clean(page, "profiles dashboard, cpu stage profile picked")
-    assert page.variable_value("Profile") == profile
-    flame = next(v for v in page.panels() if v.title.startswith("Flame graph"))
-    # The panel's own table ranks symbols by self time; the burning method is there by name.
-    assert any("burnCpuForProfilerTest" in line for line in flame.lines), flame.lines[:20]
-    assert page.page.locator("canvas").count() >= 1
+            assert any("burnCpuForProfilerTest" in (row.get("label") or "") for row in rows), rows[:5]
+            assert [dict(zip(one["columns"], row)) for one in results["B"] for row in one["values"]][0]["unit"] == "ns"

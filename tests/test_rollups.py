@@ -13,7 +13,7 @@ import pytest
 
 from sparkscope.stack import influx, rollups
 from sparkscope.stack.settings import ROOT
-from support.grafana_api import substitute
+from support.grafana12 import Dashboard12, influx_http
 from support.sandbox import throwaway_stack
 
 LIVE = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
@@ -30,13 +30,21 @@ def q(settings, statement: str) -> list[dict]:
     return influx.query(settings.influx_url, statement, settings.database)
 
 
-def panel_query(title: str, ref: str, values: dict[str, str], window: str, interval: str) -> str:
-    """A live-dashboard panel's query as Grafana sends it to InfluxDB."""
-    panel = next(p for top in LIVE["panels"] for p in [top, *top.get("panels", [])] if p["title"] == title)
-    target = next(t for t in panel["targets"] if t["refId"] == ref)
-    query = substitute(target["query"], LIVE, {"applicationid": APP, "executorid": ".*", "username": ".*",
-                                               "top": "20", "drawn": "(1|2)", "interval": interval, **values})
-    return query.replace("$timeFilter", f"time > now() - {window}").replace("$interval", interval)
+def opened(settings, board: dict, app: str, from_ms: int, to_ms: int, **url_vars) -> Dashboard12:
+    return Dashboard12(board, influx_http(settings.influx_url, settings.database), from_ms, to_ms,
+                       url_vars={"applicationid": app, **url_vars})
+
+
+def panel_of(board: dict, title: str) -> dict:
+    return next(p for top in board["panels"] for p in [top, *top.get("panels", [])] if p["title"] == title)
+
+
+def live_panel_series(settings, title: str, hours: float) -> tuple[Dashboard12, list[dict]]:
+    """A live-dashboard panel's first query as Grafana 12 sends it, over the
+    last `hours`: the range picks the resolution it reads."""
+    now_ms = int(time.time() * 1000)
+    dash = opened(settings, LIVE, APP, now_ms - int(hours * 3_600_000), now_ms)
+    return dash, dash.run_panel(panel_of(LIVE, title))["A"]
 
 
 def test_up_creates_policies_and_continuous_queries_once(influx_only):
@@ -47,7 +55,8 @@ def test_up_creates_policies_and_continuous_queries_once(influx_only):
     assert {"sparkscope", "sparkscope_1m", "sparkscope_10m", "sparkscope_30m", "sparkscope_meta"} <= policies
     queries = rollups.existing_queries(influx_only.influx_url, influx_only.database)
     assert sorted(queries) == ["sparkscope_10m", "sparkscope_1m", "sparkscope_30m"]
-    assert len(q(influx_only, 'SELECT * FROM "sparkscope_meta"."sparkscope_resolution"')[0]["values"]) == 4
+    assert len(q(influx_only, 'SELECT * FROM "sparkscope_meta"."sparkscope_resolution"')[0]["values"]) == len(
+        rollups.RESOLUTIONS)
 
 
 def test_a_changed_continuous_query_is_replaced(influx_only):
@@ -84,15 +93,14 @@ def test_one_sample_spike_survives_into_the_minute_rollup_the_dashboard_reads(in
         time.sleep(2)
     assert rolled(), "the continuous query did not fill sparkscope_1m within 150 s"
 
-    # The heap panel at a long range: it reads the rollup, 5-minute buckets.
-    heap = q(influx_only, panel_query("JVM heap used vs max", "A", {"rp": "sparkscope_1m", "mean_field": "mean"},
-                                      "1h", "5m"))
+    # The heap panel over 3 h: it reads the minute rollup, in minutes.
+    dash, heap = live_panel_series(influx_only, "JVM heap used vs max", 3)
+    assert dash.variables["rp"].current == ["sparkscope_1m"]
     assert {s["tags"]["executorid"] for s in heap} == {"1", "2"}
     for series in heap:
         assert max(v for _, v in series["values"] if v is not None) == 900e6, series
     # Active tasks is a mean: the rollup's mean field (3), not its highest value (4).
-    tasks = q(influx_only, panel_query("Active tasks", "A", {"rp": "sparkscope_1m", "mean_field": "mean"},
-                                       "1h", "10m"))
+    _, tasks = live_panel_series(influx_only, "Active tasks", 3)
     means = [v for s in tasks for _, v in s["values"] if v is not None]
     assert means and all(abs(v - 3) < 0.5 for v in means), means
 
@@ -102,28 +110,24 @@ def test_the_ten_and_thirty_minute_rollups_keep_the_spike_of_the_minute_rollup(i
     # over the window (rollups.backfill_statement) is what they will run, each
     # from the level below.
     now_ms = int(time.time()) * 1000
-    for policy, interval in (("sparkscope_10m", "10m"), ("sparkscope_30m", "30m")):
+    for policy, hours in (("sparkscope_10m", 6), ("sparkscope_30m", 24)):
         level = next(level for level in rollups.LEVELS if level.policy == policy)
         q(influx_only, rollups.backfill_statement(influx_only.database, level, now_ms - 3_600_000,
                                                   now_ms + 1_800_000))
-        heap = q(influx_only, panel_query("JVM heap used vs max", "A", {"rp": policy, "mean_field": "mean"},
-                                          "1h", interval))
+        dash, heap = live_panel_series(influx_only, "JVM heap used vs max", hours)
+        assert dash.variables["rp"].current == [policy]
         assert heap and all(max(v for _, v in s["values"] if v is not None) == 900e6 for s in heap), policy
 
 
-@pytest.mark.parametrize("hours,policy,field", [(0.5, "sparkscope", "value"), (2, "sparkscope", "value"),
-                                                 (3, "sparkscope_1m", "mean"), (6, "sparkscope_10m", "mean"),
-                                                 (12, "sparkscope_10m", "mean"), (13, "sparkscope_30m", "mean"),
-                                                 (24, "sparkscope_30m", "mean"), (7 * 24, "sparkscope_30m", "mean")])
-def test_the_resolution_variables_follow_the_time_range(influx_only, hours, policy, field):
-    variables = {v["name"]: v["query"] for v in LIVE["templating"]["list"]}
+@pytest.mark.parametrize("hours,policy,field,bucket", [
+    (0.5, "sparkscope", "value", "10s"), (2, "sparkscope", "value", "30s"), (3, "sparkscope_1m", "mean", "1m"),
+    (6, "sparkscope_10m", "mean", "10m"), (12, "sparkscope_10m", "mean", "10m"), (13, "sparkscope_30m", "mean", "30m"),
+    (24, "sparkscope_30m", "mean", "30m"), (7 * 24, "sparkscope_30m", "mean", "30m")])
+def test_the_resolution_variables_follow_the_time_range(influx_only, hours, policy, field, bucket):
     to_ms = int(time.time() * 1000)
-    from_ms = to_ms - int(hours * 3_600_000)
-    picked = {}
-    for name in ("rp", "mean_field"):
-        query = substitute(variables[name], LIVE, {}, from_ms, to_ms)
-        picked[name] = [v for s in q(influx_only, query) for _, v in s["values"]]
-    assert picked == {"rp": [policy], "mean_field": [field]}
+    dash = opened(influx_only, LIVE, APP, to_ms - int(hours * 3_600_000), to_ms)
+    picked = {name: dash.variables[name].current for name in ("rp", "mean_field", "bucket")}
+    assert picked == {"rp": [policy], "mean_field": [field], "bucket": [bucket]}
 
 
 SUMMARY = json.loads((ROOT / "dashboards" / "spark-application.json").read_text())
@@ -131,29 +135,13 @@ PEAKS_APP = "app-20991231000000-0043"
 LATE_APP = "app-20991231000000-0044"
 
 
-def resolve_peak_source(settings, app: str, from_ms: int, to_ms: int) -> dict[str, str]:
-    """The summary's hidden peak variables and the executors its sampled peak
-    table lists (Executors shown: all), in the order Grafana resolves them
-    (each may use those before it); an empty answer is an empty value, several
-    the regex Grafana writes."""
-    values = {"applicationid": app, "username": ".*", "top": "100000"}
-    for variable in SUMMARY["templating"]["list"]:
-        if variable["name"].startswith("peak_") or variable["name"] == "drawn":
-            answer = q(settings, substitute(variable["query"], SUMMARY, values, from_ms, to_ms))
-            found = [str(row[1]) for s in answer for row in s["values"]]
-            values[variable["name"]] = "(" + "|".join(found) + ")" if len(found) > 1 else "".join(found)
-    return values
-
-
 def sampled_heap_peaks(settings, from_ms: int, to_ms: int, app: str = PEAKS_APP) -> tuple[str, dict[str, float]]:
-    """The summary's "Peak memory per executor, sampled" heap column, as
-    Grafana sends it, per executor."""
-    values = resolve_peak_source(settings, app, from_ms, to_ms)
-    panel = next(p for top in SUMMARY["panels"] for p in [top, *top.get("panels", [])]
-                 if p["title"] == "Peak memory per executor, sampled")
-    query = substitute(panel["targets"][0]["query"], SUMMARY, values, from_ms, to_ms)
-    query = query.replace("$timeFilter", f"time >= {from_ms}ms AND time <= {to_ms}ms")
-    return values["peak_rp"], {s["tags"]["executorid"]: s["values"][0][1] for s in q(settings, query)}
+    """The summary's "Peak memory per executor, sampled" heap column as
+    Grafana 12 sends it (Executors shown: all), per executor, and where its
+    whole minutes were read ($peak_rp)."""
+    dash = opened(settings, SUMMARY, app, from_ms, to_ms, top="100000")
+    series = dash.run_panel(panel_of(SUMMARY, "Peak memory per executor, sampled"))["A"]
+    return dash.variables["peak_rp"].current[0], {s["tags"]["executorid"]: s["values"][0][1] for s in series}
 
 
 def test_peaks_read_the_minute_rollup_only_where_it_holds_every_raw_sample(influx_only):

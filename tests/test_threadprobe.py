@@ -1,7 +1,7 @@
 """The thread sampler end to end: real Spark jobs (local-cluster, two executor
 JVMs), the sampler that ./sparkscope up started for the test stack (4 Hz,
-10 s periods), InfluxDB, and the live dashboard's panel queries through
-Grafana:
+10 s periods), InfluxDB, and the live dashboard's panel queries as Grafana
+12 sends them (support/grafana12.py):
 
 - tasks reading from a slow FUSE mount (support/slow_fs.py) show task
   threads in D, waiting in FUSE's request_wait_answer, and (root) an
@@ -27,12 +27,10 @@ import pytest
 
 from conftest import run_spark_job
 from sparkscope.dashboards import DASHBOARDS_DIR
-from sparkscope.dashboards.queries import WHOLE_DISKS
 from sparkscope.flame.store import read_rows
 from sparkscope.process import wait_until
 from sparkscope.stack.settings import ROOT
 from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
-from support.grafana_api import frame_rows, substitute
 from support.slow_mount import slow_fs_mounted
 
 SLOW_MS = 150
@@ -61,29 +59,16 @@ def live_panel(title: str) -> dict:
     raise AssertionError(f"no panel {title!r} on the live dashboard")
 
 
-def labelled_rows(frames: list[dict]) -> list[dict]:
+def labelled_rows(series: list[dict]) -> list[dict]:
     """One row per series of a table query grouped by tags, as the panel's
     merge transformation lays them out: the tags as columns, then the value."""
-    rows = []
-    for frame in frames:
-        fields = frame["schema"]["fields"]
-        for i, f in enumerate(fields):
-            if f["type"] != "time":
-                for value in frame["data"]["values"][i]:
-                    rows.append({**(f.get("labels") or {}), "waited": value})
-    return rows
+    return [{**(one.get("tags") or {}), "waited": row[1]} for one in series for row in one["values"]]
 
 
-def run_panel(stack, title: str, app_id: str, start_ms: int, end_ms: int,
-              raw_frames: bool = False) -> dict[str, list[dict]]:
-    """The panel's targets as the browser sends them, through Grafana: refId -> rows (or frames)."""
-    board = live_board()
-    values = {"username": ".*", "applicationid": app_id, "executorid": ".*", "interval": "10s",
-              "device": WHOLE_DISKS}
-    targets = [dict(t, query=substitute(t["query"], board, values, start_ms, end_ms), intervalMs=10_000,
-                    maxDataPoints=500) for t in live_panel(title)["targets"]]
-    frames = stack.grafana.query(targets, str(start_ms), str(end_ms))
-    return frames if raw_frames else {ref: frame_rows(got) for ref, got in frames.items()}
+def run_panel(stack, title: str, app_id: str, start_ms: int, end_ms: int) -> dict[str, list[dict]]:
+    """The panel's queries as Grafana 12 sends them on the live dashboard opened on this run: refId -> series."""
+    dash = stack.open_dashboard(live_board(), start_ms, end_ms, url_vars={"applicationid": app_id})
+    return dash.run_panel(live_panel(title))
 
 
 def wait_for_periods(stack, app_id: str, until_ms: int) -> None:
@@ -128,45 +113,16 @@ def test_task_threads_reading_a_slow_mount_are_counted_as_waiting_on_io_in_fuse(
 
 
 @needs_fuse
-def test_the_live_panels_show_the_fuse_wait_through_grafana(stack, slow_read_run):
-    if stack.grafana is None:
-        pytest.skip("no native Grafana: test_grafana.py says why")
+def test_the_live_panels_show_the_fuse_wait(stack, slow_read_run):
     window = (slow_read_run.started_ms - 30_000, slow_read_run.ended_ms + 30_000)
     title = "Task threads: on CPU vs waiting"
     states = run_panel(stack, title, slow_read_run.app_id, *window)
     io_ref = next(t["refId"] for t in live_panel(title)["targets"] if t["alias"].startswith("I/O"))
-    drawn = [v for row in states[io_ref] for k, v in row.items() if k != "time" and v is not None]
+    drawn = [v for one in states[io_ref] for row in one["values"] for v in row[1:] if v is not None]
     assert drawn and max(drawn) >= 0.5, states[io_ref][:5]
-    table = labelled_rows(run_panel(stack, "Task threads: top wait channels", slow_read_run.app_id, *window,
-                                    raw_frames=True)["A"])
+    table = labelled_rows(run_panel(stack, "Task threads: top wait channels", slow_read_run.app_id, *window)["A"])
     top = max(table, key=lambda row: row["waited"])
     assert top["wchan"] == "request_wait_answer" and top["waited"] >= PERIOD_S, table
-
-
-@needs_fuse
-def test_the_browser_draws_the_io_wait_and_lists_fuse_first(stack, slow_read_run, tmp_path_factory):
-    from sparkscope.browser import GrafanaPage, chromium, find_chromium
-    from sparkscope.build.grafana import grafana_home
-    from sparkscope.build.grafana_ui import has_ui
-    from sparkscope.dashboards.uids import LIVE_UID
-
-    if stack.grafana is None or not has_ui(grafana_home(stack.settings.cache_dir)) or find_chromium() is None:
-        pytest.skip("no native Grafana UI or no Chromium: test_browser.py says why")
-    window = f"from={slow_read_run.started_ms - 30_000}&to={slow_read_run.ended_ms + 30_000}"
-    with chromium() as context:
-        page = GrafanaPage(context.new_page(), stack.settings.grafana_url)
-        page.login(stack.settings.grafana_user, stack.settings.grafana_password)
-        page.open(LIVE_UID, f"{window}&var-applicationid={slow_read_run.app_id}")
-        page.screenshot(tmp_path_factory.mktemp("screenshots") / "live-task-threads-slow-read.png")
-        views = {view.title: view for view in page.panels()}
-    states, table = views["Task threads: on CPU vs waiting"], views["Task threads: top wait channels"]
-    assert not states.error and not states.no_data and "I/O: disk, FUSE, NFS" in states.series_labels, states
-    assert not table.error and not table.no_data, table
-    assert "waited" in table.lines and "wchan" in table.lines, table.lines[:12]
-    # Longest first: the FUSE wait is the first channel listed.
-    channels = [line for line in table.lines if re.fullmatch(r"[a-z_][a-z0-9_.]*", line) and line not in
-                ("wchan", "state", "waited", "disk", "sleeping")]
-    assert channels and channels[0] == "request_wait_answer", table.lines[:20]
 
 
 @needs_fuse
