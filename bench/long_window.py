@@ -19,23 +19,45 @@ shipped Telegraf filter keeps (what the dashboards and report read):
   heap only, with the annotator's application, query, job and stage points),
   spread over the longest window, for the picker and annotation queries.
 
-Then, per window, the hidden variables ($rp, $mean_field, the $peak_* chain
-and $drawn, with Executors drawn = --top) are resolved through Grafana as the
-browser does, in order, and timed as one row; $interval is Grafana's auto
-interval (range / 200, rounded as Grafana rounds), and each panel's queries
-run together through /api/ds/query: one warm-up, then --repeat timed
-requests. Printed: p50/p95 per panel, and the whole dashboard (all panels one
-after another, median); with --compare-raw also the same panels reading raw
-samples ($rp and $peak_rp forced to the raw policy) over the raw window.
+Then, per window and dashboard, timed as Grafana 12 sends the queries
+(since 2026-11-25: no Grafana runs; the model of Grafana 12 in
+tests/support/grafana12.py interpolates them, and they go straight to
+InfluxDB, see bench/dashboard_latency.py for the rules):
+
+- the opening: the dashboard opened on the big application
+  (?var-applicationid=, ?var-top=--top) over the window, which resolves every
+  variable in order, one InfluxDB request each: the hidden ones ($rp,
+  $mean_field and $bucket from the resolution lookup by range, the $peak_*
+  chain, $task_*, $drawn) and the pickers. Printed as the application picker
+  alone, the hidden variables one after another, and every variable query one
+  after another (an upper bound: Grafana's scenes run independent variables
+  at once); one warm-up opening, then --repeat timed;
+- each panel: its targets as the model interpolates them ($bucket,
+  ${applicationid:regex} ...), one HTTP request per target, one after another
+  (Grafana's InfluxQL backend runs a panel's queries in a loop unless the
+  influxdbRunQueriesInParallel toggle is on, off by default); one warm-up,
+  then --repeat timed runs;
+- each InfluxDB annotation's query, likewise.
+
+Printed: p50/p95 per panel, slowest first, and the whole dashboard (all
+panels one after another, median); with --compare-raw also the same panels
+reading raw samples over the raw window ($rp, $mean_field and $peak_rp forced
+to the raw policy as ?var- values in the URL would; $bucket stays the
+lookup's, so the same points come back from the other source).
 
     .venv/bin/python bench/long_window.py --executors 500 --windows 6,24
 
---hold keeps the stack up after timing; --attach then times the dashboards
-as they are now in dashboards/ against it, so that a change is measured
-side by side with what the held run timed, on the same data:
+--hold keeps the stack (InfluxDB alone) up after timing; --attach then times
+the dashboards as they are now in dashboards/ against it, so that a change
+is measured side by side with what the held run timed, on the same data:
 
-    GRAFANA_PASSWORD=... .venv/bin/python bench/long_window.py \
-        --attach http://127.0.0.1:PORT --app APP --now END_S --windows 6
+    .venv/bin/python bench/long_window.py \
+        --attach http://127.0.0.1:PORT --db spark --app APP --now END_S --windows 6
+
+Flags dropped with Grafana: --attach-user and $GRAFANA_PASSWORD (--attach is
+now the held InfluxDB's URL, with --db), and --interval-counts (it set the
+auto $interval's target count; the dashboards now group by $bucket, a fixed
+lookup by range).
 """
 
 from __future__ import annotations
@@ -56,28 +78,17 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from dashboard_latency import p95, panels, recorded_paths  # noqa: E402
+from dashboard_latency import (TimedInflux, board_url_vars, opening_rows, p95, recorded_paths,  # noqa: E402
+                               time_opening, time_panels)
 from ingest import cpu_seconds, stored_by_filter  # noqa: E402
 from sparkscope.dashboards.queries import is_counter  # noqa: E402
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID  # noqa: E402
 from sparkscope.stack import influx, rollups  # noqa: E402
 from sparkscope.stack.native import PidFile  # noqa: E402
-from support.grafana_api import Grafana, frame_rows, substitute  # noqa: E402
+from support.grafana12 import Dashboard12  # noqa: E402
 from support.sandbox import throwaway_stack  # noqa: E402
 
 HOUR = 3600
-# Grafana's rounding of an auto interval (rangeutil.roundInterval), in ms.
-ROUND = [(15_000, 10_000), (35_000, 20_000), (75_000, 30_000), (210_000, 60_000), (450_000, 300_000),
-         (750_000, 600_000), (1_050_000, 900_000), (1_500_000, 1_200_000), (2_700_000, 1_800_000),
-         (7_200_000, 3_600_000)]
-
-
-def auto_interval_ms(range_ms: int, count: int = 200, minimum_ms: int = 10_000) -> int:
-    raw = range_ms / count
-    for below, rounded in ROUND:
-        if raw < below:
-            return max(rounded, minimum_ms)
-    return max(10_800_000, minimum_ms)
 
 
 class Writer:
@@ -220,76 +231,29 @@ def wait_quiet(pid: int, limit_s: float = 180) -> float:
     return time.monotonic() - began
 
 
-HIDDEN = ("rp", "mean_field", "peak_raw_samples", "peak_rolled_samples", "peak_rp", "drawn", "task_totals",
-          "task_scope")
-
-
-def resolve(grafana: Grafana, board: dict, from_ms: int, to_ms: int, given: dict[str, str]) -> dict[str, str]:
-    """The hidden variables ($rp, $mean_field, the $peak_* chain, $drawn, $task_*) as
-    Grafana resolves them for this range, in order: the values of the first
-    frame (a raw query returns a frame per column), a multi-value one as the
-    regex Grafana writes, an empty answer empty."""
-    out = dict(given)
-    for v in board["templating"]["list"]:
-        if v["name"] in HIDDEN:
-            target = {"refId": "A", "datasource": v["datasource"], "rawQuery": True, "resultFormat": "table",
-                      "query": substitute(v["query"], board, out, from_ms, to_ms)}
-            frames = grafana.query([target], str(from_ms), str(to_ms))["A"]
-            found = [str(x) for x in (frames[0]["data"]["values"][1] if frames else [])]
-            out[v["name"]] = ("(" + "|".join(found) + ")" if v.get("multi") and len(found) > 1
-                              else (found[0] if found else ""))
-    return {name: out[name] for name in HIDDEN if name in out}
-
-
-def time_board(grafana: Grafana, board: dict, variables: dict[str, str], from_ms: int, to_ms: int,
-               interval_ms: int, repeat: int) -> list[tuple[str, list[float]]]:
+def time_annotations(dash: Dashboard12, sender: TimedInflux, repeat: int) -> list[tuple[str, list[float]]]:
+    """Each annotation's query as Grafana 12 sends it: one warm-up, then `repeat` timed (those off
+    by default too, which Grafana runs once toggled on)."""
     out = []
-    for panel in panels(board):
-        targets = [dict(t, query=substitute(t["query"], board, variables, from_ms, to_ms)) if "query" in t
-                   else dict(t) for t in panel["targets"]]
-        for t in targets:
-            t.update(intervalMs=interval_ms, maxDataPoints=1200)
-        grafana.query(targets, str(from_ms), str(to_ms))  # warm-up
+    for a in dash.board.get("annotations", {}).get("list", []):
+        if (a.get("datasource") or {}).get("type") != "influxdb":
+            continue
+        off = "" if a.get("enable", True) else " (off by default)"
+        dash.annotation_events(a)
+        sender.take()
         times = []
         for _ in range(repeat):
-            began = time.perf_counter()
-            grafana.query(targets, str(from_ms), str(to_ms))
-            times.append(time.perf_counter() - began)
-        out.append((panel["title"], times))
+            dash.annotation_events(a)
+            times.append(sum(seconds for _, seconds in sender.take()))
+        out.append((f"annotation: {a['name']}{off}", times))
     return out
 
 
-def time_annotations(grafana: Grafana, board: dict, variables: dict[str, str], from_ms: int, to_ms: int,
-                     repeat: int) -> list[tuple[str, list[float]]]:
-    out = []
-    for a in board["annotations"]["list"]:
-        target = dict(a["target"], refId="A", datasource=a["datasource"],
-                      query=substitute(a["target"]["query"], board, variables, from_ms, to_ms))
-        grafana.query([target], str(from_ms), str(to_ms))
-        times = []
-        for _ in range(repeat):
-            began = time.perf_counter()
-            grafana.query([target], str(from_ms), str(to_ms))
-            times.append(time.perf_counter() - began)
-        out.append((f"annotation: {a['name']}", times))
-    return out
+def shown(dash: Dashboard12, name: str) -> str:
+    return ",".join(dash.variables[name].current) if name in dash.variables else "-"
 
 
-def time_picker(grafana: Grafana, board: dict, variables: dict[str, str], from_ms: int, to_ms: int,
-                repeat: int) -> tuple[list[float], int]:
-    v = next(v for v in board["templating"]["list"] if v["name"] == "applicationid")
-    target = {"refId": "A", "datasource": v["datasource"], "rawQuery": True, "resultFormat": "table",
-              "query": substitute(v["query"], board, variables, from_ms, to_ms)}
-    apps = len(frame_rows(grafana.query([target], str(from_ms), str(to_ms))["A"]))
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        grafana.query([target], str(from_ms), str(to_ms))
-        times.append(time.perf_counter() - began)
-    return times, apps
-
-
-def time_windows(grafana: Grafana, boards: dict[str, dict], app: str, now: int, windows: list[float],
+def time_windows(sender: TimedInflux, boards: dict[str, dict], app: str, now: int, windows: list[float],
                  args: argparse.Namespace) -> None:
     """Every panel of each board over each window ending at now + 60 s: p50/p95 per panel, then the
     slowest per window and board."""
@@ -297,44 +261,34 @@ def time_windows(grafana: Grafana, boards: dict[str, dict], app: str, now: int, 
     for hours in windows:
         to_ms = (now + 60) * 1000
         from_ms = to_ms - int(hours * HOUR * 1000)
-        arms = [(f"rollup/{count}", None, count) for count in map(int, args.interval_counts.split(","))]
+        # The resolution lookup picks the level and $bucket by range; the raw arm forces the raw
+        # policy as ?var- values in the URL would (same $bucket, so the same points).
+        arms: list[tuple[str, dict[str, str]]] = [("lookup", {})]
         if args.compare_raw and hours <= args.raw_hours:
-            arms.append(("raw/200", "sparkscope", 200))
-        for arm, forced, count in arms:
-            interval = auto_interval_ms(to_ms - from_ms, count)
+            arms.append(("raw", {"rp": rollups.RAW_POLICY, "mean_field": "value", "peak_rp": rollups.RAW_POLICY}))
+        for arm, forced in arms:
             for name, board in boards.items():
-                variables = {"username": ".*", "applicationid": app, "executorid": ".*",
-                             "interval": f"{interval // 1000}s", "device": ".*", "top": str(args.top)}
-                resolved = []
-                for _ in range(args.repeat + 1):  # the first is a warm-up
-                    began = time.perf_counter()
-                    picked = resolve(grafana, board, from_ms, to_ms, variables)
-                    resolved.append(time.perf_counter() - began)
-                if forced:
-                    picked.update(rp=forced, mean_field="value", peak_rp=forced)
-                if args.no_totals and "task_scope" in picked:
-                    picked["task_scope"] = "(?:.+)"  # as for a run without the annotator's totals
-                variables.update(picked)
-                print(f"\n{hours:g} h, {arm}: {name}: rp={picked.get('rp', '-')} "
-                      f"peak_rp={picked.get('peak_rp', '-')} task_scope={picked.get('task_scope', '-')} "
-                      f"interval={interval // 1000}s "
+                wanted = {"applicationid": app, "top": str(args.top), **forced}
+                if args.no_totals:
+                    wanted["task_scope"] = "(?:.+)"  # as for a run without the annotator's totals
+                dash, opened = time_opening(board, sender, from_ms, to_ms, board_url_vars(board, wanted),
+                                            args.repeat)
+                print(f"\n{hours:g} h, {arm}: {name}: rp={shown(dash, 'rp')} peak_rp={shown(dash, 'peak_rp')} "
+                      f"task_scope={shown(dash, 'task_scope')} bucket={shown(dash, 'bucket')} "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
-                timed = time_board(grafana, board, variables, from_ms, to_ms, interval, args.repeat)
-                timed += time_annotations(grafana, board, variables, from_ms, to_ms, args.repeat)
-                picker, apps = time_picker(grafana, board, variables, from_ms, to_ms, args.repeat)
-                timed.append((f"application picker ({apps:,} runs)", picker))
-                timed.append(("hidden variables, one after another", resolved[1:]))
-                whole = sum(statistics.median(t) for title, t in timed if not title.startswith(("annotation",
-                                                                                               "application", "hidden")))
+                timed = time_panels(dash, sender, args.repeat)
+                whole = sum(statistics.median(t) for _, t in timed)
+                timed += time_annotations(dash, sender, args.repeat)
+                timed += opening_rows(dash, opened)
                 for title, t in sorted(timed, key=lambda x: -statistics.median(x[1])):
                     print(f"  {title[:52]:<52} p50 {statistics.median(t) * 1000:7.0f} ms  "
                           f"p95 {p95(t) * 1000:7.0f} ms", flush=True)
                 print(f"  {'whole dashboard, panels one after another':<52} p50 {whole * 1000:7.0f} ms",
                       flush=True)
                 rows.append((hours, arm, name, timed, whole))
-    print("\nslowest panel per window and dashboard (p95):")
+    print("\nslowest panel, annotation or variable per window and dashboard (p95):")
     for hours, arm, name, timed, whole in rows:
-        title, t = max(timed, key=lambda x: p95(x[1]))
+        title, t = max((row for row in timed if not row[0].startswith("opening:")), key=lambda x: p95(x[1]))
         print(f"  {hours:4g} h {arm:10} {name:26} {title[:40]:<40} p95 {p95(t) * 1000:6.0f} ms  "
               f"whole p50 {whole * 1000:6.0f} ms")
 
@@ -351,22 +305,19 @@ def main() -> int:
     parser.add_argument("--no-totals", action="store_true",
                         help="task time from every executor's counters, as for a run without the annotator")
     parser.add_argument("--compare-raw", action="store_true", help="also time the panels on raw samples")
-    parser.add_argument("--interval-counts", default="200",
-                        help="points per series the auto interval aims at (the dashboards' auto_count is 200); "
-                             "a comma list times each, side by side on the same data")
     parser.add_argument("--rollups", choices=("backfill", "write"), default="backfill",
                         help="backfill: the raw window rolled up by the continuous queries' own SELECT (slow: "
                              "about 30,000 points/s here); write: every level written directly, as computed here")
-    parser.add_argument("--attach", metavar="GRAFANA_URL",
-                        help="time the dashboards now in dashboards/ against a stack held by --hold (its "
-                             "--app and --now, user --attach-user, password in $GRAFANA_PASSWORD); writes nothing")
-    parser.add_argument("--attach-user", default="admin")
+    parser.add_argument("--attach", metavar="INFLUXDB_URL",
+                        help="time the dashboards now in dashboards/ against the InfluxDB of a stack held by "
+                             "--hold (its --app, --now and --db, as --hold printed them); writes nothing")
+    parser.add_argument("--db", default="spark", help="with --attach: the held stack's database")
     parser.add_argument("--boards", default="executors,application",
                         help="which dashboards to time, by a word of their file name")
     parser.add_argument("--app", help="with --attach: the big application's id, as --hold printed it")
-    parser.add_argument("--now", type=int, help="with --attach: the data's end in s (--hold's range end / 1000 - 60)")
+    parser.add_argument("--now", type=int, help="with --attach: the data's end in s, as --hold printed it")
     parser.add_argument("--hold", action="store_true",
-                        help="after timing, keep the stack up (its URLs and password printed) until Enter")
+                        help="after timing, keep the stack up (its InfluxDB URL printed) until Enter")
     args = parser.parse_args()
     windows = [float(x) for x in args.windows.split(",")]
     total_s, raw_s = int(max(windows) * HOUR), int(args.raw_hours * HOUR)
@@ -377,15 +328,14 @@ def main() -> int:
               and any(word in p.name for word in args.boards.split(","))}
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
     if args.attach:
-        if not (args.app and args.now and os.environ.get("GRAFANA_PASSWORD")):
-            parser.error("--attach needs --app, --now and GRAFANA_PASSWORD in the environment")
-        time_windows(Grafana(args.attach, args.attach_user, os.environ["GRAFANA_PASSWORD"]), boards, args.app,
-                     args.now, windows, args)
+        if not (args.app and args.now):
+            parser.error("--attach needs --app and --now")
+        time_windows(TimedInflux(args.attach, args.db), boards, args.app, args.now, windows, args)
         return 0
+    # InfluxDB alone: the data goes straight to it, and no Grafana runs (the model sends its queries).
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-long-") as tmp, \
-            throwaway_stack(Path(tmp)) as settings:
+            throwaway_stack(Path(tmp), only=("influxdb",)) as settings:
         url, db = settings.influx_url, settings.database
-        grafana = Grafana(settings.grafana_url, settings.grafana_user, settings.grafana_password)
         influx_pid = PidFile(settings.state_dir, "influxdb").running_pid()
         now = int(time.time()) // 60 * 60 - 60  # a whole minute, already past
         app = f"app-{time.strftime('%Y%m%d%H%M%S', time.gmtime(now - total_s))}-9999"
@@ -416,13 +366,13 @@ def main() -> int:
               f"for {w.count:,} points written (rollups computed by InfluxDB not counted)", flush=True)
 
         try:
-            time_windows(grafana, boards, app, now, windows, args)
+            time_windows(TimedInflux(url, db), boards, app, now, windows, args)
         finally:
             if args.hold:
-                print(f"\nholding the stack: Grafana {settings.grafana_url} (user {settings.grafana_user}, password "
-                      f"{settings.grafana_password}), InfluxDB {url} db {db}, application {app}, "
-                      f"time range {(now + 60 - int(max(windows) * HOUR)) * 1000} to {(now + 60) * 1000} ms; "
-                      "Enter stops it", flush=True)
+                print(f"\nholding the stack: InfluxDB {url} db {db}, application {app}, data up to {now} s "
+                      f"(time range {(now + 60 - int(max(windows) * HOUR)) * 1000} to {(now + 60) * 1000} ms); "
+                      f"time it again with --attach {url} --db {db} --app {app} --now {now}; Enter stops it",
+                      flush=True)
                 sys.stdin.readline()
     return 0
 

@@ -166,14 +166,18 @@ def live_panel(title: str) -> dict:
 
 
 def run_panel(stack, title: str, device: str, start_ms: int, end_ms: int) -> dict[str, dict[int, float]]:
-    """Each target's points (time ms -> value) for one device, as the dashboard asks them."""
+    """Each target's points (time ms -> value) for one device, as Grafana 12
+    sends the live dashboard's queries with that device picked."""
+    board = json.loads((DASHBOARDS_DIR / "spark-executors.json").read_text())
+    dash = stack.open_dashboard(board, start_ms, end_ms, url_vars={"device": [device]})
+    # The graphs' bucket for a range this short is Telegraf's interval: one point per sample.
+    assert dash.variables["bucket"].current == [f"{TELEGRAF_INTERVAL_S}s"], dash.variables["bucket"].current
+    panel = live_panel(title)
+    results = dash.run_panel(panel)
     out = {}
-    for target in live_panel(title)["targets"]:
-        query = (target["query"].replace("$timeFilter", f"time >= {start_ms}ms AND time <= {end_ms}ms")
-                 .replace("$interval", f"{TELEGRAF_INTERVAL_S}s").replace("$device", device))
-        series = stack.influx(query)
+    for target in panel["targets"]:
         points: dict[int, float] = {}
-        for s in series:
+        for s in results[target["refId"]]:
             for row in s["values"]:
                 points[_ms(row[0])] = row[1]
         out[target["alias"].replace("$tag_name ", "").replace("$tag_name", "all")] = points
@@ -274,11 +278,13 @@ def test_outliers_list_the_slow_disk_and_not_the_healthy_one(stack, workload):
     k0, k1 = workload.since_attach[slow], workload.after[slow]
     slow_ios = (k1["reads"] - k0["reads"]) + (k1["writes"] - k0["writes"])
     since = workload.probed_from_ms
-    table = live_panel("Block I/O outliers")["targets"][0]["query"]
+    board = json.loads((DASHBOARDS_DIR / "spark-executors.json").read_text())
+    panel = live_panel("Block I/O outliers")
 
     def rows(device: str) -> list[dict]:
-        query = table.replace("$timeFilter", f"time >= {since}ms").replace("$device", device)
-        series = stack.influx(query)
+        """The outliers table as Grafana 12 sends it with this device picked, the range up to now."""
+        dash = stack.open_dashboard(board, since, int(time.time() * 1000) + 5_000, url_vars={"device": [device]})
+        series = dash.run_panel(panel)["A"]
         return [dict(zip(s["columns"], row)) for s in series for row in s["values"]]
 
     wait_until(lambda: len(rows(slow)) >= slow_ios, 45)
