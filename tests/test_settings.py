@@ -42,6 +42,9 @@ def test_dot_env_overrides_example_and_environment_overrides_dot_env(root):
     ("INFLUXDB_PORT", "http", "INFLUXDB_PORT"),
     ("SPARKSCOPE_RETENTION", "thirty days", "InfluxQL duration"),
     ("SPARKSCOPE_DB", "spark; DROP", "SPARKSCOPE_DB"),
+    # Empty would make Telegraf and InfluxDB listen on every interface.
+    ("GRAPHITE_BIND", "", "GRAPHITE_BIND is empty"),
+    ("SPARKSCOPE_HTTP_BIND", " ", "SPARKSCOPE_HTTP_BIND is empty"),
 ])
 def test_bad_values_are_refused_naming_the_key(root, key, value, message):
     with pytest.raises(SettingsError, match=message):

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from sparkscope import http
+
 SCRIPT = Path(__file__).with_name("latency.bt")
 DEFAULT_PERIOD_S = 10
 DEFAULT_THRESHOLD_MS = 100.0
@@ -187,7 +189,7 @@ def send(url: str, lines: list[str], timeout_s: float = 5.0) -> None:
         return
     request = urllib.request.Request(f"{url}/write?precision=ns", data="\n".join(lines).encode(), method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s):
+        with http.urlopen(request, timeout=timeout_s):
             pass
     except (urllib.error.URLError, OSError) as err:
         print(f"blockprobe: {len(lines)} points not sent to {url}: {err}; is Telegraf up?", file=sys.stderr,

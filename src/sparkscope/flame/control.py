@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from sparkscope import http
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import alive
 
@@ -79,7 +80,7 @@ def call(control: Control, method: str, path: str, params: dict[str, str] | None
     request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None,
                                      headers={"Authorization": f"Bearer {control.token}"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with http.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read() or b"{}")
     except urllib.error.HTTPError as err:
         try:

@@ -20,10 +20,10 @@ import shutil
 import socket
 import subprocess
 import time
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from sparkscope import http
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
 from sparkscope.stack import influx, rollups
@@ -66,7 +66,7 @@ def tcp_open(host: str, port: int, timeout: float = 1.0) -> bool:
 def grafana_health(url: str) -> Optional[dict]:
     """Grafana's /api/health when its database is ok (it then serves the API), else None."""
     try:
-        with urllib.request.urlopen(f"{url}/api/health", timeout=2) as resp:
+        with http.urlopen(f"{url}/api/health", timeout=2) as resp:
             body = json.loads(resp.read())
             return body if resp.status == 200 and body.get("database") == "ok" else None
     except (OSError, ValueError):

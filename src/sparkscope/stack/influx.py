@@ -9,6 +9,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from sparkscope import http
 from sparkscope.errors import SparkscopeError
 
 
@@ -34,7 +35,7 @@ def _request(url: str, data: bytes | None = None, timeout: float = 10.0) -> tupl
 def _exchange(url: str, data: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes, Any]:
     req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with http.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read(), resp.headers
     except urllib.error.HTTPError as err:
         return err.code, err.read(), err.headers

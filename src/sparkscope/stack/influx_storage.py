@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,23 +114,31 @@ _WRITE_CAUSES = (
 )
 
 
+SELFCHECK = "sparkscope_selfcheck"
+SELFCHECK_SERIES = 8
+
+
 def influx_write_problem(settings: Settings) -> str | None:
     """Whether InfluxDB can store points; None when it can.
 
     A full or read-only disk leaves InfluxDB answering pings and queries while
     it refuses writes. Two signals: the filesystems under its directories
-    (statvfs: full, read-only), and a test write of a few points of new series
-    (unique tag values). A new series goes through the series index, which
+    (statvfs: full, read-only), and a test write of a few points of new series. A new series goes through the series index, which
     InfluxDB 1.8 writes apart from its WAL; after a disk-full error either may
     keep failing until InfluxDB restarts, and a point of an existing series
     would test the WAL only. Even so a write can succeed on a full disk when
     it fits in the last, partly used block of a file, hence the statvfs check.
-    Each check leaves a few series of measurement sparkscope_selfcheck, which
-    expire with the retention policy.
+    The check's series are the same every time (measurement
+    sparkscope_selfcheck, check=0..7), dropped before each write so that the
+    write creates them anew: `status` called every minute for a month adds
+    nothing (a drop that fails, on a full disk, changes nothing either).
     """
-    token = secrets.token_hex(4)
+    try:
+        influx.query(settings.influx_url, f'DROP SERIES FROM "{SELFCHECK}"', settings.database)
+    except influx.InfluxError:
+        pass  # the write below says what is wrong
     now = int(time.time())
-    points = "\n".join(f"sparkscope_selfcheck,check={token}-{i} ok=1i {now}" for i in range(8))
+    points = "\n".join(f"{SELFCHECK},check={i} ok=1i {now}" for i in range(SELFCHECK_SERIES))
     try:
         influx.write(settings.influx_url, settings.database, points)
         reason = None

@@ -104,6 +104,15 @@ def _port(values: dict[str, str], key: str) -> int:
     return int(raw)
 
 
+def _bind(values: dict[str, str], key: str) -> str:
+    """A listen address; empty is refused: the programs behind it read "" (":2003") as every interface."""
+    value = values.get(key, "127.0.0.1").strip()
+    if not value:
+        raise SettingsError(f"{key} is empty: set 127.0.0.1 (this machine only), this machine's address, or "
+                            f"0.0.0.0 (every interface, behind a firewall) in .env")
+    return value
+
+
 def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> Settings:
     env = dict(os.environ if environ is None else environ)
     values = read_env_file(root / ".env.example")
@@ -129,10 +138,10 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         cache_dir=Path(values.get("SPARKSCOPE_CACHE_DIR") or cache_default),
         grafana_user=values.get("GRAFANA_ADMIN_USER", "admin"),
         grafana_password=values.get("GRAFANA_ADMIN_PASSWORD", ""),
-        http_bind=values.get("SPARKSCOPE_HTTP_BIND", "127.0.0.1"),
+        http_bind=_bind(values, "SPARKSCOPE_HTTP_BIND"),
         grafana_port=_port(values, "GRAFANA_PORT"),
         influxdb_port=_port(values, "INFLUXDB_PORT"),
-        graphite_bind=values.get("GRAPHITE_BIND", "127.0.0.1"),
+        graphite_bind=_bind(values, "GRAPHITE_BIND"),
         graphite_port=_port(values, "GRAPHITE_PORT"),
         events_port=_port(values, "EVENTS_PORT"),
         database=database,

@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from sparkscope import http
 from sparkscope.threads import procfs
 
 SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
@@ -101,7 +101,7 @@ def listening_ports(pid: int) -> set[int]:
 def ui_app_id(port: int, timeout_s: float = UI_TIMEOUT_S) -> Optional[str]:
     """The application id a Spark UI on this port serves, else None."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/applications", timeout=timeout_s) as resp:
+        with http.urlopen(f"http://127.0.0.1:{port}/api/v1/applications", timeout=timeout_s) as resp:
             apps = json.loads(resp.read(65536))
     except Exception:  # noqa: BLE001 (whatever answers there, it is not a Spark UI)
         return None

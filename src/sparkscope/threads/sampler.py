@@ -26,6 +26,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from sparkscope import http
 from sparkscope.threads import procfs
 from sparkscope.threads.jvms import Discovery, SparkJvm
 from sparkscope.threads.periods import STATE_FRAME, JvmPeriod, lines, thread_class, wait_kind
@@ -242,7 +243,7 @@ def send(url: str, lines_: list[str], timeout_s: float = 5.0) -> bool:
         return True
     request = urllib.request.Request(f"{url}/write?precision=ns", data="\n".join(lines_).encode(), method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s):
+        with http.urlopen(request, timeout=timeout_s):
             return True
     except (urllib.error.URLError, OSError) as err:
         say(f"{len(lines_)} points not sent to {url}: {err}; is Telegraf up?")

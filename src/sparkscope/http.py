@@ -1,0 +1,35 @@
+"""HTTP for the stack's own endpoints (stdlib only): a request to this
+machine never goes through a proxy.
+
+urllib takes http_proxy/HTTPS_PROXY from the environment and only skips it
+for hosts named in no_proxy. A proxy set for the internet would then see every
+request to InfluxDB, Telegraf's listener and the profiler plugin on
+127.0.0.1, the plugin's bearer token among them, or fail them outright. A
+request to another host keeps the user's proxy settings.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+import urllib.request
+from typing import Union
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def urlopen(request: Union[str, urllib.request.Request], timeout: float):
+    """urllib.request.urlopen, straight to the server when it is this machine."""
+    url = request.full_url if isinstance(request, urllib.request.Request) else request
+    if is_loopback_host(urllib.parse.urlsplit(url).hostname or ""):
+        return _DIRECT.open(request, timeout=timeout)
+    return urllib.request.urlopen(request, timeout=timeout)
