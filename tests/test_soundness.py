@@ -104,3 +104,34 @@ def test_each_probe_image_holds_every_module_its_entry_point_imports(dockerfile,
     done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=tmp_path, capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def control_file(directory: Path, app: str) -> Path:
+    directory.mkdir(mode=0o700, exist_ok=True)
+    path = directory / f"{app}.json"
+    path.write_text(f'{{"application": "{app}", "url": "http://127.0.0.1:9", "token": "t", "pid": {os.getpid()}}}')
+    path.chmod(0o600)
+    return path
+
+
+def test_profile_trusts_only_control_files_the_caller_owns(tmp_path):
+    """Under a shared /tmp anyone can plant a control file naming their own
+    endpoint; `sparkscope profile` would send it the bearer token."""
+    from sparkscope.flame import control
+
+    ours = tmp_path / "ours"
+    control_file(ours, "app-ours")
+    assert [c.application_id for c in control.find_controls(ours)][:1] == ["app-ours"]
+    open_dir = tmp_path / "open"
+    control_file(open_dir, "app-open")
+    open_dir.chmod(0o777)
+    linked = tmp_path / "linked"
+    linked.mkdir(mode=0o700)
+    (linked / "app-link.json").symlink_to(control_file(tmp_path / "elsewhere", "app-link"))
+    for planted in (open_dir, linked):
+        assert "app-open" not in {c.application_id for c in control.find_controls(planted)}
+        assert "app-link" not in {c.application_id for c in control.find_controls(planted)}
+    if os.geteuid() == 0:  # only root can give a file away
+        theirs = tmp_path / "theirs"
+        os.chown(control_file(theirs, "app-theirs"), 65534, 65534)
+        assert "app-theirs" not in {c.application_id for c in control.find_controls(theirs)}

@@ -5,6 +5,8 @@ and follows them until they are written."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import tempfile
 import time
 import urllib.error
@@ -42,12 +44,30 @@ def control_dirs(extra: Optional[Path] = None) -> list[Path]:
     return dirs + sorted(tmp.glob("sparkscope-profiler-*"))
 
 
+def trusted(path: Path) -> bool:
+    """A control file (or its directory) the caller may believe: owned by the
+    caller, not a symbolic link, and not writable by anyone else. Under a
+    shared /tmp another user can plant a file naming their own endpoint, and
+    `profile` would send them our bearer token and trust their answer."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return False
+    return (st.st_uid == os.geteuid() and not stat.S_ISLNK(st.st_mode)
+            and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
 def find_controls(extra_dir: Optional[Path] = None) -> list[Control]:
-    """Every running driver's control file on this host, newest first. Files
-    of drivers that died without cleaning up are skipped."""
+    """Every running driver's control file on this host that the caller owns
+    (trusted), newest first. Files of drivers that died without cleaning up
+    are skipped."""
     found = []
     for d in control_dirs(extra_dir):
+        if not trusted(d):
+            continue
         for f in d.glob("*.json"):
+            if not trusted(f):
+                continue
             try:
                 data = json.loads(f.read_text())
                 control = Control(data["application"], data["url"], data["token"], int(data.get("pid", 0)), f)

@@ -14,8 +14,11 @@ import java.net.URI;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.nio.file.attribute.UserPrincipal;
 import java.security.SecureRandom;
 import java.util.Collections;
 import java.util.HashMap;
@@ -107,24 +110,49 @@ final class ProfilerDriverPlugin implements DriverPlugin {
         return host.contains(":") ? "[" + host + "]" : host;
     }
 
+    /**
+     * Writes the control file (URL and bearer token) into dir, refusing a dir
+     * that another user could have planted: a symbolic link, or a directory
+     * not owned by this JVM's user (under a shared /tmp anyone can create
+     * it first). The file is created with mode 0600, never readable by others
+     * even for an instant, and a link placed at its name is not followed.
+     */
     static File writeControlFile(File dir, String appId, String url, String token) throws IOException {
         Path d = dir.toPath();
-        Files.createDirectories(d);
-        try {
+        boolean posix = d.getFileSystem().supportedFileAttributeViews().contains("posix");
+        if (!Files.exists(d, LinkOption.NOFOLLOW_LINKS)) {
+            if (posix) {
+                Files.createDirectories(d, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+            } else {
+                Files.createDirectories(d);
+            }
+        }
+        if (Files.isSymbolicLink(d) || !Files.isDirectory(d, LinkOption.NOFOLLOW_LINKS)) {
+            throw new IOException(d + " is a symbolic link or not a directory: not writing the profiler's token there");
+        }
+        UserPrincipal owner = Files.getOwner(d, LinkOption.NOFOLLOW_LINKS);
+        UserPrincipal me = d.getFileSystem().getUserPrincipalLookupService()
+                .lookupPrincipalByName(System.getProperty("user.name"));
+        if (!owner.equals(me)) {
+            throw new IOException(d + " belongs to " + owner.getName() + ", not to " + me.getName()
+                    + ": not writing the profiler's token there (set " + ProfilerSettings.CONTROL_DIR + ")");
+        }
+        if (posix) {
             Files.setPosixFilePermissions(d, PosixFilePermissions.fromString("rwx------"));
-        } catch (UnsupportedOperationException | IOException ignored) {
-            // not a POSIX file system, or not ours: the file's own mode still protects the token
         }
         String safe = appId.replaceAll("[^A-Za-z0-9._-]", "_");
         Path file = d.resolve(safe + ".json");
         Path tmp = d.resolve(safe + ".json.tmp");
         String json = "{\"application\":" + Json.quote(appId) + ",\"url\":" + Json.quote(url) + ",\"token\":"
                 + Json.quote(token) + ",\"pid\":" + pid() + "}\n";
-        Files.write(tmp, json.getBytes(StandardCharsets.UTF_8));
-        try {
-            Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-------"));
-        } catch (UnsupportedOperationException ignored) {
-            // not a POSIX file system
+        Files.deleteIfExists(tmp); // a leftover, or a link: removed, never followed
+        if (posix) {
+            Files.createFile(tmp, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        } else {
+            Files.createFile(tmp);
+        }
+        try (OutputStream out = Files.newOutputStream(tmp, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS)) {
+            out.write(json.getBytes(StandardCharsets.UTF_8));
         }
         Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
         return file.toFile();
