@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -135,3 +136,41 @@ def test_profile_trusts_only_control_files_the_caller_owns(tmp_path):
         theirs = tmp_path / "theirs"
         os.chown(control_file(theirs, "app-theirs"), 65534, 65534)
         assert "app-theirs" not in {c.application_id for c in control.find_controls(theirs)}
+
+
+def test_a_first_up_builds_before_any_start_deadline_runs(tmp_path, monkeypatch):
+    """The README's first command on a machine where nothing is built yet: the
+    build (here a slow one) must not eat the service's health deadline. It
+    once did, and a Grafana that had finished its migrations was killed."""
+    from sparkscope import stack as stack_module
+    from sparkscope.process import quiet
+    from sparkscope.stack import native
+    from support.sandbox import isolated_settings
+
+    real = native.ensure_influxd
+    built: list[float] = []
+
+    def slow_build(cache_dir, progress=print):
+        if not built:
+            time.sleep(4)  # a first build, longer than the deadline below; then it is cached
+        built.append(time.monotonic())
+        return real(cache_dir, progress)
+
+    granted: list[float] = []
+    real_wait = stack_module.wait_until
+
+    def recorded_wait(condition, deadline_s, *args, **kwargs):
+        granted.append(deadline_s)
+        return real_wait(condition, deadline_s, *args, **kwargs)
+
+    monkeypatch.setattr(native, "ensure_influxd", slow_build)
+    monkeypatch.setattr(stack_module, "wait_until", recorded_wait)
+    monkeypatch.setitem(stack_module.HEALTH_DEADLINE_S, "influxdb", 3.0)
+    backend = native.NativeBackend(isolated_settings(tmp_path / "state"))
+    try:
+        backend.up(only=("influxdb",), progress=quiet)
+        assert built and influx.ping(backend.settings.influx_url)
+        # InfluxDB got its whole deadline after the build, not what the build left of it.
+        assert granted and granted[0] > 2.5, granted
+    finally:
+        backend.down(progress=quiet)
