@@ -132,6 +132,30 @@ def test_telegraf_restart_mid_run_leaves_a_bounded_gap(fault_stack, tmp_path):
         assert gap <= bound_ms, f"executor {executor}: gap {gap} ms > bound {bound_ms:.0f} ms"
 
 
+IDLE_CLOSE_S = 30  # telegraf.conf: read_timeout of the Graphite listener
+
+
+def test_idle_graphite_connections_are_closed_so_they_cannot_hold_the_listener(fault_stack):
+    """Dead or idle clients must not keep the listener's connection slots:
+    each idle connection is closed after the read timeout, and a report on a
+    new connection is stored as usual."""
+    address = (fault_stack.settings.graphite_host, fault_stack.settings.graphite_port)
+    idle = [socket.create_connection(address, timeout=IDLE_CLOSE_S + 30) for _ in range(50)]
+    started = time.monotonic()
+    try:
+        for conn in idle:
+            assert conn.recv(1) == b"", "the listener sent something on an idle connection"
+        waited = time.monotonic() - started
+        assert IDLE_CLOSE_S - 2 <= waited <= IDLE_CLOSE_S + 20, f"idle connections closed after {waited:.0f} s"
+    finally:
+        for conn in idle:
+            conn.close()
+    now = int(time.time())
+    fault_stack.send_graphite(f"spark.app-idle-check.1.jvm.heap.used 42 {now}\n")
+    fault_stack.wait_for('SELECT count("value") FROM "heap.used" WHERE "applicationid" = \'app-idle-check\'',
+                         lambda s: bool(s))
+
+
 def test_fuzz_on_graphite_port_keeps_stack_up_and_good_lines_flowing(fault_stack):
     stack = fault_stack
     address = (stack.settings.graphite_host, stack.settings.graphite_port)
