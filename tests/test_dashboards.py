@@ -576,30 +576,40 @@ def line_protocol_tag(value: str) -> str:
 
 
 @pytest.mark.parametrize("crafted", CRAFTED_RUNS, ids=["regex", "quote", "backslash"])
-def test_a_crafted_run_id_opened_as_the_newest_run_drops_nothing_and_every_query_stays_one_statement(
-        stack, crafted):
-    """The attack of the security review, through the real listener: a point
-    whose run id is InfluxQL, the newest run, so that each dashboard opened
-    plainly selects it. Every variable, panel and annotation query runs as
-    Grafana 12 sends it (the model refuses a second statement), and the
-    canary measurement is still there."""
+def test_a_crafted_run_id_drops_nothing_and_every_query_stays_one_statement(stack, crafted):
+    """The attack of the security review: a run id that is InfluxQL. Spark's
+    measurements cannot carry one (Graphite splits on whitespace, and the
+    events listener takes sparkscope's own measurements only), but the
+    profiler's can: stored through the real listener, it is the newest
+    profiled run, so the profiles dashboard opened plainly selects it. The
+    live and summary dashboards get it through a link (?var-applicationid=).
+    Every variable, panel and annotation query runs as Grafana 12 sends it
+    (the model refuses a second statement), and the canary is still there."""
     now_s = int(time.time())
-    canary = f"canary value=1 {now_s - 5}"
-    driver = f"JVMHeapMemory,applicationid={line_protocol_tag(crafted)},executorid=driver,username=spark value=1 {now_s}"
+    influx.write(stack.settings.influx_url, stack.settings.database, f"canary value=1 {now_s - 5}")
+    lines = [f"sparkscope_profiles,applicationid={line_protocol_tag(crafted)},executorid=0,kind=cpu "
+             f'samples=1i,profile="p-{now_s}" {now_s}',
+             f"JVMHeapMemory,applicationid={line_protocol_tag(crafted)},executorid=driver value=1 {now_s}"]
     request = urllib.request.Request(f"{stack.settings.events_url}/write?db={stack.settings.database}&precision=s",
-                                     data=f"{canary}\n{driver}\n".encode(), method="POST")
+                                     data="\n".join(lines).encode(), method="POST")
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert answer.status == 204
-    stack.wait_for(f'SELECT count("value") FROM "JVMHeapMemory" WHERE time >= {now_s}s',
+    stack.wait_for(f'SELECT count("samples") FROM "sparkscope_profiles" WHERE time >= {now_s}s',
                    lambda s: bool(s) and s[0]["values"][0][1] >= 1)
-    for name in RUN_BOARDS:
-        dash = stack.open_dashboard(BOARDS[name], (now_s - 600) * 1000, (now_s + 60) * 1000)
-        assert dash.variables["applicationid"].current == [crafted], name
+    window = ((now_s - 600) * 1000, (now_s + 60) * 1000)
+    profiles = stack.open_dashboard(BOARDS["spark-profiles.json"], *window)
+    assert profiles.variables["applicationid"].current == [crafted]
+    opened_boards = [(name, stack.open_dashboard(BOARDS[name], *window, url_vars={"applicationid": crafted}))
+                     for name in RUN_BOARDS] + [("spark-profiles.json", profiles)]
+    for name, dash in opened_boards:
         for panel in panels(BOARDS[name]):
             dash.run_panel(panel)
         for annotation in BOARDS[name]["annotations"]["list"]:
             dash.annotation_events(annotation)
     assert stack.influx('SELECT count("value") FROM "canary"'), "the canary measurement was dropped"
+    # The forged Spark point never reached InfluxDB (Spark's metrics come over Graphite only).
+    assert not stack.influx(f'SELECT count("value") FROM "JVMHeapMemory" WHERE time >= {now_s}s '
+                            f"AND \"executorid\" = 'driver' AND \"username\" = ''")
 
 
 def test_the_crafted_run_check_fails_on_a_variable_query_with_the_run_id_unescaped(stack):

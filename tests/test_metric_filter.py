@@ -168,7 +168,7 @@ def test_the_filter_drops_what_nothing_reads(filtered):
 def test_annotator_and_host_measurements_pass_the_filter(filtered):
     settings, _, _ = filtered
     # Line protocol through the events listener, as the annotator and the block probe send it.
-    passing = ("sparkscope_application", "sparkscope_stage", "sparkscope_executor_peaks", "block_latency", "cpu")
+    passing = ("sparkscope_application", "sparkscope_stage", "sparkscope_executor_peaks", "block_latency")
     body = "\n".join(f"{m},applicationid=app-filter-1 text=\"x\",value=1i" for m in passing)
     # The profiler plugin's and the thread sampler's points carry executorid, as Spark's metrics do.
     with_executor = ("sparkscope_flame", "sparkscope_profiles", "sparkscope_threads", "sparkscope_thread_waits")
@@ -184,6 +184,32 @@ def test_annotator_and_host_measurements_pass_the_filter(filtered):
             break
         time.sleep(1)
     assert sorted(s["name"] for s in stored) == sorted(passing + with_executor)
+
+
+def test_a_spark_measurement_sent_to_the_events_listener_cannot_silence_sparks_own_points(filtered):
+    """A string "value" for JVMHeapMemory through the events listener would
+    fix the field's type for the shard, and InfluxDB would refuse every
+    float Spark sends after it. The listener takes sparkscope's own
+    measurements only, so Spark's floats over Graphite are stored."""
+    settings, _, _ = filtered
+    now = int(time.time())
+    forged = (f'JVMHeapMemory,applicationid=app-forged-1,executorid=driver value="oops" {now}\n'
+              f'sparkscope_application,applicationid=app-forged-1 text="mark",value=1i {now}')
+    urllib.request.urlopen(urllib.request.Request(f"{settings.events_url}/write?db=spark&precision=s",
+                                                  data=forged.encode(), method="POST"), timeout=10)
+    with socket.create_connection((settings.graphite_host, settings.graphite_port), 5) as conn:
+        conn.sendall(f"spark.app-forged-1.driver.ExecutorMetrics.JVMHeapMemory 123456789 {now + 1}\n".encode())
+    stored = []
+    for _ in range(30):
+        stored = influx.query(settings.influx_url, 'SELECT "value" FROM "JVMHeapMemory" WHERE '
+                              '"applicationid" = \'app-forged-1\'', settings.database)
+        marks = influx.query(settings.influx_url, 'SELECT "text" FROM "sparkscope_application" WHERE '
+                             '"applicationid" = \'app-forged-1\'', settings.database)
+        if stored and marks:
+            break
+        time.sleep(1)
+    assert marks, "the annotator's own measurement did not pass the events listener"
+    assert [row[1] for row in stored[0]["values"]] == [123456789], stored
 
 
 def test_keep_everything_stores_every_line_spark_sends(tmp_path):
