@@ -9,11 +9,14 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sparkscope.blockio.probe import Histogram, Reports, direction
+from sparkscope.blockio.probe import MAX_OUTLIERS_PER_PERIOD, Histogram, Reports, direction
 from sparkscope.blockio.readiness import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, may_load_bpf
+from sparkscope.process import wait_until
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
 from sparkscope.stack.settings import ROOT
@@ -108,3 +111,74 @@ def test_status_names_the_probe_under_telegraf(stack):
     assert expected in rows["telegraf"].detail
     if native.why_not_traceable() is None:
         assert running, "eBPF is allowed here, yet up did not start the probe"
+
+
+def test_any_line_bpftrace_prints_is_skipped_and_counted_never_fatal():
+    reports = Reports(clock_offset_ns=0, names={DEV_VDA: "vda"})
+    garbage = ["", "not json", "[1, 2]", "42", bt("printf", 7), bt("printf", "end soon"),
+               bt("printf", f"outlier {DEV_VDA} R x 4096 1 5 cmd"), bt("hist", {"@hist": {f"{DEV_VDA},R": [{}]}}),
+               bt("map", {"@max": {"nodevice": 3}}), '{"type": "hist", "data": null}', "\ufffd\ufffd broken"]
+    for line in garbage:
+        assert reports.feed(line) == []
+    assert reports.unreadable >= 8
+    # What follows a bad line is read as usual.
+    reports.feed(bt("hist", {"@hist": {f"{DEV_VDA},R": [{"min": 128, "max": 255, "count": 2}]}}))
+    out = reports.feed(bt("printf", "end 9000\n"))
+    assert any(line.startswith("block_latency,device=vda,direction=read ") for line in out), out
+
+
+def test_a_flood_of_outliers_is_bounded_per_period_and_the_rest_counted():
+    reports = Reports(clock_offset_ns=0, names={DEV_VDA: "vda"})
+    flood = MAX_OUTLIERS_PER_PERIOD + 250
+    written = [line for i in range(flood)
+               for line in reports.feed(bt("printf", f"outlier {DEV_VDA} R 150000 4096 42 {i} dd\n"))]
+    assert len(written) == MAX_OUTLIERS_PER_PERIOD
+    closed = reports.feed(bt("printf", "end 9000\n"))
+    assert f"block_outlier_dropped count=250i 9000" in closed, closed
+    # The next period may write its own outliers again.
+    assert reports.feed(bt("printf", f"outlier {DEV_VDA} R 150000 4096 42 1 dd\n"))
+
+
+class Collector(BaseHTTPRequestHandler):
+    bodies: list[str] = []
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        Collector.bodies.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+        self.send_response(204)
+        self.end_headers()
+
+
+def test_bpftrace_that_dies_is_started_again_and_undecodable_output_does_not_stop_the_probe(tmp_path):
+    """A fake bpftrace: its first run prints bytes that are not UTF-8, a
+    period, and exits 1; the second prints a period and stays. Both periods
+    reach the listener, and SIGTERM stops the probe at once."""
+    runs = tmp_path / "runs"
+    period = (bt("hist", {"@hist": {f"{DEV_VDA},R": [{"min": 128, "max": 255, "count": 1}]}}) + "\n"
+              + bt("printf", "end 1000\n"))
+    script = tmp_path / "bpftrace"
+    script.write_text("#!/bin/sh\n"
+                      f"echo run >> {runs}\n"
+                      "printf '\\377\\376 not text\\n'\n"
+                      f"cat <<'EOF'\n{period}\nEOF\n"
+                      f"[ $(wc -l < {runs}) -ge 2 ] && exec sleep 300\n"
+                      "exit 1\n")
+    script.chmod(0o755)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Collector.bodies = []
+    code = ("import sys; from sparkscope.blockio.probe import run; "
+            f"sys.exit(run('http://127.0.0.1:{server.server_address[1]}', 1, 100, backoff_s=(0.2,)))")
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    probe = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: len(Collector.bodies) >= 2, 20), (Collector.bodies, runs.read_text())
+        assert runs.read_text().count("run") == 2 and probe.poll() is None
+        assert all("block_latency,device=" in body for body in Collector.bodies[:2]), Collector.bodies
+    finally:
+        probe.terminate()
+        assert probe.wait(timeout=10) is not None
+        server.shutdown()
+    assert "starting it again" in probe.stderr.read()

@@ -42,6 +42,12 @@ DEFAULT_THRESHOLD_MS = 100.0
 # untimed. 65536 in-flight requests is far above any queue depth.
 MAP_KEYS_MAX = "65536"
 ATTACHED = "attached to the block tracepoints"
+# Outliers written one by one per period at most; beyond, they are counted
+# (block_outlier_dropped): a disk gone bad must not turn the probe into a flood.
+MAX_OUTLIERS_PER_PERIOD = 1000
+# bpftrace that exits on its own (a kernel hiccup, a killed child) is started
+# again after 1, 2, 4 ... at most 60 s.
+RESTART_BACKOFF_S = (1, 2, 4, 8, 16, 32, 60)
 
 
 def direction(rwbs: str) -> str:
@@ -126,13 +132,21 @@ class Reports:
         self.names = names if names is not None else device_names()
         self.period: dict[tuple[str, str], Histogram] = {}
         self.period_closed = False
+        self.outliers = 0  # written this period
+        self.dropped_outliers = 0  # beyond MAX_OUTLIERS_PER_PERIOD this period
+        self.unreadable = 0  # lines skipped since start: not bpftrace's JSON as expected
 
     def feed(self, line: str) -> list[str]:
-        """One line of `bpftrace -f json`; returns the line-protocol lines it completes."""
+        """One line of `bpftrace -f json`; returns the line-protocol lines it
+        completes. Any line it cannot read (a short line, a message of another
+        shape, bad numbers) is skipped and counted, never fatal."""
         try:
-            message = json.loads(line)
-        except ValueError:
+            return self._feed(json.loads(line))
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            self.unreadable += 1
             return []
+
+    def _feed(self, message: dict) -> list[str]:
         kind, data = message.get("type"), message.get("data")
         if kind == "hist":
             for key, buckets in data.get("@hist", {}).items():
@@ -149,7 +163,12 @@ class Reports:
         elif kind == "printf":
             words = data.split()
             if words[:1] == ["outlier"] and len(words) >= 7:
-                return [self._outlier(words)]
+                line = self._outlier(words)  # read first: a bad line is skipped, not counted
+                if self.outliers >= MAX_OUTLIERS_PER_PERIOD:
+                    self.dropped_outliers += 1
+                    return []
+                self.outliers += 1
+                return [line]
             if words[:1] == ["end"] and len(words) == 2:
                 return self._close(int(words[1]) + self.clock_offset_ns)
         return []
@@ -177,7 +196,9 @@ class Reports:
                          f"max_ms={hist.max_us / 1000} {at_ns}")
             for lower, n in sorted(hist.buckets.items()):
                 lines.append(f"block_latency_hist,{tags},le_us={max(lower * 2, 1)} count={n}i {at_ns}")
-        self.period = {}
+        if self.dropped_outliers:
+            lines.append(f"block_outlier_dropped count={self.dropped_outliers}i {at_ns}")
+        self.period, self.outliers, self.dropped_outliers = {}, 0, 0
         self.period_closed = True
         return lines
 
@@ -200,28 +221,48 @@ def bpftrace_argv(period_s: int, threshold_ms: float, bpftrace: str = "bpftrace"
     return [bpftrace, "-f", "json", str(SCRIPT), str(int(period_s)), str(int(threshold_ms * 1000))]
 
 
-def run(url: str, period_s: int, threshold_ms: float) -> int:
+def run(url: str, period_s: int, threshold_ms: float, backoff_s: tuple = RESTART_BACKOFF_S) -> int:
+    """Trace until SIGTERM; bpftrace exiting on its own is restarted with backoff."""
     env = dict(os.environ, BPFTRACE_MAP_KEYS_MAX=MAP_KEYS_MAX)
-    proc = subprocess.Popen(bpftrace_argv(period_s, threshold_ms), stdout=subprocess.PIPE, text=True, env=env,
-                            bufsize=1)
+    stopping = []
+    proc: Optional[subprocess.Popen] = None
 
     def stop(*_):
-        proc.terminate()
+        stopping.append(True)
+        if proc is not None:
+            proc.terminate()
 
     signal.signal(signal.SIGTERM, stop)
     reports = Reports(time.time_ns() - time.monotonic_ns())
-    pending: list[str] = []
     print(f"blockprobe: tracing block I/O, period {period_s} s, outliers >= {threshold_ms:g} ms -> {url}",
           file=sys.stderr, flush=True)
-    for line in proc.stdout:
-        if line.startswith('{"type": "attached_probes"'):
-            print(f"blockprobe: {ATTACHED}", file=sys.stderr, flush=True)
-        pending += reports.feed(line)
-        if reports.period_closed:  # outliers go with their period's report, in one request
-            send(url, pending)
-            pending, reports.period_closed = [], False
-    send(url, pending)
-    return proc.wait()
+    restarts = 0
+    while True:
+        # bpftrace prints what the kernel gives it (process names are any bytes): never fail on decoding.
+        proc = subprocess.Popen(bpftrace_argv(period_s, threshold_ms), stdout=subprocess.PIPE, text=True,
+                                errors="replace", env=env, bufsize=1)
+        pending: list[str] = []
+        for line in proc.stdout:
+            if line.startswith('{"type": "attached_probes"'):
+                print(f"blockprobe: {ATTACHED}", file=sys.stderr, flush=True)
+                restarts = 0
+            pending += reports.feed(line)
+            if reports.period_closed:  # outliers go with their period's report, in one request
+                send(url, pending)
+                pending, reports.period_closed = [], False
+        send(url, pending)
+        code = proc.wait()
+        if stopping:
+            return code
+        wait_s = backoff_s[min(restarts, len(backoff_s) - 1)]
+        restarts += 1
+        print(f"blockprobe: bpftrace exited ({code}); starting it again in {wait_s} s "
+              f"({reports.unreadable} unreadable lines so far)", file=sys.stderr, flush=True)
+        until = time.monotonic() + wait_s
+        while not stopping and time.monotonic() < until:
+            time.sleep(0.1)
+        if stopping:
+            return code
 
 
 def main(argv: Optional[list[str]] = None) -> int:
