@@ -113,6 +113,34 @@ def test_influxdb_restart_mid_run_loses_no_point(fault_stack, tmp_path):
     assert len(during) >= OUTAGE_S / SINK_PERIOD_S / 2, "points sent during the outage must be kept"
 
 
+def test_telegraf_restarted_during_an_influxdb_outage_loses_nothing(fault_stack):
+    """InfluxDB down, reports arrive, Telegraf restarts (an upgrade, a
+    reboot), more reports, InfluxDB back: every point is stored. Telegraf's
+    buffer is on disk (telegraf.conf, buffer_strategy); in memory the
+    points taken before the restart were lost."""
+    stack, backend = fault_stack, NativeBackend(fault_stack.settings)
+    app = f"app-outage-{int(time.time())}"
+    start = int(time.time()) - 600
+
+    def send(first: int, count: int) -> None:
+        stack.send_graphite("".join(f"spark.{app}.1.jvm.heap.used {i} {start + i}\n"
+                                    for i in range(first, first + count)))
+
+    backend.down(only=("influxdb",), progress=quiet)
+    try:
+        send(0, 300)
+        time.sleep(5)  # Telegraf has taken them and failed to write them at least once
+        backend.down(only=("telegraf",), progress=quiet)
+        backend.up(only=("telegraf",), progress=quiet)
+        send(300, 200)
+        time.sleep(3)
+    finally:
+        backend.up(only=("influxdb",), progress=quiet)
+    query = f'SELECT count("value") FROM "heap.used" WHERE "applicationid" = \'{app}\''
+    stack.wait_for(query, lambda s: bool(s) and s[0]["values"][0][1] >= 500, deadline_s=60)
+    assert stack.influx(query)[0]["values"][0][1] == 500
+
+
 def test_telegraf_restart_mid_run_leaves_a_bounded_gap(fault_stack, tmp_path):
     stack = fault_stack
     job = SparkProcess(stack, stack.settings.graphite_port, seconds=30, log=tmp_path / "spark.log")

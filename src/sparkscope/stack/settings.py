@@ -62,6 +62,7 @@ class Settings:
     database: str
     retention: str
     unread_metrics: str  # drop | pass: Spark metrics no panel or report reads (telegraf.conf)
+    telegraf_buffer_limit: int = 1_000_000  # points Telegraf keeps on disk while InfluxDB cannot take them
     grafana_home: str = ""  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
 
     @property
@@ -101,6 +102,13 @@ def _port(values: dict[str, str], key: str) -> int:
     raw = values.get(key, "")
     if not raw.isdigit() or not 0 < int(raw) < 65536:
         raise SettingsError(f"{key}={raw!r} is not a TCP port (1-65535); fix it in .env")
+    return int(raw)
+
+
+def _count(values: dict[str, str], key: str, default: int) -> int:
+    raw = values.get(key, str(default)).strip()
+    if not raw.isdigit() or int(raw) < 1:
+        raise SettingsError(f"{key}={raw!r} is not a positive whole number; fix it in .env")
     return int(raw)
 
 
@@ -148,6 +156,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         retention=retention,
         unread_metrics=unread,
         grafana_home=values.get("GRAFANA_HOME", ""),
+        telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT", 1_000_000),
     )
 
 
