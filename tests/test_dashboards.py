@@ -258,7 +258,7 @@ def known_values(stack, run) -> dict[str, set[str]]:
     app = f" WHERE \"applicationid\" = '{run.app_id}'"
     executors = tag_values("JVMHeapMemory", "executorid", app)
     return {"username": tag_values("JVMHeapMemory", "username"), "applicationid": tag_values("JVMHeapMemory",
-            "applicationid"), "executorid": executors, "drawn": executors, "device": busy_whole_disks()}
+            "applicationid"), "executorid": executors, "drawn": executors, "device": tag_values("diskio", "name")}
 
 
 @pytest.mark.parametrize("name", RUN_BOARDS)

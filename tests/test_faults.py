@@ -215,7 +215,8 @@ def test_fuzz_on_graphite_port_keeps_stack_up_and_good_lines_flowing(fault_stack
     assert PidFile(stack.settings.state_dir, "telegraf").running_pid() == pid
     for name in ("nan", "inf", "ninf"):
         assert not stack.influx(f'SELECT * FROM "{name}"'), f"non-finite {name} was stored"
-    assert all(row.state == "up" for row in NativeBackend(stack.settings).status())
+    states = {row.name: row.state for row in NativeBackend(stack.settings).status()}
+    assert (states["influxdb"], states["telegraf"]) == ("up", "up"), states
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -295,7 +296,7 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
     state = tmp_path / "state"
     with small_disk(state / "influxdb") as disk, \
             throwaway_stack(state, only=("influxdb", "telegraf"), unread_metrics="pass") as settings:
-        stack = Stack(settings, None)
+        stack = Stack(settings)
         assert status_of(settings, "influxdb")[0] == "up"
         telegraf_pid = PidFile(settings.state_dir, "telegraf").running_pid()
         tap = GraphiteTap((settings.graphite_host, settings.graphite_port))
