@@ -35,8 +35,9 @@ def free_port(pair_offset: int | None = None) -> int:
     raise RuntimeError("no free port pair on 127.0.0.1")
 
 
-def isolated_settings(state_dir: Path, unread_metrics: str = "drop") -> Settings:
-    """unread_metrics: SPARKSCOPE_UNREAD_METRICS, drop (the shipped default) or pass."""
+def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings: str) -> Settings:
+    """unread_metrics: SPARKSCOPE_UNREAD_METRICS, drop (the shipped default) or pass;
+    settings: further .env keys (TELEGRAF_BUFFER_STRATEGY="disk" ...)."""
     env = {
         "GRAFANA_ADMIN_USER": "admin",
         "GRAFANA_ADMIN_PASSWORD": "test-" + secrets.token_hex(8),
@@ -50,6 +51,7 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop") -> Settings
         "SPARKSCOPE_RETENTION": "7d",
         "SPARKSCOPE_STATE_DIR": str(state_dir),
         "SPARKSCOPE_UNREAD_METRICS": unread_metrics,
+        **settings,
     }
     if os.environ.get("SPARKSCOPE_CACHE_DIR"):
         env["SPARKSCOPE_CACHE_DIR"] = os.environ["SPARKSCOPE_CACHE_DIR"]
@@ -70,8 +72,8 @@ def settings_environ(settings) -> dict[str, str]:
 
 @contextlib.contextmanager
 def throwaway_stack(state_dir: Path, only: tuple[str, ...] = SERVICE_NAMES,
-                    unread_metrics: str = "drop") -> Iterator[Settings]:
-    settings = isolated_settings(state_dir, unread_metrics)
+                    unread_metrics: str = "drop", **env_settings: str) -> Iterator[Settings]:
+    settings = isolated_settings(state_dir, unread_metrics, **env_settings)
     backend = NativeBackend(settings)
     try:
         backend.up(only=only, progress=quiet)

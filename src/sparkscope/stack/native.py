@@ -91,6 +91,7 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
         "GRAPHITE_LISTEN": f"{settings.graphite_bind}:{settings.graphite_port}",
         "EVENTS_LISTEN": f"{settings.graphite_bind}:{settings.events_port}",
         "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
+        "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
         "TELEGRAF_BUFFER_DIR": str(settings.state_dir / "telegraf" / "buffer"),
     }, dirs=[settings.state_dir / "telegraf" / "buffer"])
 

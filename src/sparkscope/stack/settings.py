@@ -62,7 +62,8 @@ class Settings:
     database: str
     retention: str
     unread_metrics: str  # drop | pass: Spark metrics no panel or report reads (telegraf.conf)
-    telegraf_buffer_limit: int = 1_000_000  # points Telegraf keeps on disk while InfluxDB cannot take them
+    telegraf_buffer_limit: int = 1_000_000  # points Telegraf keeps while InfluxDB cannot take them
+    telegraf_buffer_strategy: str = "memory"  # memory | disk (telegraf.conf says what each costs)
     grafana_home: str = ""  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
 
     @property
@@ -112,6 +113,13 @@ def _count(values: dict[str, str], key: str, default: int) -> int:
     return int(raw)
 
 
+def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
+    value = values.get(key, choices[0]).strip()
+    if value not in choices:
+        raise SettingsError(f"{key}={value!r}: use {' or '.join(choices)}")
+    return value
+
+
 def _bind(values: dict[str, str], key: str) -> str:
     """A listen address; empty is refused: the programs behind it read "" (":2003") as every interface."""
     value = values.get(key, "127.0.0.1").strip()
@@ -157,6 +165,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         unread_metrics=unread,
         grafana_home=values.get("GRAFANA_HOME", ""),
         telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT", 1_000_000),
+        telegraf_buffer_strategy=_choice(values, "TELEGRAF_BUFFER_STRATEGY", ("memory", "disk")),
     )
 
 
