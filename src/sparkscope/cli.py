@@ -31,8 +31,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     stack.up(only=tuple(args.services) or SERVICE_NAMES)
     if args.services:
         return 0
-    grafana = next(row for row in stack.status() if row.name == "grafana")
-    if grafana.state == "not installed":
+    # up raised already if GRAFANA_HOME is wrong; natively, no Grafana found means none was started.
+    if stack.name == "native" and find_grafana(settings.grafana_home) is None:
         print("\nGrafana  not installed here: install Grafana (its own packages), then ./sparkscope up again;")
         print("         or ./sparkscope up --backend compose; or add this stack to a Grafana you run (README)")
     else:
