@@ -58,7 +58,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     rows = open_stack(load_settings(), args.backend).status()
     for row in rows:
-        line = f"{row.name:9} {row.backend:8} {row.state:9} {row.process:24} {row.url:24} {row.version}"
+        line = f"{row.name:9} {row.backend:8} {row.state:13} {row.process:24} {row.url:24} {row.version}"
         print(line.rstrip() + (f"  {row.data}" if row.data else ""))
         for detail in filter(None, row.detail.split("\n")):
             print(" " * 10 + detail)
