@@ -19,7 +19,7 @@ from sparkscope.report import command as report_command
 from sparkscope.flame import command as profile_command
 from sparkscope.spark.conf import LISTENER_CLASS, PROFILER_PLUGIN_CLASS, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
-from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana
+from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
 from sparkscope.stack.settings import Settings, ensure_env_file, is_loopback, load_settings
 
 
@@ -31,8 +31,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     stack.up(only=tuple(args.services) or SERVICE_NAMES)
     if args.services:
         return 0
-    # up raised already if GRAFANA_HOME is wrong; natively, no Grafana found means none was started.
-    if stack.name == "native" and find_grafana(settings.grafana_home) is None:
+    # Natively, no Grafana found means none was started (a wrong GRAFANA_HOME made up fail already).
+    if stack.name == "native" and not is_installed(settings.grafana_home):
         print("\nGrafana  not installed here: install Grafana (its own packages), then ./sparkscope up again;")
         print("         or ./sparkscope up --backend compose; or add this stack to a Grafana you run (README)")
     else:
@@ -94,18 +94,23 @@ def cmd_conf(args: argparse.Namespace) -> int:
     return 0
 
 
-def install_all(settings: Settings) -> list[str]:
-    """Build or find every native component; returns what could not be had.
-    Grafana is never built: natively the user's own is used (stack/grafana_local.py)."""
+def ensure_each(steps) -> list[str]:
+    """Run each (name, ensure) step, printing what it got; returns the names that could not be had."""
     missing = []
-    steps = (("influxd", lambda: ensure_influxd(settings.cache_dir)),
-             ("telegraf", lambda: ensure_telegraf(settings.cache_dir)))
     for name, ensure in steps:
         try:
             print(f"{name}: {ensure()}", flush=True)
         except BuildError as err:
             print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr, flush=True)
             missing.append(name)
+    return missing
+
+
+def install_all(settings: Settings) -> list[str]:
+    """Build or find every native component; returns what could not be had.
+    Grafana is never built: natively the user's own is used (stack/grafana_local.py)."""
+    missing = ensure_each((("influxd", lambda: ensure_influxd(settings.cache_dir)),
+                           ("telegraf", lambda: ensure_telegraf(settings.cache_dir))))
     try:
         grafana = find_grafana(settings.grafana_home)
         print(f"grafana: {grafana.binary} (home {grafana.home})" if grafana else
@@ -129,13 +134,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     # checked against Grafana 12's rules (tests/support/grafana12.py, tools/dashcheck).
     install_all(settings)
     print(f"annotator: {ensure_annotator_jar(settings.root)}")
-    for name, ensure in (("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
-                         ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
-                         ("test tools", ensure_test_packages)):
-        try:
-            print(f"{name}: {ensure()}", flush=True)
-        except BuildError as err:
-            print(f"{name}: NOT AVAILABLE: {err}", file=sys.stderr, flush=True)
+    ensure_each((("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
+                 ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
+                 ("test tools", ensure_test_packages)))
     return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
 
 

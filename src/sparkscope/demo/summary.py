@@ -7,7 +7,7 @@ import math
 import time
 from typing import Any, Callable, Optional
 
-from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana
+from sparkscope.stack.grafana_local import is_installed
 from sparkscope.dashboards import LIVE_UID, SUMMARY_UID
 from sparkscope.demo.options import DemoOptions, DemoResult, QueryResult, executor_key, expected_executors
 from sparkscope.stack import influx
@@ -128,13 +128,6 @@ def _phases(result: DemoResult, query_time: float) -> str:
     return ", ".join(parts)
 
 
-def _grafana_installed(settings: Settings) -> bool:
-    try:
-        return find_grafana(settings.grafana_home) is not None
-    except GrafanaNotFound:
-        return False
-
-
 def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, stack_kind: str, say: Out) -> None:
     ok = [r for r in result.results if r.status == "ok"]
     failed = result.failed
@@ -195,7 +188,7 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
     link = f"{settings.grafana_url}/d/{LIVE_UID}?var-applicationid={app}&from={start_ms}&to={end_ms}"
     say(f"  Grafana   {link}")
     say(f"            (user {settings.grafana_user}, password in .env; the summary: /d/{SUMMARY_UID})")
-    if stack_kind != "compose" and not _grafana_installed(settings):
+    if stack_kind != "compose" and not is_installed(settings.grafana_home):
         say("            Grafana is not installed here, so nothing answers there: install Grafana (its own "
             "packages) and ./sparkscope up, or use ./sparkscope up --backend compose, or add this stack to "
             "a Grafana you run (README, \"Your own Grafana\"). The numbers above are from InfluxDB.")

@@ -87,3 +87,11 @@ def find_grafana(grafana_home: str = "", path: Optional[str] = None) -> Optional
                 # Run the binary of the home found: /usr/sbin/grafana-server is a wrapper on some systems.
                 return LocalGrafana(_binary_in(home / "bin") or binary, home)
     return None
+
+
+def is_installed(grafana_home: str = "") -> bool:
+    """Whether a Grafana would be found; a GRAFANA_HOME holding none counts as not installed."""
+    try:
+        return find_grafana(grafana_home) is not None
+    except GrafanaNotFound:
+        return False
