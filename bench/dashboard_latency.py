@@ -117,8 +117,10 @@ class TimedInflux:
     GET /query per target), each request's wall time logged (reading and parsing InfluxDB's JSON
     included, as Grafana reads it before it answers)."""
 
-    def __init__(self, url: str, db: str, timeout: float = 120):
-        self._send = influx_http(url, db, timeout=timeout)
+    def __init__(self, settings, timeout: float = 120):
+        # As Grafana's datasource: the read-only user.
+        self._send = influx_http(settings.influx_url, settings.database, settings.influx_read_user,
+                                 settings.influx_read_password, timeout=timeout)
         self.log: list[tuple[str, float]] = []
 
     def __call__(self, query: str, rp: str | None = None) -> list[dict]:
@@ -230,13 +232,13 @@ def main() -> int:
     boards = {p.name: json.loads(p.read_text()) for p in sorted((ROOT / "dashboards").glob("*.json"))}
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-latency-") as tmp, \
             throwaway_stack(Path(tmp), only=("influxdb", "telegraf")) as settings:
-        influx = TimedInflux(settings.influx_url, settings.database)
+        influx = TimedInflux(settings)
         app_id = f"app-{time.strftime('%Y%m%d%H%M%S')}-0000"
         print(f"sending {args.hours:g} h of {args.executors} executors + driver at a {args.period} s period "
               f"as application {app_id}", flush=True)
         sent, kept = backfill((settings.graphite_host, settings.graphite_port), app_id, args.executors,
                               args.period, args.hours, args.rate, random.Random(7))
-        stored, _ = wait_stored(settings.influx_url, settings.database, app_id, kept, deadline_s=600)
+        stored, _ = wait_stored(settings.influx_admin, settings.database, app_id, kept, deadline_s=600)
         print(f"stored {stored:,} of the {kept:,} points the shipped filter keeps ({sent:,} sent)", flush=True)
 
         # The last --hours, as the browser opens a relative range; the application

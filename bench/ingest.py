@@ -356,7 +356,7 @@ def main() -> int:
                 label = "telegraf->influxdb" if variant == "shipped" else f"telegraf({variant})"
                 for n in scales:
                     r = measure(label, (settings.graphite_host, settings.graphite_port),
-                                settings.influx_url, settings.database, pids, n, args.period, args.periods, n,
+                                settings.influx_admin, settings.database, pids, n, args.period, args.periods, n,
                                 args.unread, logs, args.warm)
                     print_row(r)
                     results.append(r)

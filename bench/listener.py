@@ -69,7 +69,7 @@ def main() -> int:
                 print(f"run {i + 1}/{args.runs} {mode:7} annotator: {result['seconds']:7.2f} s  "
                       f"({result['app_id']})", flush=True)
         last = runs["with"][-1]
-        written = influx.query(settings.influx_url, f'SELECT count("text") FROM /^sparkscope_/ '
+        written = influx.query(settings.influx_admin, f'SELECT count("text") FROM /^sparkscope_/ '
                                f'WHERE "applicationid" = \'{last["app_id"]}\'', settings.database)
     median = {m: statistics.median(r["seconds"] for r in rs) for m, rs in runs.items()}
     print(f"\n{args.tasks} tasks, local[2], median of {args.runs} run(s) per arm:")

@@ -70,7 +70,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,14 +108,12 @@ class Writer:
         lines = self.lines.pop(policy, [])
         if not lines:
             return
-        body = ("\n".join(lines)).encode()
-        query = f"db={self.db}&precision=s" + (f"&rp={policy}" if policy else "")
+        body = "\n".join(lines)
         for attempt in range(60):
             try:
-                req = urllib.request.Request(f"{self.url}/write?{query}", data=body, method="POST")
-                with urllib.request.urlopen(req, timeout=120):
-                    break
-            except OSError as err:  # cache full, timeout: let it snapshot
+                influx.write(self.url, self.db, body, precision="s", policy=policy)
+                break
+            except (OSError, influx.InfluxError) as err:  # cache full, timeout: let it snapshot
                 if attempt == 59:
                     raise
                 print(f"    write retry ({err})", flush=True)
@@ -335,7 +332,7 @@ def main() -> int:
     # InfluxDB alone: the data goes straight to it, and no Grafana runs (the model sends its queries).
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-long-") as tmp, \
             throwaway_stack(Path(tmp), only=("influxdb",)) as settings:
-        url, db = settings.influx_url, settings.database
+        url, db = settings.influx_admin, settings.database
         influx_pid = PidFile(settings.state_dir, "influxdb").running_pid()
         now = int(time.time()) // 60 * 60 - 60  # a whole minute, already past
         app = f"app-{time.strftime('%Y%m%d%H%M%S', time.gmtime(now - total_s))}-9999"

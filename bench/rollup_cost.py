@@ -29,7 +29,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,13 +65,11 @@ class LiveWriter(threading.Thread):
             now = int(began)
             lines = [f"{s} value={(hash(s) + step * 7919) % 1_000_000} {now}" for s in self.series]
             for start in range(0, len(lines), 10_000):
-                body = "\n".join(lines[start:start + 10_000]).encode()
+                body = "\n".join(lines[start:start + 10_000])
                 try:
-                    req = urllib.request.Request(f"{self.url}/write?db={self.db}&precision=s", data=body,
-                                                 method="POST")
-                    with urllib.request.urlopen(req, timeout=30):
-                        self.points += len(lines[start:start + 10_000])
-                except OSError:
+                    influx.write(self.url, self.db, body, precision="s")
+                    self.points += len(lines[start:start + 10_000])
+                except (OSError, influx.InfluxError):
                     self.errors += 1
             step += 1
             self.stop.wait(max(self.period - (time.time() - began), 0))
@@ -98,7 +95,7 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-rollups-") as tmp, \
             throwaway_stack(Path(tmp), only=("influxdb",)) as settings:
-        url, db = settings.influx_url, settings.database
+        url, db = settings.influx_admin, settings.database
         pid = PidFile(settings.state_dir, "influxdb").running_pid()
         writer = LiveWriter(url, db, args.executors, args.period)
         print(f"{args.executors} executors + driver: {len(writer.series):,} series, "

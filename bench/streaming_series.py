@@ -41,7 +41,7 @@ MEASUREMENTS = ("sparkscope_application", "sparkscope_query", "sparkscope_job", 
 
 def sample(settings, app_id: str) -> dict[str, int]:
     def q(statement: str) -> list[dict]:
-        return influx.query(settings.influx_url, statement, settings.database)
+        return influx.query(settings.influx_admin, statement, settings.database)
 
     where = f'"applicationid" = \'{app_id}\''
     series = sum(v[0] for m in MEASUREMENTS

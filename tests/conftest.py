@@ -20,8 +20,8 @@ from sparkscope.spark.submit import run_submit, submit_argv
 from sparkscope.stack import influx
 from sparkscope.stack.native import NativeBackend
 from sparkscope.stack.settings import ROOT, Settings
-from support.grafana12 import Dashboard12, influx_http
-from support.sandbox import isolated_settings
+from support.grafana12 import Dashboard12
+from support.sandbox import isolated_settings, reader_http
 
 JOBS = Path(__file__).parent / "jobs"
 SINK_PERIOD_S = 1
@@ -33,11 +33,11 @@ class Stack:
 
     def open_dashboard(self, board: dict, time_from_ms: int, time_to_ms: int, **options) -> Dashboard12:
         """A dashboard opened as Grafana 12 opens it (options: url_vars, timezone ...)."""
-        return Dashboard12(board, influx_http(self.settings.influx_url, self.settings.database),
-                           time_from_ms, time_to_ms, **options)
+        return Dashboard12(board, reader_http(self.settings), time_from_ms, time_to_ms, **options)
 
     def influx(self, statement: str) -> list[dict]:
-        return influx.query(self.settings.influx_url, statement, self.settings.database)
+        """The test's own look at what is stored (as the admin: any statement)."""
+        return influx.query(self.settings.influx_admin, statement, self.settings.database)
 
     def send_graphite(self, text: str) -> None:
         with socket.create_connection((self.settings.graphite_host, self.settings.graphite_port), 5) as s:

@@ -317,7 +317,7 @@ def test_every_panel_query_returns_data_for_the_run(stack, metrics_run, name, pa
             continue
         # One series per executor that sent the metric (all of them for most).
         source = selects(query)[-1][1]
-        sent = influx.query(stack.settings.influx_url,
+        sent = influx.query(stack.settings.influx_reader,
                             f'SHOW TAG VALUES FROM {source} WITH KEY = "executorid" '
                             f"WHERE \"applicationid\" = '{metrics_run.app_id}'", stack.settings.database)
         expected = {value for series in sent for _, value in series["values"]}
@@ -586,7 +586,7 @@ def test_a_crafted_run_id_drops_nothing_and_every_query_stays_one_statement(stac
     Every variable, panel and annotation query runs as Grafana 12 sends it
     (the model refuses a second statement), and the canary is still there."""
     now_s = int(time.time())
-    influx.write(stack.settings.influx_url, stack.settings.database, f"canary value=1 {now_s - 5}")
+    influx.write(stack.settings.influx_writer, stack.settings.database, f"canary value=1 {now_s - 5}")
     lines = [f"sparkscope_profiles,applicationid={line_protocol_tag(crafted)},executorid=0,kind=cpu "
              f'samples=1i,profile="p-{now_s}" {now_s}',
              f"JVMHeapMemory,applicationid={line_protocol_tag(crafted)},executorid=driver value=1 {now_s}"]

@@ -347,7 +347,7 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
                 assert cli.main(["down", "influxdb"]) == 0
                 assert cli.main(["up", "influxdb"]) == 0
             assert status_of(settings, "influxdb")[0] == "up"
-            influx.write(settings.influx_url, settings.database, f"after_disk_full ok=1i {int(time.time())}")
+            influx.write(settings.influx_writer, settings.database, f"after_disk_full ok=1i {int(time.time())}")
             assert stack.influx('SELECT count("ok") FROM "after_disk_full"')[0]["values"][0][1] == 1
 
             # Telegraf held what InfluxDB refused and delivers it now: nothing lost.
@@ -364,7 +364,7 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
 def test_read_only_influxdb_disk_fails_up_at_once_and_status_says_why(tmp_path):
     state = tmp_path / "state"
     with small_disk(state / "influxdb") as disk, throwaway_stack(state, only=("influxdb",)) as settings:
-        influx.write(settings.influx_url, settings.database, f"before_read_only ok=1i {int(time.time())}")
+        influx.write(settings.influx_writer, settings.database, f"before_read_only ok=1i {int(time.time())}")
         NativeBackend(settings).down(only=("influxdb",), progress=quiet)
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
 
@@ -381,5 +381,5 @@ def test_read_only_influxdb_disk_fails_up_at_once_and_status_says_why(tmp_path):
         subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
         NativeBackend(settings).up(only=("influxdb",), progress=quiet)
         assert status_of(settings, "influxdb")[0] == "up"
-        assert influx.query(settings.influx_url, 'SELECT count("ok") FROM "before_read_only"',
+        assert influx.query(settings.influx_admin, 'SELECT count("ok") FROM "before_read_only"',
                             settings.database)[0]["values"][0][1] == 1

@@ -104,7 +104,7 @@ def test_python_worker_memory_shows_in_python_rss_and_in_the_pyspark_advice(stac
     executors = {p["executor_id"]: p for p in points(stack, "sparkscope_executor_peaks", run.app_id)}
     for executor in ("0", "1"):
         assert executors[executor]["ProcessTreePythonRSSMemory"] >= 300 * MIB, executors[executor]
-    advice = advise(RunReader(stack.settings.influx_url, stack.settings.database).read(run.app_id))
+    advice = advise(RunReader(stack.settings.influx_reader, stack.settings.database).read(run.app_id))
     pyspark = {r.key: r.value for r in advice.recommendations}.get("spark.executor.pyspark.memory")
     assert pyspark and parse_size(pyspark) >= 300 * MIB * 1.25, advice.recommendations
 

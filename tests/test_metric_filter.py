@@ -108,7 +108,7 @@ def send_and_count(settings, lines: list[str], expect_at_least: int) -> dict[str
         conn.sendall("".join(f"{line} 1 {now}\n" for line in lines).encode())
     deadline, last, counts = time.monotonic() + 60, -1, {}
     while time.monotonic() < deadline:
-        series = influx.query(settings.influx_url,
+        series = influx.query(settings.influx_admin,
                               f'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'{app_id}\'',
                               settings.database)
         counts = {s["name"]: s["values"][0][1] for s in series}
@@ -177,7 +177,7 @@ def test_annotator_and_host_measurements_pass_the_filter(filtered):
     urllib.request.urlopen(urllib.request.Request(influx_write, data=body.encode(), method="POST"), timeout=10)
     stored = None
     for _ in range(20):
-        stored = influx.query(settings.influx_url,
+        stored = influx.query(settings.influx_admin,
                               'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'app-filter-1\'',
                               settings.database)
         if len(stored) == len(passing + with_executor):
@@ -201,9 +201,9 @@ def test_a_spark_measurement_sent_to_the_events_listener_cannot_silence_sparks_o
         conn.sendall(f"spark.app-forged-1.driver.ExecutorMetrics.JVMHeapMemory 123456789 {now + 1}\n".encode())
     stored = []
     for _ in range(30):
-        stored = influx.query(settings.influx_url, 'SELECT "value" FROM "JVMHeapMemory" WHERE '
+        stored = influx.query(settings.influx_admin, 'SELECT "value" FROM "JVMHeapMemory" WHERE '
                               '"applicationid" = \'app-forged-1\'', settings.database)
-        marks = influx.query(settings.influx_url, 'SELECT "text" FROM "sparkscope_application" WHERE '
+        marks = influx.query(settings.influx_admin, 'SELECT "text" FROM "sparkscope_application" WHERE '
                              '"applicationid" = \'app-forged-1\'', settings.database)
         if stored and marks:
             break

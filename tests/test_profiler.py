@@ -145,7 +145,7 @@ def test_cpu_profile_names_the_hot_method_under_the_stage_that_ran_it(stack, pro
     per_stage = [p for p in profiles if p["stage"].startswith("stage ")]
     assert len(whole) == 1 and whole[0]["executorid"] == "0", profiles
     assert per_stage and "burnCpuForProfilerTest" in per_stage[0]["top"], profiles
-    rows = store.read_rows(stack.settings.influx_url, stack.settings.database, app.app_id, per_stage[0]["profile"])
+    rows = store.read_rows(stack.settings.influx_reader, stack.settings.database, app.app_id, per_stage[0]["profile"])
     # A well-formed nested set: the root holds everything, each level's
     # frames sum to no more than their parent, and the stage is the root.
     assert rows[0].level == 0 and rows[0].label.startswith(per_stage[0]["stage"])
@@ -161,7 +161,7 @@ def test_wall_profile_shows_the_sleeping_stage_as_waiting_in_thread_sleep(stack,
     assert {p["executorid"] for p in profiles if p["stage"] == ""} == {"0", "1"}, profiles
     napping = [p for p in profiles if p["stage"].startswith("stage ")]
     assert napping, profiles
-    rows = store.read_rows(stack.settings.influx_url, stack.settings.database, app.app_id, napping[0]["profile"])
+    rows = store.read_rows(stack.settings.influx_reader, stack.settings.database, app.app_id, napping[0]["profile"])
     waiting = [r for r in rows if r.level == 1 and r.label == "waiting"]
     running = sum(r.value for r in rows if r.level == 1 and r.label == "running")
     assert waiting and waiting[0].value > running, [(r.label, r.value) for r in rows if r.level == 1]

@@ -154,7 +154,7 @@ def memory_run(stack, tmp_path: Path, executor_memory: str, extra: dict[str, str
 @pytest.fixture(scope="module")
 def generous(stack, tmp_path_factory):
     run = memory_run(stack, tmp_path_factory.mktemp("generous"), f"{WORKER_MIB}m")
-    reader = RunReader(stack.settings.influx_url, stack.settings.database)
+    reader = RunReader(stack.settings.influx_reader, stack.settings.database)
     path, advice, facts_, runs = make_report(reader, run.app_id, tmp_path_factory.mktemp("report"))
     return run, path, advice
 
@@ -184,7 +184,7 @@ def test_the_recommended_memory_runs_the_same_workload_as_well(stack, generous, 
     rec = {r.key: r.value for r in advice.recommendations}
     heap = parse_size(rec["spark.executor.memory"])
     assert 512 * MIB <= heap <= WORKER_MIB * MIB, rec  # the workload must need a real amount
-    reader = RunReader(stack.settings.influx_url, stack.settings.database)
+    reader = RunReader(stack.settings.influx_reader, stack.settings.database)
     again = memory_run(stack, tmp_path_factory.mktemp("recommended"), rec["spark.executor.memory"],
                        {"spark.memory.fraction": rec["spark.memory.fraction"]})
     _, advice_again, facts_again, runs = make_report(reader, again.app_id, tmp_path_factory.mktemp("report2"))

@@ -13,8 +13,8 @@ import pytest
 
 from sparkscope.stack import influx, rollups
 from sparkscope.stack.settings import ROOT
-from support.grafana12 import Dashboard12, influx_http
-from support.sandbox import throwaway_stack
+from support.grafana12 import Dashboard12
+from support.sandbox import reader_http, throwaway_stack
 
 LIVE = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
 APP = "app-20991231000000-0042"
@@ -27,11 +27,11 @@ def influx_only(tmp_path_factory):
 
 
 def q(settings, statement: str) -> list[dict]:
-    return influx.query(settings.influx_url, statement, settings.database)
+    return influx.query(settings.influx_admin, statement, settings.database)
 
 
 def opened(settings, board: dict, app: str, from_ms: int, to_ms: int, **url_vars) -> Dashboard12:
-    return Dashboard12(board, influx_http(settings.influx_url, settings.database), from_ms, to_ms,
+    return Dashboard12(board, reader_http(settings), from_ms, to_ms,
                        url_vars={"applicationid": app, **url_vars})
 
 
@@ -49,18 +49,18 @@ def live_panel_series(settings, title: str, hours: float) -> tuple[Dashboard12, 
 
 def test_up_creates_policies_and_continuous_queries_once(influx_only):
     # throwaway_stack ran up already; a second and third run change nothing.
-    rollups.ensure_rollups(influx_only.influx_url, influx_only.database, influx_only.retention)
-    rollups.ensure_rollups(influx_only.influx_url, influx_only.database, influx_only.retention)
+    rollups.ensure_rollups(influx_only.influx_admin, influx_only.database, influx_only.retention)
+    rollups.ensure_rollups(influx_only.influx_admin, influx_only.database, influx_only.retention)
     policies = {row[0] for row in q(influx_only, "SHOW RETENTION POLICIES")[0]["values"]}
     assert {"sparkscope", "sparkscope_1m", "sparkscope_10m", "sparkscope_30m", "sparkscope_meta"} <= policies
-    queries = rollups.existing_queries(influx_only.influx_url, influx_only.database)
+    queries = rollups.existing_queries(influx_only.influx_admin, influx_only.database)
     assert sorted(queries) == ["sparkscope_10m", "sparkscope_1m", "sparkscope_30m"]
     assert len(q(influx_only, 'SELECT * FROM "sparkscope_meta"."sparkscope_resolution"')[0]["values"]) == len(
         rollups.RESOLUTIONS)
 
 
 def test_a_changed_continuous_query_is_replaced(influx_only):
-    url, db = influx_only.influx_url, influx_only.database
+    url, db = influx_only.influx_admin, influx_only.database
     q(influx_only, f'DROP CONTINUOUS QUERY "sparkscope_1m" ON "{db}"')
     q(influx_only, f'CREATE CONTINUOUS QUERY "sparkscope_1m" ON "{db}" BEGIN SELECT mean("value") AS "value" '
                    f'INTO "{db}"."sparkscope_1m".:MEASUREMENT FROM "{db}"."sparkscope"./.*/ GROUP BY time(1m), * END')
@@ -82,7 +82,7 @@ def test_one_sample_spike_survives_into_the_minute_rollup_the_dashboard_reads(in
         for executor in ("1", "2"):
             lines.append(f'JVMHeapMemory,applicationid={APP},executorid={executor} value={heap} {t}')
             lines.append(f'threadpool.activeTasks,applicationid={APP},executorid={executor} value={tasks} {t}')
-    influx.write(influx_only.influx_url, influx_only.database, "\n".join(lines))
+    influx.write(influx_only.influx_admin, influx_only.database, "\n".join(lines))
     spike_minute_ms = spike // 60 * 60 * 1000
 
     def rolled() -> list:
@@ -150,7 +150,7 @@ def test_peaks_read_the_minute_rollup_only_where_it_holds_every_raw_sample(influ
     # the middle) and executor 2 at 800 MB 30 s ago and 900 MB in the range's
     # first, partial minute (the raw edges). Rolled up by the continuous
     # query's own SELECT, as it runs every minute.
-    url, db = influx_only.influx_url, influx_only.database
+    url, db = influx_only.influx_admin, influx_only.database
     now = int(time.time()) // 10 * 10
     start = now - 1200
     middle_spike, end_spike, first_spike = now - 600, now - 30, start + 20

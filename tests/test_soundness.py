@@ -30,7 +30,7 @@ def influx_only(tmp_path_factory):
 
 def series(settings, measurement: str = "") -> int:
     query = "SHOW SERIES" + (f' FROM "{measurement}"' if measurement else "")
-    return sum(len(s["values"]) for s in influx.query(settings.influx_url, query, settings.database))
+    return sum(len(s["values"]) for s in influx.query(settings.influx_admin, query, settings.database))
 
 
 def test_fifty_status_checks_add_no_series(influx_only):

@@ -134,7 +134,7 @@ def test_kernel_stacks_of_the_waiting_task_threads_form_an_offcpu_flame_profile_
     assert profiles, "no offcpu profile for the run"
     fuse_profiles = []
     for p in profiles:
-        rows = read_rows(stack.settings.influx_url, stack.settings.database, app, p["profile"])
+        rows = read_rows(stack.settings.influx_reader, stack.settings.database, app, p["profile"])
         labels = [r.label for r in rows]
         if "request_wait_answer" in labels:
             fuse_profiles.append(p)
@@ -242,7 +242,7 @@ def test_python_workers_are_profiled_by_py_spy_per_executor(stack, cpu_run):
                              f"WHERE \"applicationid\" = '{run.app_id}' AND \"kind\" = 'python'")
     assert {p["executorid"] for p in profiles} >= {"0", "1"}, profiles
     labels = {r.label for p in profiles
-              for r in read_rows(stack.settings.influx_url, stack.settings.database, run.app_id, p["profile"])}
+              for r in read_rows(stack.settings.influx_reader, stack.settings.database, run.app_id, p["profile"])}
     assert any(label.startswith("burn_in_python ") for label in labels), sorted(labels)[:30]
 
 

@@ -4,14 +4,20 @@ backend starts one (no Grafana runs here). It is stricter than Grafana about
 what it is given: it exits at once unless it is called as `grafana server
 --homepath H --config C` with H holding conf/defaults.ini, C readable, and
 the provisioning directory (GF_PATHS_PROVISIONING) holding our datasource and
-dashboards; then it answers /api/health on GF_SERVER_HTTP_ADDR:PORT and
+dashboards, every ${VAR} those files name set and not empty, and the
+datasource's user (INFLUX_USER, INFLUX_PASSWORD) able to read its database
+on INFLUX_URL; then it answers /api/health on GF_SERVER_HTTP_ADDR:PORT and
 records its arguments and GF_* environment in $FAKE_GRAFANA_RECORD."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import sys
+import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
@@ -33,6 +39,19 @@ def main(argv: list[str]) -> None:
     provisioning = Path(os.environ.get("GF_PATHS_PROVISIONING", ""))
     if not list((provisioning / "datasources").glob("*.yaml")) or not list((provisioning / "dashboards").glob("*.yaml")):
         refuse(f"no datasource or dashboards provisioning in {provisioning}")
+    for path in sorted(provisioning.glob("*/*.yaml")):
+        for name in re.findall(r"\$\{(\w+)\}", path.read_text()):
+            if not os.environ.get(name):
+                refuse(f"{path.name} names ${{{name}}}, which is not set")
+    # Grafana would start, then every panel would fail: refuse at once instead.
+    params = urllib.parse.urlencode({"db": os.environ["SPARKSCOPE_DB"], "q": "SHOW MEASUREMENTS LIMIT 1"})
+    request = urllib.request.Request(f"{os.environ['INFLUX_URL']}/query?{params}")
+    token = base64.b64encode(f"{os.environ['INFLUX_USER']}:{os.environ['INFLUX_PASSWORD']}".encode()).decode()
+    request.add_header("Authorization", f"Basic {token}")
+    try:
+        urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10).close()
+    except OSError as err:
+        refuse(f"the datasource's user cannot read {os.environ['INFLUX_URL']}: {err}")
     env = {k: v for k, v in os.environ.items() if k.startswith("GF_") or k.startswith("SPARKSCOPE_")}
     Path(os.environ["FAKE_GRAFANA_RECORD"]).write_text(json.dumps({"argv": argv, "env": env}))
 

@@ -51,6 +51,10 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings:
         "SPARKSCOPE_RETENTION": "7d",
         "SPARKSCOPE_STATE_DIR": str(state_dir),
         "SPARKSCOPE_UNREAD_METRICS": unread_metrics,
+        # InfluxDB's users, as ./sparkscope up would write them to .env.
+        "INFLUXDB_ADMIN_PASSWORD": "admin-" + secrets.token_hex(8),
+        "INFLUXDB_WRITE_PASSWORD": "writer-" + secrets.token_hex(8),
+        "INFLUXDB_READ_PASSWORD": "reader-" + secrets.token_hex(8),
         **settings,
     }
     if os.environ.get("SPARKSCOPE_CACHE_DIR"):
@@ -58,7 +62,15 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings:
     return load_settings(ROOT, env)
 
 
+def reader_http(settings):
+    """Grafana 12's InfluxDB requests (support/grafana12.py), as the datasource's read-only user."""
+    from support.grafana12 import influx_http
+    return influx_http(settings.influx_url, settings.database, settings.influx_read_user,
+                       settings.influx_read_password)
+
+
 def settings_environ(settings) -> dict[str, str]:
+    """The settings as the environment of a CLI subprocess (./sparkscope ...)."""
     return {
         "GRAFANA_ADMIN_USER": settings.grafana_user, "GRAFANA_ADMIN_PASSWORD": settings.grafana_password,
         "SPARKSCOPE_HTTP_BIND": settings.http_bind, "GRAPHITE_BIND": settings.graphite_bind,
@@ -66,7 +78,13 @@ def settings_environ(settings) -> dict[str, str]:
         "GRAPHITE_PORT": str(settings.graphite_port), "SPARKSCOPE_DB": settings.database,
         "SPARKSCOPE_RETENTION": settings.retention, "SPARKSCOPE_STATE_DIR": str(settings.state_dir),
         "SPARKSCOPE_CACHE_DIR": str(settings.cache_dir),
-        **({"EVENTS_PORT": str(settings.events_port)} if hasattr(settings, "events_port") else {}),
+        "EVENTS_PORT": str(settings.events_port), "INFLUXDB_BIND": settings.influxdb_bind,
+        "INFLUXDB_ADMIN_USER": settings.influx_admin_user, "INFLUXDB_ADMIN_PASSWORD": settings.influx_admin_password,
+        "INFLUXDB_WRITE_USER": settings.influx_write_user, "INFLUXDB_WRITE_PASSWORD": settings.influx_write_password,
+        "INFLUXDB_READ_USER": settings.influx_read_user, "INFLUXDB_READ_PASSWORD": settings.influx_read_password,
+        "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
+        "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
+        "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
     }
 
 

@@ -4,6 +4,7 @@ stages and the queries they ran for), and the summary that says where to look.""
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from typing import Any, Callable, Optional
 
@@ -19,13 +20,14 @@ METRICS_WAIT_S = 20.0  # the sink's last report at stop, plus Telegraf's flush
 
 
 def _q(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
+    """value quoted for inside '...' of InfluxQL (influx.string_literal without its quotes)."""
+    return influx.string_literal(value)[1:-1]
 
 
 def executor_peaks(settings: Settings, app_id: str) -> dict[str, dict[str, float]]:
     peaks: dict[str, dict[str, float]] = {}
     for measurement in ("JVMHeapMemory", "ProcessTreeJVMRSSMemory"):
-        series = influx.query(settings.influx_url,
+        series = influx.query(settings.influx_reader,
                               f'SELECT max("value") FROM "{measurement}" WHERE "applicationid" = '
                               f"'{_q(app_id)}' GROUP BY \"executorid\"", settings.database)
         for s in series:
@@ -40,7 +42,7 @@ def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def annotations(settings: Settings, app_id: str, measurement: str, where: str = "") -> list[dict[str, Any]]:
     statement = (f'SELECT * FROM "{measurement}" WHERE "applicationid" = \'{_q(app_id)}\' '
                  f"AND \"status\" <> 'RUNNING'{where}")
-    return _rows(influx.query(settings.influx_url, statement, settings.database))
+    return _rows(influx.query(settings.influx_reader, statement, settings.database))
 
 
 def collect_from_influx(settings: Settings, result: DemoResult, master: str, wait: bool = True) -> None:
@@ -192,13 +194,16 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         say("            Grafana is not installed here, so nothing answers there: install Grafana (its own "
             "packages) and ./sparkscope up, or use ./sparkscope up --backend compose, or add this stack to "
             "a Grafana you run (README, \"Your own Grafana\"). The numbers above are from InfluxDB.")
-    say(f"  InfluxDB  {settings.influx_url}  database {settings.database}, e.g.:")
-    say(f"            curl -sG {settings.influx_url}/query --data-urlencode db={settings.database} "
-        f"--data-urlencode \"q=SELECT max(value) FROM JVMHeapMemory WHERE applicationid='{app}' "
-        f"GROUP BY executorid\"")
-    say(f"            curl -sG {settings.influx_url}/query --data-urlencode db={settings.database} "
-        f"--data-urlencode \"q=SELECT text FROM sparkscope_query WHERE applicationid='{app}' "
-        f"AND status <> 'RUNNING'\"")
+    say(f"  InfluxDB  {settings.influx_url}  database {settings.database}, as the read-only user, e.g.:")
+    for statement in (f"SELECT max(value) FROM JVMHeapMemory WHERE applicationid={influx.string_literal(app)} "
+                      f"GROUP BY executorid",
+                      f"SELECT text FROM sparkscope_query WHERE applicationid={influx.string_literal(app)} "
+                      f"AND status <> 'RUNNING'"):
+        # The run id is data: quoted for InfluxQL, then for the shell the line is pasted into.
+        say(f"            curl -sG -u {settings.influx_read_user}:\"$INFLUXDB_READ_PASSWORD\" "
+            f"{settings.influx_url}/query --data-urlencode db={settings.database} "
+            f"--data-urlencode {shlex.quote('q=' + statement)}")
+    say("            (INFLUXDB_READ_PASSWORD is in .env: set -a; . ./.env; set +a)")
     if result.interrupted:
         say("  The stack keeps running; ./sparkscope down stops it.")
 
@@ -209,7 +214,7 @@ def _memory_verdict(settings: Settings, app_id: str, say: Out) -> None:
     from sparkscope.report.run_facts import RunReader
 
     try:
-        path, advice, _, _ = make_report(RunReader(settings.influx_url, settings.database), app_id,
+        path, advice, _, _ = make_report(RunReader(settings.influx_reader, settings.database), app_id,
                                          settings.root / "reports")
     except Exception as err:  # the summary must not fail over its last section
         say(f"  memory    no report: {err}")

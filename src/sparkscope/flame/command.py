@@ -110,7 +110,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         if state["message"]:
             print(f"executor {state['executor']}: note: {state['message']}")
         profile = state["profile"]
-        rows = wait_for_rows(settings.influx_url, settings.database, ctl.application_id, profile)
+        rows = wait_for_rows(settings.influx_reader, settings.database, ctl.application_id, profile)
         unit = store.UNIT.get(args.mode, "ns")
         out_dir.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{ctl.application_id}-{profile}")
@@ -123,7 +123,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         for label, value in widest_leaves(rows, 5):
             print(f"  {100 * value / total:5.1f} %  {label}")
         samples = max(int(state["samples"]), 1)
-        for cut in stage_cuts(settings.influx_url, settings.database, ctl.application_id, profile, args.mode):
+        for cut in stage_cuts(settings.influx_reader, settings.database, ctl.application_id, profile, args.mode):
             job = f" ({cut['job']})" if cut["job"] else ""
             print(f"  {cut['stage']}{job}: {100 * cut['samples'] / samples:.0f} % of the samples, "
                   f"most self time in {cut['top']}")

@@ -85,11 +85,9 @@ def read_rows(influx_url: str, database: str, application_id: str, profile: str)
     """A stored profile's rows back, in depth-first order."""
     from sparkscope.stack import influx
 
-    def quote(text: str) -> str:
-        return text.replace("\\", "\\\\").replace("'", "\\'")
-
     series = influx.query(influx_url, f"SELECT level, value, self, label FROM {ROWS} "
-                          f"WHERE applicationid = '{quote(application_id)}' AND profile = '{quote(profile)}'",
+                          f"WHERE applicationid = {influx.string_literal(application_id)} "
+                          f"AND profile = {influx.string_literal(profile)}",
                           database, epoch="ns")
     out: list[Row] = []
     for s in series:

@@ -60,7 +60,7 @@ def print_verdict(advice, runs, path: Path, out=print) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     settings = load_settings()
-    reader = RunReader(settings.influx_url, settings.database)
+    reader = RunReader(settings.influx_reader, settings.database)
     path, advice, _, runs = make_report(reader, args.app_id, Path(args.out))
     print_verdict(advice, runs, path)
     return 0

@@ -71,7 +71,8 @@ SERIES = {"JVMHeapMemory": "heap", "OnHeapUnifiedMemory": "unified", "ProcessTre
 
 
 def _q(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
+    """value quoted for inside '...' of InfluxQL (influx.string_literal without its quotes)."""
+    return influx.string_literal(value)[1:-1]
 
 
 def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -79,8 +80,8 @@ def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class RunReader:
-    def __init__(self, influx_url: str, database: str):
-        self.url = influx_url
+    def __init__(self, where: influx.Where, database: str):
+        self.url = where
         self.database = database
 
     def q(self, statement: str) -> list[dict[str, Any]]:

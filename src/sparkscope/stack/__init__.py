@@ -129,9 +129,10 @@ class Backend:
     # the same for both
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         settings = self.settings
-        if settings.password_is_placeholder:
-            raise StackError("GRAFANA_ADMIN_PASSWORD is the placeholder from .env.example: set your own in "
-                             ".env (or delete .env and ./sparkscope up writes one with a random password)")
+        missing = settings.missing_secrets()
+        if missing:
+            raise StackError(f"{', '.join(missing)} not set (or the placeholder of .env.example): set them in "
+                             f".env, or leave them empty and ./sparkscope up writes random ones (mode 0600)")
         other = recorded_backend(settings)
         if other not in (None, self.name) and any(open_stack(settings, other).processes().values()):
             raise StackError(f"the {other} stack is running; stop it first (./sparkscope down), then "
@@ -159,8 +160,9 @@ class Backend:
             for name in group:
                 self._wait_healthy(name, started)
                 if name == "influxdb":
-                    influx.ensure_database(settings.influx_url, settings.database, settings.retention)
-                    rollups.ensure_rollups(settings.influx_url, settings.database, settings.retention)
+                    # Users first: with authentication on, nothing else gets in without them.
+                    influx.ensure_users(settings.influx_users, settings.database, settings.retention)
+                    rollups.ensure_rollups(settings.influx_admin, settings.database, settings.retention)
                 progress(f"{name:9} up in {time.monotonic() - started:4.1f} s  {labels.get(name, '')}  "
                          f"{checks[name][1]}")
 
@@ -214,7 +216,7 @@ class Backend:
         settings = self.settings
         row.version = influx.server_version(settings.influx_url) or row.version
         try:
-            stats = influx.database_stats(settings.influx_url, settings.database)
+            stats = influx.database_stats(settings.influx_admin, settings.database)
             row.data = f"database {settings.database}: {human_size(stats.size_bytes)}, {stats.series:,} series"
         except influx.InfluxError as err:
             row.data = f"database {settings.database}: no statistics ({err})"

@@ -43,6 +43,12 @@ def compose_env(settings: Settings) -> dict[str, str]:
         "GRAPHITE_PORT": str(settings.graphite_port), "EVENTS_PORT": str(settings.events_port),
         "SPARKSCOPE_DB": settings.database, "SPARKSCOPE_RETENTION": settings.retention,
         "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
+        "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
+        "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
+        "INFLUXDB_BIND": settings.influxdb_bind,
+        "INFLUXDB_ADMIN_USER": settings.influx_admin_user, "INFLUXDB_ADMIN_PASSWORD": settings.influx_admin_password,
+        "INFLUXDB_WRITE_USER": settings.influx_write_user, "INFLUXDB_WRITE_PASSWORD": settings.influx_write_password,
+        "INFLUXDB_READ_USER": settings.influx_read_user, "INFLUXDB_READ_PASSWORD": settings.influx_read_password,
     }
 
 

@@ -1,13 +1,20 @@
-"""A minimal InfluxDB 1.x HTTP client: ping, query, write (stdlib only)."""
+"""A minimal InfluxDB 1.x HTTP client: ping, query, write, users (stdlib only).
+
+InfluxDB runs with authentication on (influxdb/influxdb.conf): every call
+but ping names an Endpoint, the address and the user it acts as. The stack
+has three users, each with the least it needs: an admin (the CLI's setup
+and statistics), a writer (Telegraf, the CLI's own writes) and a reader
+(Grafana, the report, the summary)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
 
 from sparkscope import http
 from sparkscope.errors import SparkscopeError
@@ -27,13 +34,40 @@ class WriteRefused(InfluxError):
         self.reason = reason
 
 
-def _request(url: str, data: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
-    status, body, _ = _exchange(url, data, timeout)
+@dataclass(frozen=True)
+class Endpoint:
+    """InfluxDB's address and the user requests go as ("" = none: refused
+    when authentication is on). The password never shows in repr or str."""
+
+    url: str
+    user: str = ""
+    password: str = field(default="", repr=False)
+
+    def __str__(self) -> str:
+        return self.url
+
+
+Where = Union[Endpoint, str]  # a bare URL is an Endpoint without a user
+
+
+def _endpoint(where: Where) -> Endpoint:
+    return where if isinstance(where, Endpoint) else Endpoint(str(where))
+
+
+def _request(where: Where, path: str, data: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes]:
+    status, body, _ = _exchange(where, path, data, timeout)
     return status, body
 
 
-def _exchange(url: str, data: bytes | None = None, timeout: float = 10.0) -> tuple[int, bytes, Any]:
+def _exchange(where: Where, path: str, data: bytes | None = None,
+              timeout: float = 10.0) -> tuple[int, bytes, Any]:
+    endpoint = _endpoint(where)
+    url = endpoint.url + path
     req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    if endpoint.user:
+        # Basic auth in a header: never in the URL, where logs and errors would show it.
+        token = base64.b64encode(f"{endpoint.user}:{endpoint.password}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
     try:
         with http.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read(), resp.headers
@@ -46,19 +80,29 @@ def _exchange(url: str, data: bytes | None = None, timeout: float = 10.0) -> tup
         ) from err
 
 
-def ping(base_url: str, timeout: float = 2.0) -> bool:
+def refused_credentials(status: int, endpoint: Endpoint) -> str:
+    """What to tell the user when InfluxDB answers 401/403 to this endpoint."""
+    who = f"user {endpoint.user!r}" if endpoint.user else "a request without a user"
+    if status == 403 and endpoint.user:
+        return f"InfluxDB at {endpoint.url} refused user {endpoint.user!r} (403): not this user's privilege"
+    return (f"InfluxDB at {endpoint.url} refused {who} ({status}): the INFLUXDB_*_USER and "
+            f"INFLUXDB_*_PASSWORD in .env must be the ones ./sparkscope up set up (it writes them when "
+            f"missing and creates the users)")
+
+
+def ping(base_url: Where, timeout: float = 2.0) -> bool:
     try:
-        status, _ = _request(f"{base_url}/ping", timeout=timeout)
+        status, _ = _request(base_url, "/ping", timeout=timeout)
     except InfluxError:
         return False
     return status == 204
 
 
-def server_version(base_url: str, timeout: float = 2.0) -> Optional[str]:
+def server_version(base_url: Where, timeout: float = 2.0) -> Optional[str]:
     """What InfluxDB says it is (X-Influxdb-Version of /ping); None when it does not
     answer or does not know (a `go install` build says "unknown")."""
     try:
-        status, _, headers = _exchange(f"{base_url}/ping", timeout=timeout)
+        status, _, headers = _exchange(base_url, "/ping", timeout=timeout)
     except InfluxError:
         return None
     version = headers.get("X-Influxdb-Version") if status == 204 else None
@@ -71,9 +115,9 @@ class DatabaseStats:
     series: int
 
 
-def database_stats(base_url: str, database: str) -> DatabaseStats:
+def database_stats(base_url: Where, database: str) -> DatabaseStats:
     """Size and series count of a database, from InfluxDB's own statistics
-    (SHOW STATS), so it reads the same natively and in a container."""
+    (SHOW STATS, an admin's statement), so it reads the same natively and in a container."""
     shards = query(base_url, "SHOW STATS FOR 'shard'")
     size = sum(row[s["columns"].index("diskBytes")] for s in shards
                if s.get("tags", {}).get("database") == database for row in s.get("values", []))
@@ -83,7 +127,7 @@ def database_stats(base_url: str, database: str) -> DatabaseStats:
     return DatabaseStats(int(size), int(series))
 
 
-def query(base_url: str, statement: str, database: str | None = None, epoch: str = "ms",
+def query(base_url: Where, statement: str, database: str | None = None, epoch: str = "ms",
           timeout: float = 30.0) -> list[dict[str, Any]]:
     """Run InfluxQL; return the series of the first statement's result.
 
@@ -96,9 +140,15 @@ def query(base_url: str, statement: str, database: str | None = None, epoch: str
     body = urllib.parse.urlencode(params).encode()
     is_read = statement.lstrip().upper().startswith(("SELECT", "SHOW"))
     if is_read:
-        status, raw = _request(f"{base_url}/query?{body.decode()}", timeout=timeout)
+        status, raw = _request(base_url, f"/query?{body.decode()}", timeout=timeout)
     else:
-        status, raw = _request(f"{base_url}/query", data=body, timeout=timeout)
+        status, raw = _request(base_url, "/query", data=body, timeout=timeout)
+    if status in (401, 403):
+        try:
+            said = json.loads(raw or b"{}").get("error", "")
+        except (ValueError, AttributeError):
+            said = ""
+        raise InfluxError(f"{refused_credentials(status, _endpoint(base_url))} [InfluxDB: {said or status}]")
     try:
         payload = json.loads(raw or b"{}")
     except json.JSONDecodeError as err:
@@ -112,10 +162,9 @@ def query(base_url: str, statement: str, database: str | None = None, epoch: str
     return first.get("series", [])
 
 
-def write(base_url: str, database: str, lines: str, precision: str = "s", policy: str | None = None) -> None:
+def write(base_url: Where, database: str, lines: str, precision: str = "s", policy: str | None = None) -> None:
     params = {"db": database, "precision": precision, **({"rp": policy} if policy else {})}
-    url = f"{base_url}/write?" + urllib.parse.urlencode(params)
-    status, raw = _request(url, data=lines.encode())
+    status, raw = _request(base_url, "/write?" + urllib.parse.urlencode(params), data=lines.encode())
     if status != 204:
         try:
             reason = str(json.loads(raw)["error"])
@@ -125,7 +174,7 @@ def write(base_url: str, database: str, lines: str, precision: str = "s", policy
 
 
 def database_statements(database: str, retention: str) -> list[str]:
-    """What influxdb/init/01-create-database.sh runs in Docker, as statements.
+    """What influxdb/setup.sh runs in Docker, as statements.
 
     CREATE DATABASE is idempotent when the policy matches; ALTER brings an
     existing database's policy to the configured retention.
@@ -136,7 +185,7 @@ def database_statements(database: str, retention: str) -> list[str]:
     ]
 
 
-def ensure_database(base_url: str, database: str, retention: str) -> None:
+def ensure_database(base_url: Where, database: str, retention: str) -> None:
     create, alter = database_statements(database, retention)
     try:
         query(base_url, create)
@@ -144,3 +193,75 @@ def ensure_database(base_url: str, database: str, retention: str) -> None:
         if "conflict" not in str(err):
             raise
         query(base_url, alter)
+
+
+# --- InfluxQL quoting: stored values never become code -------------------------------
+
+def string_literal(value: str) -> str:
+    """value as an InfluxQL string literal, quotes included: 'it\\'s'."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def identifier(name: str) -> str:
+    """name as a quoted InfluxQL identifier: "a\\"b"."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# --- users: who may do what -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Users:
+    """The stack's three InfluxDB users (settings.Settings.influx_users)."""
+    admin: Endpoint
+    writer: Endpoint
+    reader: Endpoint
+
+
+def user_statements(users: Users, database: str, existing: set[str]) -> list[str]:
+    """What brings writer and reader to their password and their one privilege on
+    database; the admin is created before (create_first_admin)."""
+    out = []
+    for endpoint, privilege in ((users.writer, "WRITE"), (users.reader, "READ")):
+        name, password = identifier(endpoint.user), string_literal(endpoint.password)
+        if endpoint.user in existing:
+            out.append(f"SET PASSWORD FOR {name} = {password}")
+        else:
+            out.append(f"CREATE USER {name} WITH PASSWORD {password}")
+        out.append(f"REVOKE ALL PRIVILEGES ON {identifier(database)} FROM {name}")
+        out.append(f"GRANT {privilege} ON {identifier(database)} TO {name}")
+    return out
+
+
+def ensure_users(users: Users, database: str, retention: str) -> str:
+    """Make InfluxDB (authentication on) hold our three users with the passwords
+    of .env, and the database. On a server with no user yet (a new one, or one
+    that ran without authentication before: its data stay) the first admin may
+    be created without credentials, as InfluxDB allows exactly that. Returns what
+    was done, for the progress line."""
+    admin = users.admin
+    try:
+        names = {row[0] for s in query(admin, "SHOW USERS") for row in s.get("values", [])}
+        done = "users checked"
+    except InfluxError as err:
+        if "refused user" not in str(err) or not _create_first_admin(admin):
+            raise
+        names = {admin.user}
+        done = f"created InfluxDB users {admin.user}, {users.writer.user} and {users.reader.user}"
+    ensure_database(admin, database, retention)
+    for statement in user_statements(users, database, names):
+        query(admin, statement)
+    return done
+
+
+def _create_first_admin(admin: Endpoint) -> bool:
+    """CREATE the admin without credentials; False when InfluxDB already has users
+    (then only a wrong admin password in .env explains the refusal)."""
+    statement = (f"CREATE USER {identifier(admin.user)} WITH PASSWORD {string_literal(admin.password)} "
+                 f"WITH ALL PRIVILEGES")
+    try:
+        query(Endpoint(admin.url), statement)
+    except InfluxError as err:
+        if "unable to parse authentication credentials" in str(err) or "authorization failed" in str(err):
+            return False  # users exist: only the admin's own password opens the door
+        raise
+    return True

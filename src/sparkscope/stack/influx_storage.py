@@ -134,13 +134,13 @@ def influx_write_problem(settings: Settings) -> str | None:
     nothing (a drop that fails, on a full disk, changes nothing either).
     """
     try:
-        influx.query(settings.influx_url, f'DROP SERIES FROM "{SELFCHECK}"', settings.database)
+        influx.query(settings.influx_admin, f'DROP SERIES FROM "{SELFCHECK}"', settings.database)
     except influx.InfluxError:
         pass  # the write below says what is wrong
     now = int(time.time())
     points = "\n".join(f"{SELFCHECK},check={i} ok=1i {now}" for i in range(SELFCHECK_SERIES))
     try:
-        influx.write(settings.influx_url, settings.database, points)
+        influx.write(settings.influx_writer, settings.database, points)
         reason = None
     except influx.WriteRefused as err:
         reason = err.reason

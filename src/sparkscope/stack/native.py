@@ -74,7 +74,8 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
     return Service("influxdb", [str(influxd), "-config", str(settings.root / "influxdb" / "influxdb.conf")], {
         **_base_env(),
         **{key: str(path) for key, path in dirs.items()},
-        "INFLUXDB_HTTP_BIND_ADDRESS": f"{settings.http_bind}:{settings.influxdb_port}",
+        # Its own bind: exposing Grafana (SPARKSCOPE_HTTP_BIND) leaves InfluxDB where it was.
+        "INFLUXDB_HTTP_BIND_ADDRESS": f"{settings.influxdb_bind}:{settings.influxdb_port}",
         # The backup RPC port sits two above the HTTP port (8086 -> 8088),
         # so two stacks on one machine never collide on it.
         "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{settings.influxdb_port + 2}",
@@ -86,6 +87,8 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
     return Service("telegraf", [str(telegraf), "--config", str(settings.root / "telegraf" / "telegraf.conf")], {
         **_base_env(),
         "INFLUX_URL": settings.influx_url,
+        "INFLUX_USER": settings.influx_write_user,
+        "INFLUX_PASSWORD": settings.influx_write_password,
         "SPARKSCOPE_DB": settings.database,
         "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
         "GRAPHITE_LISTEN": f"{settings.graphite_bind}:{settings.graphite_port}",
@@ -111,6 +114,8 @@ def grafana_service(settings: Settings, progress: Progress) -> Service:
     return Service("grafana", grafana.argv(root / "grafana" / "grafana.ini"), {
         **_base_env(),
         "INFLUX_URL": settings.influx_url,
+        "INFLUX_USER": settings.influx_read_user,
+        "INFLUX_PASSWORD": settings.influx_read_password,
         "SPARKSCOPE_DB": settings.database,
         "GF_PATHS_DATA": str(state / "data"),
         "GF_PATHS_LOGS": str(state / "logs"),

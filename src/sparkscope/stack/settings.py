@@ -10,17 +10,24 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress
+from sparkscope.stack.influx import Endpoint, Users
 
 ROOT = Path(__file__).resolve().parents[3]
 PLACEHOLDER_PASSWORD = "change-me"
 _RETENTION = re.compile(r"^(INF|(\d+(ns|u|µ|ms|s|m|h|d|w))+)$")
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 UNREAD_METRICS_ACTIONS = ("drop", "pass")  # Telegraf's processors.filter actions
+# Secrets ./sparkscope up generates into .env when they are missing or empty.
+SECRET_KEYS = ("GRAFANA_ADMIN_PASSWORD", "INFLUXDB_ADMIN_PASSWORD", "INFLUXDB_WRITE_PASSWORD",
+               "INFLUXDB_READ_PASSWORD")
+# A password travels into InfluxQL, Telegraf's TOML, Grafana's YAML and HTTP
+# Basic auth; these characters are plain in all of them.
+_SECRET = re.compile(r"^[A-Za-z0-9._~\-]{12,}$")
 
 
 class SettingsError(SparkscopeError):
@@ -65,10 +72,46 @@ class Settings:
     telegraf_buffer_limit: int = 1_000_000  # points Telegraf keeps while InfluxDB cannot take them
     telegraf_buffer_strategy: str = "memory"  # memory | disk (telegraf.conf says what each costs)
     grafana_home: str = ""  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
+    influxdb_bind: str = "127.0.0.1"  # apart from Grafana's http_bind: exposing Grafana keeps InfluxDB private
+    # InfluxDB's users (influx.ensure_users); passwords "" until ./sparkscope up writes them to .env
+    influx_admin_user: str = "sparkscope_admin"
+    influx_admin_password: str = field(default="", repr=False)
+    influx_write_user: str = "sparkscope_writer"
+    influx_write_password: str = field(default="", repr=False)
+    influx_read_user: str = "sparkscope_reader"
+    influx_read_password: str = field(default="", repr=False)
 
     @property
     def influx_url(self) -> str:
-        return f"http://{reachable(self.http_bind)}:{self.influxdb_port}"
+        """InfluxDB's address (ping needs no user; everything else goes through an Endpoint below)."""
+        return f"http://{reachable(self.influxdb_bind)}:{self.influxdb_port}"
+
+    @property
+    def influx_admin(self) -> Endpoint:
+        """Setup (database, users, rollups) and statistics: the CLI only."""
+        return Endpoint(self.influx_url, self.influx_admin_user, self.influx_admin_password)
+
+    @property
+    def influx_writer(self) -> Endpoint:
+        """Writes to the database, nothing else: Telegraf and the CLI's own points."""
+        return Endpoint(self.influx_url, self.influx_write_user, self.influx_write_password)
+
+    @property
+    def influx_reader(self) -> Endpoint:
+        """Reads the database, nothing else: Grafana, report, summary, profiles."""
+        return Endpoint(self.influx_url, self.influx_read_user, self.influx_read_password)
+
+    @property
+    def influx_users(self) -> Users:
+        return Users(self.influx_admin, self.influx_writer, self.influx_reader)
+
+    def missing_secrets(self) -> list[str]:
+        """SECRET_KEYS without a usable value (up refuses to start until .env has them)."""
+        values = {"GRAFANA_ADMIN_PASSWORD": "" if self.password_is_placeholder else self.grafana_password,
+                  "INFLUXDB_ADMIN_PASSWORD": self.influx_admin_password,
+                  "INFLUXDB_WRITE_PASSWORD": self.influx_write_password,
+                  "INFLUXDB_READ_PASSWORD": self.influx_read_password}
+        return [key for key in SECRET_KEYS if not values[key]]
 
     @property
     def grafana_url(self) -> str:
@@ -129,6 +172,22 @@ def _bind(values: dict[str, str], key: str) -> str:
     return value
 
 
+def _user(values: dict[str, str], key: str, default: str) -> str:
+    value = values.get(key, "").strip() or default
+    if not _NAME.match(value):
+        raise SettingsError(f"{key}={value!r}: use letters, digits, '_' or '-'")
+    return value
+
+
+def _secret(values: dict[str, str], key: str) -> str:
+    value = values.get(key, "").strip()
+    if value and key != "GRAFANA_ADMIN_PASSWORD" and not _SECRET.match(value):
+        raise SettingsError(f"{key} in .env: use at least 12 of A-Z a-z 0-9 . _ ~ - (it goes into InfluxQL, "
+                            f"Telegraf's and Grafana's config and HTTP headers as is); or empty it and "
+                            f"./sparkscope up generates one")
+    return value
+
+
 def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> Settings:
     env = dict(os.environ if environ is None else environ)
     values = read_env_file(root / ".env.example")
@@ -166,18 +225,62 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         grafana_home=values.get("GRAFANA_HOME", ""),
         telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT", 1_000_000),
         telegraf_buffer_strategy=_choice(values, "TELEGRAF_BUFFER_STRATEGY", ("memory", "disk")),
+        influxdb_bind=_bind(values, "INFLUXDB_BIND"),
+        influx_admin_user=_user(values, "INFLUXDB_ADMIN_USER", "sparkscope_admin"),
+        influx_admin_password=_secret(values, "INFLUXDB_ADMIN_PASSWORD"),
+        influx_write_user=_user(values, "INFLUXDB_WRITE_USER", "sparkscope_writer"),
+        influx_write_password=_secret(values, "INFLUXDB_WRITE_PASSWORD"),
+        influx_read_user=_user(values, "INFLUXDB_READ_USER", "sparkscope_reader"),
+        influx_read_password=_secret(values, "INFLUXDB_READ_PASSWORD"),
     )
 
 
-def ensure_env_file(settings: Settings, progress: Progress = print) -> bool:
-    """Write .env with a random Grafana password when the user has none yet."""
+def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]:
+    """Give .env a random value for each secret it lacks (SECRET_KEYS; the process
+    environment's own values count as given). A new .env is created with mode
+    0600 from its first byte; an existing one readable by others is made 0600
+    before a secret is added. Secrets are never printed. Returns the keys written."""
     env_path = settings.root / ".env"
-    if env_path.exists() or os.environ.get("GRAFANA_ADMIN_PASSWORD"):
-        return False
-    template = (settings.root / ".env.example").read_text()
-    password = secrets.token_urlsafe(18)
-    env_path.write_text(template.replace(f"GRAFANA_ADMIN_PASSWORD={PLACEHOLDER_PASSWORD}",
-                                         f"GRAFANA_ADMIN_PASSWORD={password}"))
-    env_path.chmod(0o600)
-    progress(f"wrote {env_path} with a random Grafana admin password (user {settings.grafana_user})")
-    return True
+    missing = [key for key in settings.missing_secrets() if not os.environ.get(key)]
+    if not missing:
+        return []
+    generated = {key: secrets.token_urlsafe(24) for key in missing}
+    if not env_path.exists():
+        lines = []
+        for raw in (settings.root / ".env.example").read_text().splitlines():
+            key = raw.partition("=")[0].strip()
+            lines.append(f"{key}={generated.pop(key)}" if key in generated and not raw.startswith("#") else raw)
+        lines += [f"{key}={value}" for key, value in generated.items()]
+        fd = os.open(env_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        progress(f"wrote {env_path} (mode 0600) with random passwords: Grafana's admin "
+                 f"({settings.grafana_user}) and InfluxDB's {settings.influx_admin_user}, "
+                 f"{settings.influx_write_user} and {settings.influx_read_user}")
+        return missing
+    if env_path.stat().st_mode & 0o077:
+        env_path.chmod(0o600)
+        progress(f"{env_path} was readable by other users; made it 0600 (it holds passwords)")
+    text = env_path.read_text()
+    # Empty KEY= lines are filled in place; missing keys are appended.
+    out_lines, filled = [], set()
+    for raw in text.splitlines():
+        key, sep, value = raw.partition("=")
+        if sep and key.strip() in generated and not value.strip() and not raw.lstrip().startswith("#"):
+            out_lines.append(f"{key.strip()}={generated[key.strip()]}")
+            filled.add(key.strip())
+        elif sep and key.strip() == "GRAFANA_ADMIN_PASSWORD" and "GRAFANA_ADMIN_PASSWORD" in generated \
+                and value.strip() == PLACEHOLDER_PASSWORD:
+            out_lines.append(f"GRAFANA_ADMIN_PASSWORD={generated['GRAFANA_ADMIN_PASSWORD']}")
+            filled.add("GRAFANA_ADMIN_PASSWORD")
+        else:
+            out_lines.append(raw)
+    out_lines += [f"{key}={value}" for key, value in generated.items() if key not in filled]
+    tmp = env_path.with_name(".env.sparkscope-new")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("\n".join(out_lines) + "\n")
+    os.replace(tmp, env_path)
+    progress(f"added random {', '.join(missing)} to {env_path} (mode 0600)")
+    return missing

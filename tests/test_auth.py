@@ -1,0 +1,282 @@
+"""Who may do what: InfluxDB with authentication, its three users, the
+secrets in .env, and the binds that keep InfluxDB private when Grafana is
+exposed. Everything against a real InfluxDB 1.8 started as the stack starts
+it (the native backend), or as compose's influxdb-setup would set it up
+(influxdb/setup.sh, run here with sh and curl)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from sparkscope.process import start_group, stop_group, wait_until
+from sparkscope.stack import influx, native, rollups
+from sparkscope.stack.native import NativeBackend
+from sparkscope.stack.settings import ROOT, SECRET_KEYS, ensure_env_file, load_settings, read_env_file
+
+from support.sandbox import isolated_settings, throwaway_stack
+
+SETUP_SH = ROOT / "influxdb" / "setup.sh"
+
+
+def http_status(url: str, user: str = "", password: str = "", data: bytes | None = None) -> int:
+    request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    if user:
+        request.add_header("Authorization", "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def refused(call) -> str:
+    with pytest.raises(influx.InfluxError) as err:
+        call()
+    return str(err.value)
+
+
+@pytest.fixture(scope="module")
+def influx_only(tmp_path_factory):
+    with throwaway_stack(tmp_path_factory.mktemp("auth"), only=("influxdb",)) as settings:
+        yield settings
+
+
+def test_without_a_user_influxdb_answers_nothing_but_ping(influx_only):
+    url, db = influx_only.influx_url, influx_only.database
+    assert http_status(f"{url}/ping") == 204
+    assert http_status(f"{url}/query?db={db}&q=SHOW+MEASUREMENTS") == 401
+    assert http_status(f"{url}/write?db={db}", data=b"intruder value=1") == 401
+    # The attack of the review, sent as GET: refused before it is parsed.
+    assert http_status(f"{url}/query?q=DROP+DATABASE+%22{db}%22") == 401
+    # Debug endpoints: pprof's profile and the expvar dump are the admin's alone.
+    for path in ("/debug/vars", "/debug/pprof/profile?seconds=1", "/debug/requests"):
+        assert http_status(url + path) == 401, path
+        assert http_status(url + path, influx_only.influx_read_user, influx_only.influx_read_password) == 403, path
+    assert http_status(f"{url}/debug/vars", influx_only.influx_admin_user, influx_only.influx_admin_password) == 200
+    assert influx.query(influx_only.influx_admin, "SHOW DATABASES")  # the admin is who up says
+
+
+def test_each_user_can_do_its_part_and_nothing_else(influx_only):
+    s, db = influx_only, influx_only.database
+    stamp = int(time.time())
+    influx.write(s.influx_writer, db, f"auth_probe value=1 {stamp}")
+    assert influx.query(s.influx_reader, 'SELECT "value" FROM "auth_probe"', db)[0]["values"][0][1] == 1
+
+    # The reader: reads only.
+    assert "403" in refused(lambda: influx.write(s.influx_reader, db, f"auth_probe value=2 {stamp + 1}"))
+    for statement in ('DROP MEASUREMENT "auth_probe"', f'DROP DATABASE "{db}"', 'CREATE DATABASE "other"',
+                      'CREATE USER "mallory" WITH PASSWORD \'mallory-pass-1\' WITH ALL PRIVILEGES',
+                      f'DROP CONTINUOUS QUERY "sparkscope_1m" ON "{db}"', 'SHOW USERS'):
+        assert "not this user's privilege" in refused(lambda: influx.query(s.influx_reader, statement, db)), statement
+    # The writer: writes only (Telegraf never reads).
+    assert "not this user's privilege" in refused(lambda: influx.query(s.influx_writer, 'SELECT * FROM "auth_probe"', db))
+    assert "not this user's privilege" in refused(
+        lambda: influx.query(s.influx_writer, 'DROP MEASUREMENT "auth_probe"', db))
+    # A wrong password is told apart from a missing privilege, and names no secret.
+    wrong = influx.Endpoint(s.influx_url, s.influx_read_user, "not-the-password")
+    said = refused(lambda: influx.query(wrong, "SHOW MEASUREMENTS", db))
+    assert "401" in said and ".env" in said and "not-the-password" not in said
+    # Everything survived the attempts.
+    assert len(influx.query(s.influx_reader, 'SELECT "value" FROM "auth_probe"', db)[0]["values"]) == 1
+    assert [row[0] for row in influx.query(s.influx_admin, "SHOW USERS")[0]["values"]] == [
+        s.influx_admin_user, s.influx_write_user, s.influx_read_user]
+
+
+def test_up_again_sets_changed_passwords_and_refuses_a_wrong_admin(influx_only):
+    s, db = influx_only, influx_only.database
+    import dataclasses
+    rotated = dataclasses.replace(s, influx_read_password="rotated-reader-0123")
+    influx.ensure_users(rotated.influx_users, db, s.retention)
+    assert influx.query(rotated.influx_reader, "SHOW MEASUREMENTS", db) is not None
+    assert "401" in refused(lambda: influx.query(s.influx_reader, "SHOW MEASUREMENTS", db))
+    influx.ensure_users(s.influx_users, db, s.retention)  # back
+    wrong_admin = dataclasses.replace(s, influx_admin_password="not-the-admin-0123")
+    said = refused(lambda: influx.ensure_users(wrong_admin.influx_users, db, s.retention))
+    assert "refused user 'sparkscope_admin'" in said and "not-the-admin-0123" not in said
+    # ... and no second admin was created on the way.
+    assert len(influx.query(s.influx_admin, "SHOW USERS")[0]["values"]) == 3
+
+
+def start_influxd(settings, auth: bool) -> subprocess.Popen:
+    """InfluxDB as the native backend starts it; auth=False as a stack before authentication ran it."""
+    service = native.influxdb_service(settings, lambda _: None)
+    for path in service.dirs:
+        path.mkdir(parents=True, exist_ok=True)
+    env = dict(service.env, **({} if auth else {"INFLUXDB_HTTP_AUTH_ENABLED": "false"}))
+    proc = start_group(service.argv, settings.state_dir / "logs" / "influxdb-by-test.log", env=env)
+    assert wait_until(lambda: influx.ping(settings.influx_url), 60), "influxd did not answer"
+    return proc
+
+
+def test_an_unauthenticated_stack_upgraded_keeps_its_data(tmp_path):
+    settings = isolated_settings(tmp_path / "state")
+    old = start_influxd(settings, auth=False)
+    now = int(time.time())
+    try:
+        plain = influx.Endpoint(settings.influx_url)
+        influx.ensure_database(plain, settings.database, settings.retention)
+        influx.write(plain, settings.database, "\n".join(f"old_run value={i} {now - 3600 + i}" for i in range(50)))
+    finally:
+        stop_group(old.pid, proc=old)
+    backend = NativeBackend(settings)
+    try:
+        backend.up(only=("influxdb",), progress=lambda _: None)
+        assert http_status(f"{settings.influx_url}/query?db=spark&q=SELECT+*+FROM+old_run") == 401
+        rows = influx.query(settings.influx_reader, 'SELECT count("value") FROM "old_run"', settings.database)
+        assert rows[0]["values"][0][1] == 50
+    finally:
+        backend.down(progress=lambda _: None)
+
+
+def users_and_grants(admin: influx.Endpoint) -> dict:
+    users = {row[0]: row[1] for row in influx.query(admin, "SHOW USERS")[0]["values"]}
+    grants = {user: [tuple(r) for s in influx.query(admin, f"SHOW GRANTS FOR {influx.identifier(user)}")
+                     for r in s.get("values", [])] for user in users}
+    policies = [tuple(r) for r in influx.query(admin, 'SHOW RETENTION POLICIES ON "spark"')[0]["values"]]
+    queries = {name: text.replace('"', "") for name, text in rollups.existing_queries(admin, "spark").items()}
+    lookup = {m: influx.query(admin, f'SELECT * FROM "sparkscope_meta".{influx.identifier(m)}', "spark")
+              for m in (rollups.RESOLUTION_MEASUREMENT, rollups.PEAK_SOURCE_MEASUREMENT,
+                        rollups.TASK_SCOPE_MEASUREMENT)}
+    return {"users": users, "grants": grants, "policies": policies, "queries": queries, "lookup": lookup}
+
+
+def run_setup_sh(settings, **override: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "INFLUX_URL": settings.influx_url, "SPARKSCOPE_DB": settings.database,
+           "SPARKSCOPE_RETENTION": settings.retention,
+           "INFLUXDB_ADMIN_PASSWORD": settings.influx_admin_password,
+           "INFLUXDB_WRITE_PASSWORD": settings.influx_write_password,
+           "INFLUXDB_READ_PASSWORD": settings.influx_read_password, **override}
+    return subprocess.run(["sh", str(SETUP_SH)], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="influxdb/setup.sh runs curl (the influxdb image has it)")
+def test_compose_setup_script_leaves_what_up_leaves(tmp_path, influx_only):
+    """compose's influxdb-setup (setup.sh) and the native up (influx.ensure_users)
+    are two writings of one setup: run against a fresh InfluxDB, setup.sh
+    leaves the users, privileges and policy up leaves; run again, it changes
+    nothing; given a wrong admin password, it stops and says so."""
+    settings = isolated_settings(tmp_path / "state")
+    fresh = start_influxd(settings, auth=True)
+    try:
+        first = run_setup_sh(settings)
+        assert first.returncode == 0, first.stderr
+        assert "created admin user sparkscope_admin" in first.stdout
+        for secret in (settings.influx_admin_password, settings.influx_read_password):
+            assert secret not in first.stdout + first.stderr
+        by_script = users_and_grants(settings.influx_admin)
+        by_up = users_and_grants(influx_only.influx_admin)
+        assert by_script == by_up
+        assert len(by_script["queries"]) == 3 and len(by_script["lookup"]) == 3
+        assert by_script["grants"][settings.influx_read_user] == [("spark", "READ")]
+        assert by_script["grants"][settings.influx_write_user] == [("spark", "WRITE")]
+        again = run_setup_sh(settings)
+        assert again.returncode == 0 and "created" not in again.stdout
+        assert users_and_grants(settings.influx_admin) == by_script
+        wrong = run_setup_sh(settings, INFLUXDB_ADMIN_PASSWORD="not-the-admin-0123")
+        assert wrong.returncode == 1 and "refuses sparkscope_admin" in wrong.stderr
+        unsafe = run_setup_sh(settings, INFLUXDB_READ_PASSWORD="x' WITH ALL PRIVILEGES --")
+        assert unsafe.returncode == 1 and "INFLUXDB_READ_PASSWORD" in unsafe.stderr
+        assert users_and_grants(settings.influx_admin) == by_script
+    finally:
+        stop_group(fresh.pid, proc=fresh)
+
+
+def test_exposing_grafana_leaves_influxdb_on_loopback(tmp_path):
+    settings = isolated_settings(tmp_path / "state", SPARKSCOPE_HTTP_BIND="0.0.0.0")
+    env = native.influxdb_service(settings, lambda _: None).env
+    assert env["INFLUXDB_HTTP_BIND_ADDRESS"] == f"127.0.0.1:{settings.influxdb_port}"
+    assert native.grafana_service.__name__  # Grafana's own bind is SPARKSCOPE_HTTP_BIND:
+    assert settings.http_bind == "0.0.0.0" and settings.influxdb_bind == "127.0.0.1"
+    others = [a for a in subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+              if ":" not in a and not a.startswith("127.")]
+    if not others:
+        pytest.skip("this machine has no address besides loopback to try InfluxDB from")
+    backend = NativeBackend(settings)
+    try:
+        backend.up(only=("influxdb",), progress=lambda _: None)
+        with pytest.raises(OSError):
+            socket.create_connection((others[0], settings.influxdb_port), timeout=3).close()
+        socket.create_connection(("127.0.0.1", settings.influxdb_port), timeout=3).close()
+    finally:
+        backend.down(progress=lambda _: None)
+
+
+def write_template(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / ".env.example", root / ".env.example")
+
+
+def test_a_new_env_file_is_private_from_its_first_byte_and_secrets_are_not_printed(tmp_path, monkeypatch):
+    for key in SECRET_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    write_template(tmp_path)
+    opened_modes = []
+    real_open = os.open
+
+    def spy_open(path, flags, mode=0o777, *args, **kwargs):
+        if str(path).endswith(".env"):
+            opened_modes.append((flags & os.O_CREAT and flags & os.O_EXCL, mode))
+        return real_open(path, flags, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy_open)
+    old_umask = os.umask(0)  # the mode must not depend on the user's umask
+    said: list[str] = []
+    try:
+        written = ensure_env_file(load_settings(tmp_path, {}), progress=said.append)
+    finally:
+        os.umask(old_umask)
+    assert sorted(written) == sorted(SECRET_KEYS)
+    assert opened_modes and all(excl and mode == 0o600 for excl, mode in opened_modes)
+    assert stat.S_IMODE((tmp_path / ".env").stat().st_mode) == 0o600
+    values = read_env_file(tmp_path / ".env")
+    settings = load_settings(tmp_path, {})
+    assert settings.missing_secrets() == []
+    for key in SECRET_KEYS:
+        assert len(values[key]) >= 24 and values[key] not in " ".join(said)
+    assert settings.influx_read_password != settings.influx_write_password != settings.influx_admin_password
+
+
+def test_an_existing_env_file_gets_the_missing_secrets_and_loses_nothing(tmp_path, monkeypatch):
+    for key in SECRET_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    write_template(tmp_path)
+    (tmp_path / ".env").write_text("# mine\nGRAFANA_ADMIN_PASSWORD=my-own-grafana-pw\nGRAFANA_PORT=3999\n"
+                                   "INFLUXDB_READ_PASSWORD=\n")
+    (tmp_path / ".env").chmod(0o644)  # as `cp .env.example .env` leaves it
+    said: list[str] = []
+    written = ensure_env_file(load_settings(tmp_path, {}), progress=said.append)
+    assert sorted(written) == ["INFLUXDB_ADMIN_PASSWORD", "INFLUXDB_READ_PASSWORD", "INFLUXDB_WRITE_PASSWORD"]
+    assert stat.S_IMODE((tmp_path / ".env").stat().st_mode) == 0o600
+    assert any("readable by other users" in line for line in said)
+    text = (tmp_path / ".env").read_text()
+    assert text.startswith("# mine\nGRAFANA_ADMIN_PASSWORD=my-own-grafana-pw\nGRAFANA_PORT=3999\n")
+    settings = load_settings(tmp_path, {})
+    assert settings.grafana_password == "my-own-grafana-pw" and settings.grafana_port == 3999
+    assert settings.missing_secrets() == [] and text.count("INFLUXDB_READ_PASSWORD=") == 1
+    assert ensure_env_file(settings, progress=said.append) == []  # a second up changes nothing
+
+
+def test_a_password_that_could_quote_out_is_refused(tmp_path):
+    write_template(tmp_path)
+    from sparkscope.stack.settings import SettingsError
+    with pytest.raises(SettingsError, match="INFLUXDB_WRITE_PASSWORD"):
+        load_settings(tmp_path, {"INFLUXDB_WRITE_PASSWORD": "abc' WITH ALL PRIVILEGES"})
+    with pytest.raises(SettingsError, match="INFLUXDB_READ_USER"):
+        load_settings(tmp_path, {"INFLUXDB_READ_USER": 'r" WITH ALL PRIVILEGES'})
+
+
+def test_the_compose_rollups_file_is_what_up_creates():
+    """influxdb/rollups.setup is generated from stack/rollups.py: regenerate it
+    (python -m sparkscope.stack.rollups > influxdb/rollups.setup) after a change."""
+    assert (ROOT / rollups.SETUP_FILE).read_text() == rollups.setup_file_text()
