@@ -351,10 +351,10 @@ def main() -> int:
             step = 600 if level.source == rollups.RAW_POLICY else 7200
             written = 0
             for chunk in range(start // step * step, now + 60, step):
-                result = influx.query(url, rollups.backfill_statement(db, level, chunk * 1000,
-                                                                      min(chunk + step, now + 60) * 1000),
-                                      db, timeout=120)
-                written += result[0]["values"][0][1] if result else 0
+                for statement in rollups.backfill_statements(db, level, chunk * 1000,
+                                                             min(chunk + step, now + 60) * 1000):
+                    result = influx.query(url, statement, db, timeout=120)
+                    written += result[0]["values"][0][1] if result else 0
             print(f"  {level.policy}: {written:,} points written by its continuous query's SELECT", flush=True)
         print(f"rolled up in {time.monotonic() - began:.0f} s; InfluxDB settled after "
               f"{wait_quiet(influx_pid):.0f} s; series {influx.database_stats(url, db).series:,}", flush=True)

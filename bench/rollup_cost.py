@@ -80,7 +80,7 @@ def set_queries(url: str, db: str, retention: str, on: bool) -> None:
         rollups.ensure_rollups(url, db, retention)
         return
     for name in rollups.existing_queries(url, db):
-        influx.query(url, f'DROP CONTINUOUS QUERY "{name}" ON "{db}"')
+        influx.query(url, f"DROP CONTINUOUS QUERY {influx.identifier(name)} ON {influx.identifier(db)}")
 
 
 def main() -> int:

@@ -104,6 +104,7 @@ while IFS= read -r line; do
       name="${rest%% *}"; statement="${rest#* }"
       q admin "DROP CONTINUOUS QUERY \"$name\" ON \"$db\"" || true
       q admin "$statement" || fail "continuous query $name: $(cat "$out")" ;;
+    drop) q admin "DROP CONTINUOUS QUERY \"$rest\" ON \"$db\"" || true ;;
     lookup) printf '%s\n' "$rest" >> "$lookup" ;;
   esac
 done < "$rollups"

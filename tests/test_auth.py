@@ -24,7 +24,7 @@ from sparkscope.stack import influx, native, rollups
 from sparkscope.stack.native import NativeBackend
 from sparkscope.stack.settings import ROOT, SECRET_KEYS, ensure_env_file, load_settings, read_env_file
 
-from support.sandbox import isolated_settings, throwaway_stack
+from support.sandbox import isolated_settings, settings_environ, throwaway_stack
 
 SETUP_SH = ROOT / "influxdb" / "setup.sh"
 
@@ -177,7 +177,11 @@ def test_compose_setup_script_leaves_what_up_leaves(tmp_path, influx_only):
         by_script = users_and_grants(settings.influx_admin)
         by_up = users_and_grants(influx_only.influx_admin)
         assert by_script == by_up
-        assert len(by_script["queries"]) == 3 and len(by_script["lookup"]) == 3
+        assert len(by_script["queries"]) == len(rollups.wanted_queries("spark")) and len(by_script["lookup"]) == 3
+        # An older version's regex query is dropped on the next run.
+        influx.query(settings.influx_admin, 'CREATE CONTINUOUS QUERY "sparkscope_1m" ON "spark" BEGIN SELECT '
+                     'max("value") AS "value" INTO "spark"."sparkscope_1m".:MEASUREMENT FROM '
+                     '"spark"."sparkscope"./.*/ GROUP BY time(1m), * END')
         assert by_script["grants"][settings.influx_read_user] == [("spark", "READ")]
         assert by_script["grants"][settings.influx_write_user] == [("spark", "WRITE")]
         again = run_setup_sh(settings)
@@ -280,3 +284,66 @@ def test_the_compose_rollups_file_is_what_up_creates():
     """influxdb/rollups.setup is generated from stack/rollups.py: regenerate it
     (python -m sparkscope.stack.rollups > influxdb/rollups.setup) after a change."""
     assert (ROOT / rollups.SETUP_FILE).read_text() == rollups.setup_file_text()
+
+
+def test_the_events_listener_asks_for_a_password_by_default_once_it_listens_beyond_loopback(tmp_path):
+    assert isolated_settings(tmp_path).events_credentials is None  # loopback: nothing to ask
+    exposed = isolated_settings(tmp_path, GRAPHITE_BIND="0.0.0.0")
+    assert exposed.events_credentials == ("sparkscope", exposed.events_password)
+    assert isolated_settings(tmp_path, GRAPHITE_BIND="0.0.0.0", EVENTS_AUTH="off").events_credentials is None
+    assert isolated_settings(tmp_path, EVENTS_AUTH="on").events_credentials is not None
+
+
+def sparkscope_cli(settings, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **settings_environ(settings)}
+    return subprocess.run([str(ROOT / "sparkscope"), *argv], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_with_events_auth_only_spark_and_the_probes_write_events(tmp_path, monkeypatch):
+    """EVENTS_AUTH=on on loopback (tests bind nothing else): Telegraf's events
+    listener refuses a line without the password, takes the probes' lines
+    (http.post_lines) and a real Spark driver's annotator given what
+    ./sparkscope conf prints."""
+    from conftest import Stack, run_spark_job
+    from sparkscope import http
+    from sparkscope.blockio import probe
+    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.spark.conf import annotator_properties
+
+    with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"), EVENTS_AUTH="on") as settings:
+        stack = Stack(settings)
+        url = settings.events_url
+        line = f"sparkscope_intruder value=1 {time.time_ns()}".encode()
+        assert http_status(f"{url}/write", data=line) == 401
+        assert http_status(f"{url}/write", settings.events_user, "not-the-password", data=line) == 401
+
+        monkeypatch.setenv(http.EVENTS_USER_ENV, settings.events_user)
+        monkeypatch.setenv(http.EVENTS_PASSWORD_ENV, settings.events_password)
+        probe.send(url, [f"block_latency,device=authtest,direction=read count=3i,mean_ms=1,p50_ms=1,p99_ms=1,"
+                         f"max_ms=1 {time.time_ns()}"])
+
+        printed = sparkscope_cli(settings, "conf", "--host", "127.0.0.1")
+        assert printed.returncode == 0, printed.stderr
+        assert f"spark.sparkscope.influx.password={settings.events_password}" in printed.stdout
+        jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+        run = run_spark_job(stack, "steady_job.py", tmp_path, master="local[1]", args=["2"],
+                            conf=annotator_properties(settings, jar))
+        stack.wait_for(f"SELECT count(\"duration_ms\") FROM \"sparkscope_application\" WHERE "
+                       f"\"applicationid\" = {influx.string_literal(run.app_id)}", bool, deadline_s=60)
+        stack.wait_for('SELECT "count" FROM "block_latency" WHERE "device" = \'authtest\'', bool)
+        assert stack.influx('SELECT * FROM "sparkscope_intruder"') == []
+
+    with throwaway_stack(tmp_path / "off", only=()) as loopback:
+        assert "influx.password" not in sparkscope_cli(loopback, "conf").stdout
+
+
+def test_a_pasted_summary_hint_runs_nothing_a_run_id_holds():
+    """The demo summary prints curl lines naming the run: a crafted id, pasted
+    into a shell, reaches curl as text, and InfluxQL as a quoted string."""
+    from sparkscope.demo.summary import shell_double_quoted
+    crafted = "x' ; DROP MEASUREMENT \"canary\" ; SELECT '$(touch /tmp/pwned)`id`\\"
+    statement = f"SELECT text FROM sparkscope_query WHERE applicationid={influx.string_literal(crafted)}"
+    out = subprocess.run(["sh", "-c", f"printf %s {shell_double_quoted('q=' + statement)}"],
+                         capture_output=True, text=True, timeout=10).stdout
+    assert out == "q=" + statement
+    assert statement.endswith("applicationid='x\\' ; DROP MEASUREMENT \"canary\" ; SELECT \\'$(touch /tmp/pwned)`id`\\\\'")

@@ -10,6 +10,7 @@ import contextlib
 import errno
 import io
 import os
+import re
 import random
 import signal
 import socket
@@ -148,6 +149,39 @@ def check_buffer_outage(stack: Stack, kept: int) -> None:
     stack.wait_for(query, lambda s: bool(s) and s[0]["values"][0][1] >= kept, deadline_s=60)
     time.sleep(4)  # two more flushes: nothing else arrives
     assert stack.influx(query)[0]["values"][0][1] == kept
+
+
+def test_points_beyond_the_buffer_are_dropped_counted_and_shown_by_status(tmp_path):
+    """InfluxDB away, more points than TELEGRAF_BUFFER_LIMIT arrive: the oldest
+    go, and once InfluxDB is back `status` says how many (Telegraf's own
+    internal_write count, stored with the data)."""
+    limit, sent = 200, 600
+    with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"), unread_metrics="pass",
+                         TELEGRAF_BUFFER_LIMIT=str(limit)) as settings:
+        stack, backend = Stack(settings), NativeBackend(settings)
+        app = f"app-overflow-{int(time.time())}"
+        start = int(time.time()) - 600
+        backend.down(only=("influxdb",), progress=quiet)
+        try:
+            stack.send_graphite("".join(f"spark.{app}.1.jvm.heap.used {i} {start + i}\n" for i in range(sent)))
+            time.sleep(4)
+        finally:
+            backend.up(only=("influxdb",), progress=quiet)
+        query = f'SELECT count("value") FROM "heap.used" WHERE "applicationid" = \'{app}\''
+        stack.wait_for(query, bool, deadline_s=60)
+        stored = stack.influx(query)[0]["values"][0][1]
+        row = next(r for r in stack_status(backend) if r.name == "telegraf")
+        deadline = time.monotonic() + 40  # internal_write is written every 10 s
+        while "dropped" not in row.data and time.monotonic() < deadline:
+            time.sleep(2)
+            row = next(r for r in stack_status(backend) if r.name == "telegraf")
+        dropped = int(re.search(r"([\d,]+) dropped", row.data).group(1).replace(",", ""))
+        assert stored <= limit and dropped >= sent - stored, (stored, row.data)
+        assert f"TELEGRAF_BUFFER_LIMIT={limit:,}" in row.detail and row.state == "up"
+
+
+def stack_status(backend):
+    return backend.status()
 
 
 def test_telegraf_restart_mid_run_leaves_a_bounded_gap(fault_stack, tmp_path):

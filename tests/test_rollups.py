@@ -7,6 +7,7 @@ $rp variable picks raw samples for short ranges and rollups for long ones."""
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -54,18 +55,34 @@ def test_up_creates_policies_and_continuous_queries_once(influx_only):
     policies = {row[0] for row in q(influx_only, "SHOW RETENTION POLICIES")[0]["values"]}
     assert {"sparkscope", "sparkscope_1m", "sparkscope_10m", "sparkscope_30m", "sparkscope_meta"} <= policies
     queries = rollups.existing_queries(influx_only.influx_admin, influx_only.database)
-    assert sorted(queries) == ["sparkscope_10m", "sparkscope_1m", "sparkscope_30m"]
+    assert sorted(queries) == sorted(f"{level.policy}:{m}" for level in rollups.LEVELS[1:]
+                                     for m in rollups.ROLLED_MEASUREMENTS)
+    # Each names its measurement: no regex source, no :MEASUREMENT back-reference.
+    assert not any("/.*/" in text or ":MEASUREMENT" in text for text in queries.values())
     assert len(q(influx_only, 'SELECT * FROM "sparkscope_meta"."sparkscope_resolution"')[0]["values"]) == len(
         rollups.RESOLUTIONS)
 
 
-def test_a_changed_continuous_query_is_replaced(influx_only):
+def test_a_changed_continuous_query_is_replaced_and_an_older_regex_one_dropped(influx_only):
     url, db = influx_only.influx_admin, influx_only.database
-    q(influx_only, f'DROP CONTINUOUS QUERY "sparkscope_1m" ON "{db}"')
-    q(influx_only, f'CREATE CONTINUOUS QUERY "sparkscope_1m" ON "{db}" BEGIN SELECT mean("value") AS "value" '
+    name = "sparkscope_1m:JVMHeapMemory"
+    q(influx_only, f'DROP CONTINUOUS QUERY "{name}" ON "{db}"')
+    q(influx_only, f'CREATE CONTINUOUS QUERY "{name}" ON "{db}" BEGIN SELECT mean("value") AS "value" '
+                   f'INTO "{db}"."sparkscope_1m"."JVMHeapMemory" FROM "{db}"."sparkscope"."JVMHeapMemory" '
+                   f'GROUP BY time(1m), * END')
+    # What versions before per-measurement queries created.
+    q(influx_only, f'CREATE CONTINUOUS QUERY "sparkscope_1m" ON "{db}" BEGIN SELECT max("value") AS "value" '
                    f'INTO "{db}"."sparkscope_1m".:MEASUREMENT FROM "{db}"."sparkscope"./.*/ GROUP BY time(1m), * END')
     rollups.ensure_rollups(url, db, influx_only.retention)
-    assert "max(value) AS value" in rollups.existing_queries(url, db)["sparkscope_1m"]
+    queries = rollups.existing_queries(url, db)
+    assert "max(value) AS value" in queries[name] and "sparkscope_1m" not in queries
+
+
+def test_every_measurement_the_dashboards_read_through_a_rollup_is_rolled_up():
+    read = set()
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        read |= set(re.findall(r'"\$(?:peak_)?rp"\."([^"]+)"', json.dumps(json.load(path.open())).replace('\\"', '"')))
+    assert read == set(rollups.ROLLED_MEASUREMENTS)
 
 
 def test_one_sample_spike_survives_into_the_minute_rollup_the_dashboard_reads(influx_only):
@@ -107,13 +124,14 @@ def test_one_sample_spike_survives_into_the_minute_rollup_the_dashboard_reads(in
 
 def test_the_ten_and_thirty_minute_rollups_keep_the_spike_of_the_minute_rollup(influx_only):
     # Their continuous queries run every 10 and 30 minutes; their own SELECT
-    # over the window (rollups.backfill_statement) is what they will run, each
+    # over the window (rollups.backfill_statements) is what they will run, each
     # from the level below.
     now_ms = int(time.time()) * 1000
     for policy, hours in (("sparkscope_10m", 6), ("sparkscope_30m", 24)):
         level = next(level for level in rollups.LEVELS if level.policy == policy)
-        q(influx_only, rollups.backfill_statement(influx_only.database, level, now_ms - 3_600_000,
-                                                  now_ms + 1_800_000))
+        for statement in rollups.backfill_statements(influx_only.database, level, now_ms - 3_600_000,
+                                                     now_ms + 1_800_000):
+            q(influx_only, statement)
         dash, heap = live_panel_series(influx_only, "JVM heap used vs max", hours)
         assert dash.variables["rp"].current == [policy]
         assert heap and all(max(v for _, v in s["values"] if v is not None) == 900e6 for s in heap), policy
@@ -166,7 +184,8 @@ def test_peaks_read_the_minute_rollup_only_where_it_holds_every_raw_sample(influ
 
     influx.write(url, db, samples(PEAKS_APP))
     minute = next(level for level in rollups.LEVELS if level.policy == rollups.PEAK_LEVEL)
-    q(influx_only, rollups.backfill_statement(db, minute, (start - 60) * 1000, (now + 60) * 1000))
+    for statement in rollups.backfill_statements(db, minute, (start - 60) * 1000, (now + 60) * 1000):
+        q(influx_only, statement)
     from_ms, to_ms = start * 1000 + 5000, now * 1000 + 1000
 
     rp, peaks = sampled_heap_peaks(influx_only, from_ms, to_ms)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,12 @@ def cmd_conf(args: argparse.Namespace) -> int:
         flags += [f"--jars {jar}", f"--conf spark.extraListeners={LISTENER_CLASS}",
                   f"--conf spark.plugins={PROFILER_PLUGIN_CLASS}",
                   f"--conf spark.sparkscope.influx.url=http://{host}:{settings.events_port}"]
+        if settings.events_credentials:
+            # The events listener asks for them (EVENTS_AUTH); the password is what it asks for,
+            # so it is printed here, and only here (Spark redacts it in its UI).
+            user, password = settings.events_credentials
+            flags += [f"--conf spark.sparkscope.influx.username={shlex.quote(user)}",
+                      f"--conf spark.sparkscope.influx.password={shlex.quote(password)}"]
     print(" \\\n".join(flags))
     return 0
 

@@ -10,10 +10,12 @@ request to another host keeps the user's proxy settings.
 
 from __future__ import annotations
 
+import base64
 import ipaddress
+import os
 import urllib.parse
 import urllib.request
-from typing import Union
+from typing import Sequence, Union
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -33,3 +35,22 @@ def urlopen(request: Union[str, urllib.request.Request], timeout: float):
     if is_loopback_host(urllib.parse.urlsplit(url).hostname or ""):
         return _DIRECT.open(request, timeout=timeout)
     return urllib.request.urlopen(request, timeout=timeout)
+
+
+# Credentials for Telegraf's events listener (EVENTS_AUTH), given to the probes
+# by their runner (native backend or compose) in the environment, never in argv.
+EVENTS_USER_ENV, EVENTS_PASSWORD_ENV = "SPARKSCOPE_EVENTS_USER", "SPARKSCOPE_EVENTS_PASSWORD"
+
+
+def post_lines(url: str, lines: Sequence[str], timeout: float, precision: str = "ns") -> None:
+    """POST line protocol to Telegraf's events listener (<url>/write), with Basic
+    auth when SPARKSCOPE_EVENTS_USER is set. Raises OSError (urllib's errors
+    included) when it is not taken."""
+    request = urllib.request.Request(f"{url}/write?precision={precision}", data="\n".join(lines).encode(),
+                                     method="POST")
+    user = os.environ.get(EVENTS_USER_ENV, "")
+    if user:
+        pair = f"{user}:{os.environ.get(EVENTS_PASSWORD_ENV, '')}".encode()
+        request.add_header("Authorization", "Basic " + base64.b64encode(pair).decode())
+    with urlopen(request, timeout=timeout):
+        pass

@@ -55,6 +55,7 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings:
         "INFLUXDB_ADMIN_PASSWORD": "admin-" + secrets.token_hex(8),
         "INFLUXDB_WRITE_PASSWORD": "writer-" + secrets.token_hex(8),
         "INFLUXDB_READ_PASSWORD": "reader-" + secrets.token_hex(8),
+        "EVENTS_PASSWORD": "events-" + secrets.token_hex(8),
         **settings,
     }
     if os.environ.get("SPARKSCOPE_CACHE_DIR"):
@@ -82,6 +83,8 @@ def settings_environ(settings) -> dict[str, str]:
         "INFLUXDB_ADMIN_USER": settings.influx_admin_user, "INFLUXDB_ADMIN_PASSWORD": settings.influx_admin_password,
         "INFLUXDB_WRITE_USER": settings.influx_write_user, "INFLUXDB_WRITE_PASSWORD": settings.influx_write_password,
         "INFLUXDB_READ_USER": settings.influx_read_user, "INFLUXDB_READ_PASSWORD": settings.influx_read_password,
+        "EVENTS_AUTH": settings.events_auth, "EVENTS_USER": settings.events_user,
+        "EVENTS_PASSWORD": settings.events_password,
         "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
         "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
         "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,

@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -208,10 +207,8 @@ def send(url: str, lines: list[str], timeout_s: float = 5.0) -> None:
     period dropped (Telegraf itself buffers through an InfluxDB outage)."""
     if not lines:
         return
-    request = urllib.request.Request(f"{url}/write?precision=ns", data="\n".join(lines).encode(), method="POST")
     try:
-        with http.urlopen(request, timeout=timeout_s):
-            pass
+        http.post_lines(url, lines, timeout_s)
     except (urllib.error.URLError, OSError) as err:
         print(f"blockprobe: {len(lines)} points not sent to {url}: {err}; is Telegraf up?", file=sys.stderr,
               flush=True)

@@ -32,6 +32,7 @@ TELEGRAF_PLUGINS = (
     "inputs.diskio",
     "inputs.kernel",
     "inputs.net",
+    "inputs.internal",
     "processors.starlark",
     "processors.filter",
     "outputs.influxdb",

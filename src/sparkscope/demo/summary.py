@@ -4,7 +4,6 @@ stages and the queries they ran for), and the summary that says where to look.""
 from __future__ import annotations
 
 import math
-import shlex
 import time
 from typing import Any, Callable, Optional
 
@@ -17,6 +16,13 @@ from sparkscope.stack.settings import Settings
 Out = Callable[[str], None]
 
 METRICS_WAIT_S = 20.0  # the sink's last report at stop, plus Telegraf's flush
+
+
+def shell_double_quoted(text: str) -> str:
+    """text in double quotes for a POSIX shell: the four characters special
+    there (backslash, quote, dollar, backquote) escaped, so a pasted line
+    runs nothing a run id holds, and reads plainly when it holds none."""
+    return '"' + "".join("\\" + c if c in '\\"$`' else c for c in text) + '"'
 
 
 def _q(value: str) -> str:
@@ -202,7 +208,7 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         # The run id is data: quoted for InfluxQL, then for the shell the line is pasted into.
         say(f"            curl -sG -u {settings.influx_read_user}:\"$INFLUXDB_READ_PASSWORD\" "
             f"{settings.influx_url}/query --data-urlencode db={settings.database} "
-            f"--data-urlencode {shlex.quote('q=' + statement)}")
+            f"--data-urlencode {shell_double_quoted('q=' + statement)}")
     say("            (INFLUXDB_READ_PASSWORD is in .env: set -a; . ./.env; set +a)")
     if result.interrupted:
         say("  The stack keeps running; ./sparkscope down stops it.")

@@ -67,9 +67,15 @@ def sparkscope_properties(settings: Settings, period_s: int | None = None) -> di
 def annotator_properties(settings: Settings, jar: Path) -> dict[str, str]:
     """Spark settings that attach the listener and point it at this stack's
     Telegraf events listener (which writes to InfluxDB's database)."""
-    return {
+    props = {
         "spark.jars": str(jar),
         "spark.extraListeners": LISTENER_CLASS,
         "spark.plugins": PROFILER_PLUGIN_CLASS,
         "spark.sparkscope.influx.url": settings.events_url,
     }
+    if settings.events_credentials:
+        # The events listener asks for them (EVENTS_AUTH); Spark redacts *password* keys in its UI.
+        user, password = settings.events_credentials
+        props["spark.sparkscope.influx.username"] = user
+        props["spark.sparkscope.influx.password"] = password
+    return props

@@ -207,10 +207,34 @@ class Backend:
                 row.state = "up"
                 if name == "influxdb":
                     self._influx_row(row)
+                elif name == "telegraf":
+                    self._telegraf_row(row)
                 elif name == "grafana":
                     row.version = (grafana_health(settings.grafana_url) or {}).get("version", row.version)
             rows.append(row)
         return rows
+
+    def _telegraf_row(self, row: ServiceStatus) -> None:
+        """Telegraf's own count of what it holds and what it lost (inputs.internal:
+        internal_write, written every 10 s; counters start at 0 when Telegraf starts)."""
+        settings = self.settings
+        try:
+            series = influx.query(settings.influx_reader,
+                                  'SELECT last("buffer_size"), last("buffer_limit"), last("metrics_dropped") '
+                                  'FROM "internal_write" WHERE time > now() - 2m AND "output" = \'influxdb\'',
+                                  settings.database)
+        except influx.InfluxError as err:
+            row.data = f"buffer: unknown ({err})"
+            return
+        if not series:
+            row.data = "buffer: no report in the last 2 min (InfluxDB unreachable for Telegraf?)"
+            return
+        _, size, limit, dropped = series[0]["values"][0]
+        row.data = f"buffer {int(size or 0):,} of {int(limit or 0):,} points"
+        if dropped:  # the stack works; what was lost is said, not made a failure
+            row.data += f", {int(dropped):,} dropped"
+            row.detail = (f"Telegraf dropped {int(dropped):,} points since it started: InfluxDB could not take them "
+                          f"before its buffer (TELEGRAF_BUFFER_LIMIT={settings.telegraf_buffer_limit:,}) filled up")
 
     def _influx_row(self, row: ServiceStatus) -> None:
         settings = self.settings

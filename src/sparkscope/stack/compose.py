@@ -49,6 +49,9 @@ def compose_env(settings: Settings) -> dict[str, str]:
         "INFLUXDB_ADMIN_USER": settings.influx_admin_user, "INFLUXDB_ADMIN_PASSWORD": settings.influx_admin_password,
         "INFLUXDB_WRITE_USER": settings.influx_write_user, "INFLUXDB_WRITE_PASSWORD": settings.influx_write_password,
         "INFLUXDB_READ_USER": settings.influx_read_user, "INFLUXDB_READ_PASSWORD": settings.influx_read_password,
+        # What the events listener asks for: empty when it asks for nothing (EVENTS_AUTH).
+        "EVENTS_LISTENER_USER": (settings.events_credentials or ("", ""))[0],
+        "EVENTS_LISTENER_PASSWORD": (settings.events_credentials or ("", ""))[1],
     }
 
 

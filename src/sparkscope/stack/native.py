@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from sparkscope import http
 from sparkscope.build.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
 from sparkscope.blockio.probe import ATTACHED
 from sparkscope.blockio.readiness import why_not_traceable
@@ -96,6 +97,8 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
         "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
         "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
         "TELEGRAF_BUFFER_DIR": str(settings.state_dir / "telegraf" / "buffer"),
+        "EVENTS_USER": (settings.events_credentials or ("", ""))[0],
+        "EVENTS_PASSWORD": (settings.events_credentials or ("", ""))[1],
     }, dirs=[settings.state_dir / "telegraf" / "buffer"])
 
 
@@ -205,8 +208,9 @@ class NativeBackend(Backend):
 
     def probe_env(self, prefix: str) -> dict[str, str]:
         """<prefix>* settings from .env (as compose reads them there), the environment first."""
+        user, password = self.settings.events_credentials or ("", "")
         return {**{k: v for k, v in read_env_file(self.settings.root / ".env").items() if k.startswith(prefix)},
-                **os.environ}
+                **os.environ, http.EVENTS_USER_ENV: user, http.EVENTS_PASSWORD_ENV: password}
 
     def _start_probe(self, name: str, module: str, started_marker: str, deadline_s: float, failure: str,
                      progress: Progress, why_not: Callable[[], Optional[str]] = lambda: None,

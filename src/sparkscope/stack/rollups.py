@@ -5,6 +5,14 @@ retention policies of their own, and the dashboards pick the resolution for
 the time range from a small lookup measurement (variables $rp and
 $mean_field, see dashboards/layout.py).
 
+Each rolled measurement has continuous queries of its own, one per level
+(ROLLED_MEASUREMENTS): no `FROM /.*/` and no `INTO ...:MEASUREMENT`. InfluxDB
+1.8 can crash on a measurement regex whose query is interrupted after a
+matched measurement had no series (dashboards/queries.py, OLD_GEN_POOLS), and
+per-measurement statements are what InfluxQL-compatible cluster engines
+(openGemini) accept, where a user who outgrows one machine goes. Metrics kept
+with SPARKSCOPE_UNREAD_METRICS=pass and read by no panel are not rolled up.
+
 The highest value is stored as "value", so every query that reads max("value")
 (memory peaks, counters through non_negative_derivative(max)) reads the same
 numbers from a rollup as from the raw samples, and a one-sample memory spike
@@ -47,6 +55,28 @@ TASK_TOTALS_PREFIX = "sparkscope_app."
 TASK_TIME_COUNTERS = ("runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
                       "shuffleFetchWaitTime.count", "shuffleWriteTime.count")
 ALL_EXECUTORS = "all executors"
+
+# The measurements the dashboards read through "$rp" or "$peak_rp" (every one
+# of them, and nothing else: tests/test_rollups.py compares this with the
+# generated dashboards).
+ROLLED_MEASUREMENTS = (
+    "JVMHeapMemory", "heap.max", "jvmCpuTime", "threadpool.activeTasks",
+    "OnHeapExecutionMemory", "OnHeapStorageMemory", "OnHeapUnifiedMemory",
+    "OffHeapExecutionMemory", "OffHeapStorageMemory", "OffHeapUnifiedMemory",
+    "ProcessTreeJVMRSSMemory", "ProcessTreePythonRSSMemory", "ProcessTreeOtherRSSMemory",
+    "MinorGCCount", "MinorGCTime", "MajorGCCount", "MajorGCTime",
+    "pools.G1-Old-Gen.used-after-gc", "pools.PS-Old-Gen.used-after-gc", "pools.CMS-Old-Gen.used-after-gc",
+    "runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
+    "shuffleFetchWaitTime.count", "shuffleWriteTime.count", "shuffleBytesWritten.count",
+    "shuffleLocalBytesRead.count", "shuffleRemoteBytesRead.count",
+    "memoryBytesSpilled.count", "diskBytesSpilled.count", "bytesRead.count", "bytesWritten.count",
+    *(f"filesystem.{scheme}.{way}_bytes" for scheme in ("file", "hdfs", "s3a", "gs", "abfs")
+      for way in ("read", "write")),
+    *(TASK_TOTALS_PREFIX + counter for counter in TASK_TIME_COUNTERS),
+)
+# Continuous queries by these names were the single regex queries of older
+# versions: ensure_rollups drops them.
+LEGACY_QUERIES = ("sparkscope_1m", "sparkscope_10m", "sparkscope_30m")
 
 
 @dataclass(frozen=True)
@@ -104,23 +134,35 @@ RESOLUTIONS = (
 )
 
 
-def continuous_query(database: str, level: Level) -> str:
-    """Every measurement with a "value" field (Spark's metrics; host metrics and
-    annotator events have none) per bucket, all tags kept."""
+def query_name(level: Level, measurement: str) -> str:
+    return f"{level.policy}:{measurement}"
+
+
+def continuous_query(database: str, level: Level, measurement: str) -> str:
+    """One measurement of Spark's (field "value") per bucket, all tags kept."""
     counted = ', count("value") AS "samples"' if level.samples else ""
+    db, name = influx.identifier(database), influx.identifier(measurement)
     select = (f'SELECT max("value") AS "value", mean("{level.source_mean}") AS "mean"{counted} '
-              f'INTO "{database}"."{level.policy}".:MEASUREMENT FROM "{database}"."{level.source}"./.*/ '
+              f'INTO {db}."{level.policy}".{name} FROM {db}."{level.source}".{name} '
               f"GROUP BY time({level.every}), *")
-    return (f'CREATE CONTINUOUS QUERY "{level.policy}" ON "{database}" RESAMPLE EVERY {level.every} '
-            f"FOR {level.lag} BEGIN {select} END")
+    return (f'CREATE CONTINUOUS QUERY {influx.identifier(query_name(level, measurement))} ON {db} '
+            f"RESAMPLE EVERY {level.every} FOR {level.lag} BEGIN {select} END")
 
 
-def backfill_statement(database: str, level: Level, start_ms: int, end_ms: int) -> str:
-    """The continuous query's SELECT over a past window (it only ever runs on
+def wanted_queries(database: str) -> dict[str, str]:
+    return {query_name(level, m): continuous_query(database, level, m)
+            for level in LEVELS[1:] for m in ROLLED_MEASUREMENTS}
+
+
+def backfill_statements(database: str, level: Level, start_ms: int, end_ms: int) -> list[str]:
+    """The continuous queries' SELECTs over a past window (they only ever run on
     the latest buckets): for data written back-dated, e.g. by the benchmarks."""
-    select = continuous_query(database, level).split(" BEGIN ", 1)[1].rsplit(" END", 1)[0]
-    where = f" WHERE time >= {start_ms}ms AND time < {end_ms}ms GROUP BY"
-    return select.replace(" GROUP BY", where, 1)
+    out = []
+    for measurement in ROLLED_MEASUREMENTS:
+        select = continuous_query(database, level, measurement).split(" BEGIN ", 1)[1].rsplit(" END", 1)[0]
+        where = f" WHERE time >= {start_ms}ms AND time < {end_ms}ms GROUP BY"
+        out.append(select.replace(" GROUP BY", where, 1))
+    return out
 
 
 def resolution_lines() -> str:
@@ -146,7 +188,7 @@ def task_scope_lines() -> str:
         f'{TASK_SCOPE_MEASUREMENT} selection="",needs_totals=0i,executors="(?:.+)" 2'])
 
 
-def ensure_policy(base_url: str, database: str, name: str, duration: str) -> None:
+def ensure_policy(base_url: influx.Where, database: str, name: str, duration: str) -> None:
     try:
         influx.query(base_url, f'CREATE RETENTION POLICY "{name}" ON "{database}" DURATION {duration} REPLICATION 1')
     except influx.InfluxError as err:
@@ -155,27 +197,30 @@ def ensure_policy(base_url: str, database: str, name: str, duration: str) -> Non
         influx.query(base_url, f'ALTER RETENTION POLICY "{name}" ON "{database}" DURATION {duration}')
 
 
-def existing_queries(base_url: str, database: str) -> dict[str, str]:
+def existing_queries(base_url: influx.Where, database: str) -> dict[str, str]:
     for series in influx.query(base_url, "SHOW CONTINUOUS QUERIES"):
         if series.get("name") == database:
             return {name: text for name, text in series.get("values", [])}
     return {}
 
 
-def ensure_rollups(base_url: str, database: str, retention: str) -> None:
+def ensure_rollups(base_url: influx.Where, database: str, retention: str) -> None:
     """Policies, continuous queries and the lookup; safe to run at every up."""
     for level in LEVELS[1:]:
         ensure_policy(base_url, database, level.policy, retention)
     ensure_policy(base_url, database, META_POLICY, "INF")
     existing = existing_queries(base_url, database)
-    for level in LEVELS[1:]:
-        wanted = continuous_query(database, level)
+    wanted = wanted_queries(database)
+    for name in existing:
+        if name not in wanted and (name in LEGACY_QUERIES or name.startswith(tuple(f"{lv.policy}:" for lv in LEVELS))):
+            influx.query(base_url, f"DROP CONTINUOUS QUERY {influx.identifier(name)} ON {influx.identifier(database)}")
+    for name, statement in wanted.items():
         # InfluxDB shows a query with the quotes it does not need removed.
-        if existing.get(level.policy, "").replace('"', "") == wanted.replace('"', ""):
+        if existing.get(name, "").replace('"', "") == statement.replace('"', ""):
             continue
-        if level.policy in existing:
-            influx.query(base_url, f'DROP CONTINUOUS QUERY "{level.policy}" ON "{database}"')
-        influx.query(base_url, wanted)
+        if name in existing:
+            influx.query(base_url, f"DROP CONTINUOUS QUERY {influx.identifier(name)} ON {influx.identifier(database)}")
+        influx.query(base_url, statement)
     influx.write(base_url, database, "\n".join([resolution_lines(), peak_source_lines(), task_scope_lines()]),
                  precision="ns", policy=META_POLICY)
 
@@ -190,13 +235,15 @@ SETUP_FILE = "influxdb/rollups.setup"
 def setup_file_text() -> str:
     """What ensure_rollups creates, as lines influxdb/setup.sh applies without
     Python: `policy NAME DURATION`, `query NAME STATEMENT`, `lookup LINE` (line
-    protocol for the sparkscope_meta policy). __DB__ and __RETENTION__ stand for
+    protocol for the sparkscope_meta policy), `drop NAME` (a continuous query of
+    an older version). __DB__ and __RETENTION__ stand for
     the settings. Generated (python -m sparkscope.stack.rollups > influxdb/rollups.setup);
     tests/test_auth.py checks the file is current and that both ways leave the same."""
     out = ["# Generated by `python -m sparkscope.stack.rollups`; do not edit (see stack/rollups.py)."]
     out += [f"policy {level.policy} {RETENTION_PLACEHOLDER}" for level in LEVELS[1:]]
     out.append(f"policy {META_POLICY} INF")
-    out += [f"query {level.policy} {continuous_query(DB_PLACEHOLDER, level)}" for level in LEVELS[1:]]
+    out += [f"drop {name}" for name in LEGACY_QUERIES]
+    out += [f"query {name} {statement}" for name, statement in wanted_queries(DB_PLACEHOLDER).items()]
     out += [f"lookup {line}" for text in (resolution_lines(), peak_source_lines(), task_scope_lines())
             for line in text.splitlines()]
     return "\n".join(out) + "\n"

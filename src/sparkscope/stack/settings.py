@@ -12,6 +12,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress
@@ -24,7 +25,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
 UNREAD_METRICS_ACTIONS = ("drop", "pass")  # Telegraf's processors.filter actions
 # Secrets ./sparkscope up generates into .env when they are missing or empty.
 SECRET_KEYS = ("GRAFANA_ADMIN_PASSWORD", "INFLUXDB_ADMIN_PASSWORD", "INFLUXDB_WRITE_PASSWORD",
-               "INFLUXDB_READ_PASSWORD")
+               "INFLUXDB_READ_PASSWORD", "EVENTS_PASSWORD")
+EVENTS_AUTH_CHOICES = ("auto", "on", "off")  # auto: on when the listener is reachable from other hosts
 # A password travels into InfluxQL, Telegraf's TOML, Grafana's YAML and HTTP
 # Basic auth; these characters are plain in all of them.
 _SECRET = re.compile(r"^[A-Za-z0-9._~\-]{12,}$")
@@ -80,6 +82,17 @@ class Settings:
     influx_write_password: str = field(default="", repr=False)
     influx_read_user: str = "sparkscope_reader"
     influx_read_password: str = field(default="", repr=False)
+    # Telegraf's events listener (annotator, probes): Basic auth, on by default
+    # once it listens beyond loopback (events_credentials).
+    events_auth: str = "auto"
+    events_user: str = "sparkscope"
+    events_password: str = field(default="", repr=False)
+
+    @property
+    def events_credentials(self) -> Optional[tuple[str, str]]:
+        """(user, password) the events listener asks for, None when it asks for none."""
+        wanted = self.events_auth == "on" or (self.events_auth == "auto" and not is_loopback(self.graphite_bind))
+        return (self.events_user, self.events_password) if wanted else None
 
     @property
     def influx_url(self) -> str:
@@ -110,7 +123,8 @@ class Settings:
         values = {"GRAFANA_ADMIN_PASSWORD": "" if self.password_is_placeholder else self.grafana_password,
                   "INFLUXDB_ADMIN_PASSWORD": self.influx_admin_password,
                   "INFLUXDB_WRITE_PASSWORD": self.influx_write_password,
-                  "INFLUXDB_READ_PASSWORD": self.influx_read_password}
+                  "INFLUXDB_READ_PASSWORD": self.influx_read_password,
+                  "EVENTS_PASSWORD": self.events_password}
         return [key for key in SECRET_KEYS if not values[key]]
 
     @property
@@ -232,6 +246,9 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         influx_write_password=_secret(values, "INFLUXDB_WRITE_PASSWORD"),
         influx_read_user=_user(values, "INFLUXDB_READ_USER", "sparkscope_reader"),
         influx_read_password=_secret(values, "INFLUXDB_READ_PASSWORD"),
+        events_auth=_choice(values, "EVENTS_AUTH", EVENTS_AUTH_CHOICES),
+        events_user=_user(values, "EVENTS_USER", "sparkscope"),
+        events_password=_secret(values, "EVENTS_PASSWORD"),
     )
 
 
@@ -255,8 +272,8 @@ def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]
         with os.fdopen(fd, "w") as out:
             out.write("\n".join(lines) + "\n")
         progress(f"wrote {env_path} (mode 0600) with random passwords: Grafana's admin "
-                 f"({settings.grafana_user}) and InfluxDB's {settings.influx_admin_user}, "
-                 f"{settings.influx_write_user} and {settings.influx_read_user}")
+                 f"({settings.grafana_user}), InfluxDB's {settings.influx_admin_user}, "
+                 f"{settings.influx_write_user} and {settings.influx_read_user}, and the events listener's")
         return missing
     if env_path.stat().st_mode & 0o077:
         env_path.chmod(0o600)

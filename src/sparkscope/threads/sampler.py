@@ -22,7 +22,6 @@ import signal
 import sys
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -241,10 +240,9 @@ def send(url: str, lines_: list[str], timeout_s: float = 5.0) -> bool:
     the period (Telegraf itself buffers through an InfluxDB outage)."""
     if not lines_:
         return True
-    request = urllib.request.Request(f"{url}/write?precision=ns", data="\n".join(lines_).encode(), method="POST")
     try:
-        with http.urlopen(request, timeout=timeout_s):
-            return True
+        http.post_lines(url, lines_, timeout_s)
+        return True
     except (urllib.error.URLError, OSError) as err:
         say(f"{len(lines_)} points not sent to {url}: {err}; is Telegraf up?")
         return False
