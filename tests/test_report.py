@@ -132,6 +132,30 @@ def test_a_run_without_peaks_says_the_annotator_is_missing():
     assert advice.verdict == "UNKNOWN" and "annotator" in advice.summary and not advice.recommendations
 
 
+def test_a_run_whose_driver_stopped_reporting_without_an_end_is_told_as_such(stack, tmp_path):
+    """A driver killed without its shutdown hooks (SIGKILL, the OOM killer)
+    leaves the annotator's RUNNING point and samples that stop: past the
+    grace period the report says "no end seen" when the driver went quiet,
+    not that the annotator was missing; a driver still reporting is running."""
+    import time
+    from sparkscope.stack import influx
+    now = int(time.time())
+    for app, quiet_s in (("app-killed-no-end", 600), ("app-still-running", 5)):
+        started = now - quiet_s - 300
+        lines = [f'sparkscope_application,applicationid={app} status="RUNNING",app_name="etl",'
+                 f'text="started" {started}']
+        lines += [f"JVMHeapMemory,applicationid={app},executorid=driver,namespace=executor value={1e8 + t} "
+                  f"{started + t}" for t in range(0, 300, 5)]
+        influx.write(stack.settings.influx_writer, stack.settings.database, "\n".join(lines))
+    reader = RunReader(stack.settings.influx_reader, stack.settings.database)
+    killed = reader.read("app-killed-no-end")
+    assert killed.ending == "NO_END_SEEN" and killed.ended_ms == (now - 600 - 5) * 1000
+    path, advice, _, _ = make_report(reader, "app-killed-no-end", tmp_path)
+    assert "no end seen" in advice.summary and "was the annotator attached" not in advice.summary
+    assert "no end seen" in path.read_text()
+    assert reader.read("app-still-running").ending == "RUNNING"
+
+
 # ---- on a real run ----
 
 CACHE_MIB = "400"

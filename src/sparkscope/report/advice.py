@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -137,6 +138,13 @@ def advise(run: RunFacts) -> Advice:
     fraction = float(run.settings.get("spark.memory.fraction") or DEFAULT_FRACTION)
     notes = ["Advice is only as good as the run it saw: a run on more data, or with more tasks per executor "
              "(spark.executor.cores), needs more."]
+    if not any(e.peaks for e in workers.values()) and run.no_end_seen:
+        when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(run.ended_ms / 1000)) if run.ended_ms
+                else "an unknown time")
+        return Advice("UNKNOWN", f"no end seen for {run.app_id}: its driver stopped reporting at {when} without "
+                      "the application's end (killed by SIGKILL or the kernel's OOM killer, or its host was lost), "
+                      "so the annotator never wrote the exact peaks it keeps until the end. The dashboards show "
+                      "what was sampled until then.", notes=notes)
     if not any(e.peaks for e in workers.values()):
         return Advice("UNKNOWN", f"no exact peaks for the {role}s of {run.app_id}: was the annotator attached "
                       "(spark.extraListeners, see ./sparkscope conf) and did the application end?", notes=notes)

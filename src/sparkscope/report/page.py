@@ -135,6 +135,10 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+ENDINGS = {"NO_END_SEEN": "no end seen (the driver stopped reporting)", "RUNNING": "still running",
+           "FAILED": "failed", "CANCELLED": "cancelled"}
+
+
 def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Optional[float]) -> str:
     figures = [memory_over_time(run, heap), peaks_per_stage(run), task_time(run), stragglers(run)]
     if len(runs) > 1:
@@ -163,7 +167,7 @@ def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Opti
 <style>{STYLE}</style></head><body>
 <h1>How much memory did {html.escape(run.app_name)} need?</h1>
 <p>{html.escape(run.app_id)}, {html.escape(run.settings.get('spark.master', 'master unknown'))},
-{(run.duration_ms or 0) / 1000:.1f} s</p>
+{(run.duration_ms or 0) / 1000:.1f} s{"" if run.ending == "FINISHED" else ", " + html.escape(ENDINGS.get(run.ending, run.ending))}</p>
 <p class="verdict {advice.verdict}">{html.escape(advice.summary)}</p>
 <h2>Advice</h2>{recs}
 <pre>{html.escape(" ".join(advice.conf_lines()))}</pre>{notes}

@@ -4,6 +4,7 @@ samples the plots and the task-time breakdown need."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -12,10 +13,26 @@ from sparkscope.errors import SparkscopeError
 from sparkscope.stack import influx
 
 MIB = 1024 * 1024
+# A run with no end point whose driver has not reported for this long ended
+# without its shutdown hooks (SIGKILL, the OOM killer, a lost host): "no end
+# seen". Spark's sink reports every 1-10 s and Telegraf flushes every 2 s.
+NO_END_GRACE_MS = 120_000
 
 
 class NoRunError(SparkscopeError):
     pass
+
+
+NO_END_SEEN = "NO_END_SEEN"
+
+
+def ending_of(end_status: Optional[str], last_report_ms: Optional[int], now_ms: int) -> str:
+    """The run's end as the report tells it (RunFacts.ending)."""
+    if end_status:
+        return end_status
+    if last_report_ms is not None and now_ms - last_report_ms < NO_END_GRACE_MS:
+        return "RUNNING"
+    return NO_END_SEEN
 
 
 @dataclass
@@ -41,6 +58,14 @@ class RunFacts:
     stage_peaks: list[dict[str, Any]]
     queries: list[dict[str, Any]]
     removals: list[dict[str, Any]]
+    # How the run ended: the annotator's end status (FINISHED, FAILED, CANCELLED),
+    # RUNNING while its driver still reports, or NO_END_SEEN (ended_ms is then
+    # the driver's last report).
+    ending: str = "FINISHED"
+
+    @property
+    def no_end_seen(self) -> bool:
+        return self.ending == NO_END_SEEN
 
     @property
     def duration_ms(self) -> Optional[int]:
@@ -112,8 +137,11 @@ class RunReader:
             raise NoRunError(f"application {app_id} is not in InfluxDB (no sparkscope_application point): check "
                              "the id (./sparkscope report without an id takes the latest run), and that the run "
                              "had the annotator (spark.extraListeners, see ./sparkscope conf)")
-        finished = [a for a in apps if a.get("status") == "FINISHED"]
-        head = finished[0] if finished else apps[0]
+        ends = [a for a in apps if a.get("status") not in (None, "RUNNING")]
+        head = ends[0] if ends else apps[0]
+        last = _rows(self.q(f'SELECT last("value") FROM "JVMHeapMemory" WHERE {app} AND "executorid" = \'driver\''))
+        last_report_ms = int(last[0]["time"]) if last else None
+        ending = ending_of(head.get("status") if ends else None, last_report_ms, int(time.time() * 1000))
         settings_rows = _rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {app}'))
         settings = {k: v for k, v in (settings_rows[0] if settings_rows else {}).items()
                     if k.startswith("spark.") and v is not None}
@@ -145,7 +173,10 @@ class RunReader:
         stages = _rows(self.q(f"SELECT * FROM \"sparkscope_stage\" WHERE {app} AND \"status\" <> 'RUNNING'"))
         stage_peaks = _rows(self.q(f'SELECT * FROM "sparkscope_stage_peaks" WHERE {app}'))
         queries = _rows(self.q(f"SELECT * FROM \"sparkscope_query\" WHERE {app} AND \"status\" <> 'RUNNING'"))
-        return RunFacts(app_id=app_id, app_name=head.get("app_name") or app_id, started_ms=int(head["time"]),
-                        ended_ms=int(head["end_time_ms"]) if head.get("end_time_ms") else None,
+        started_ms = int(apps[0]["time"])
+        ended_ms = int(head["end_time_ms"]) if head.get("end_time_ms") else (
+            last_report_ms if ending == NO_END_SEEN else None)
+        return RunFacts(app_id=app_id, app_name=head.get("app_name") or apps[0].get("app_name") or app_id,
+                        started_ms=started_ms, ending=ending, ended_ms=ended_ms,
                         settings=settings, executors=executors, stages=stages, stage_peaks=stage_peaks,
                         queries=queries, removals=removals)
