@@ -156,6 +156,42 @@ def test_a_run_whose_driver_stopped_reporting_without_an_end_is_told_as_such(sta
     assert reader.read("app-still-running").ending == "RUNNING"
 
 
+def test_a_week_long_run_is_read_from_the_rollup_with_its_peaks_and_a_bounded_plot(stack):
+    """Six days of three JVMs (the test stack keeps 7): the 10-minute rollup (as its continuous query
+    writes it) holds a heap spike four days back, raw samples only the last
+    hour. The report finds the spike and the counters' final totals, and its
+    plots keep one point per bucket, not one per sample."""
+    import time
+    from sparkscope.report.run_facts import PLOT_POINTS
+    from sparkscope.stack import influx, rollups
+    app, now = "app-week-long-0001", int(time.time()) // 600 * 600
+    start, end = now - 6 * 86_400, now - 120
+    spike_at = now - 4 * 86_400
+    lines, raw = [], []
+    for e in ("driver", "0", "1"):
+        heap = f"JVMHeapMemory,applicationid={app},executorid={e},namespace=executor"
+        runs = f"runTime.count,applicationid={app},executorid={e},namespace=executor"
+        for at in range(start, end - 3600, 600):
+            value = 9e8 if at == spike_at and e == "1" else 2e8
+            lines.append(f"{heap} value={value},mean=1.5e8 {at}")
+            lines.append(f"{runs} value={at - start},mean={at - start} {at}")
+        for t in range(end - 3600, end, 10):
+            raw.append(f"{heap} value=2.5e8 {t}")
+            raw.append(f"{runs} value={t - start} {t}")
+    writer, db = stack.settings.influx_writer, stack.settings.database
+    for chunk in range(0, len(lines), 5000):
+        influx.write(writer, db, "\n".join(lines[chunk:chunk + 5000]), policy=rollups.LEVELS[2].policy)
+    for chunk in range(0, len(raw), 5000):
+        influx.write(writer, db, "\n".join(raw[chunk:chunk + 5000]))
+    influx.write(writer, db, f'sparkscope_application,applicationid={app} status="FINISHED",app_name="weekly",'
+                             f'end_time_ms={end * 1000}i,duration_ms={(end - start) * 1000}i {start}')
+    run = RunReader(stack.settings.influx_reader, db).read(app)
+    assert run.ending == "FINISHED" and run.duration_ms == (end - start) * 1000
+    heap = dict(run.executors["1"].series["heap"])
+    assert max(heap.values()) == 9e8 and len(heap) <= PLOT_POINTS + 10
+    assert run.executors["0"].totals["run_ms"] == end - 10 - start
+
+
 # ---- on a real run ----
 
 CACHE_MIB = "400"

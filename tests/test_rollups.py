@@ -78,8 +78,10 @@ def test_a_changed_continuous_query_is_replaced_and_an_older_regex_one_dropped(i
     assert "max(value) AS value" in queries[name] and "sparkscope_1m" not in queries
 
 
-def test_every_measurement_the_dashboards_read_through_a_rollup_is_rolled_up():
-    read = set()
+def test_every_measurement_the_dashboards_and_report_read_through_a_rollup_is_rolled_up():
+    from sparkscope.dashboards.queries import OLD_GEN_POOLS
+    from sparkscope.report.run_facts import SERIES, TOTALS
+    read = {*SERIES, *TOTALS, *OLD_GEN_POOLS, "heap.max"}
     for path in sorted((ROOT / "dashboards").glob("*.json")):
         read |= set(re.findall(r'"\$(?:peak_)?rp"\."([^"]+)"', json.dumps(json.load(path.open())).replace('\\"', '"')))
     assert read == set(rollups.ROLLED_MEASUREMENTS)

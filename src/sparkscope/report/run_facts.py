@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from sparkscope.dashboards.queries import OLD_GEN_POOLS
 from sparkscope.errors import SparkscopeError
-from sparkscope.stack import influx
+from sparkscope.stack import influx, rollups
 
 MIB = 1024 * 1024
 # A run with no end point whose driver has not reported for this long ended
@@ -91,6 +91,18 @@ TOTALS = {
     "memoryBytesSpilled.count": "spilled_memory", "diskBytesSpilled.count": "spilled_disk",
     "succeededTasks.count": "tasks",
 }
+# How the sampled metrics of a run are read, so that a week-long run reads
+# about as much as an hour-long one (the report's bound: docs/performance.md,
+# bench/report_long_run.py). Up to LONG_RUN_MS, raw samples; beyond, the
+# 10-minute rollup (each bucket's highest value as "value") up to TAIL_MS
+# before the end, and raw samples after it, which the rollup may not hold
+# yet (its query recomputes the last 20 minutes every 10). Highest values
+# (totals, peaks) are the same either way; plots get at most PLOT_POINTS
+# buckets per executor.
+LONG_RUN_MS = 12 * 3_600_000
+TAIL_MS = 40 * 60_000
+ROLLUP = rollups.LEVELS[2]  # sparkscope_10m
+PLOT_POINTS = 720
 SERIES = {"JVMHeapMemory": "heap", "OnHeapUnifiedMemory": "unified", "ProcessTreeJVMRSSMemory": "JVM RSS",
           "ProcessTreePythonRSSMemory": "Python RSS"}
 
@@ -130,6 +142,40 @@ class RunReader:
                              "job with the flags of ./sparkscope conf (or ./sparkscope demo), then ./sparkscope report")
         return runs[0]["applicationid"]
 
+    def _parts(self, measurement: str, span: tuple[int, int]) -> list[tuple[str, str]]:
+        """(FROM, time condition) pairs covering span: raw alone for a short run; for a
+        long one the 10-minute rollup, then raw samples for its last TAIL_MS."""
+        start, end = span
+        name = influx.identifier(measurement)
+        if end - start <= LONG_RUN_MS or measurement not in rollups.ROLLED_MEASUREMENTS:
+            return [(name, f"time >= {start}ms AND time <= {end}ms")]
+        cut = (end - TAIL_MS) // 600_000 * 600_000
+        return [(f'"{ROLLUP.policy}".{name}', f"time >= {start}ms AND time < {cut}ms"),
+                (name, f"time >= {cut}ms AND time <= {end}ms")]
+
+    def highest(self, measurement: str, app: str, span: tuple[int, int]) -> dict[str, float]:
+        """Each executor's highest value over the run."""
+        out: dict[str, float] = {}
+        for source, when in self._parts(measurement, span):
+            for row in _rows(self.q(f'SELECT max("value") FROM {source} WHERE {app} AND {when} GROUP BY "executorid"')):
+                if row["max"] is not None:
+                    out[row["executorid"]] = max(out.get(row["executorid"], row["max"]), row["max"])
+        return out
+
+    def plotted(self, measurement: str, app: str, span: tuple[int, int]) -> dict[str, list[tuple[int, float]]]:
+        """Each executor's highest value per bucket, at most about PLOT_POINTS buckets."""
+        start, end = span
+        bucket_s = max(10, -(-(end - start) // 1000 // PLOT_POINTS))
+        bucket_s = -(-bucket_s // 10) * 10
+        out: dict[str, dict[int, float]] = {}
+        for source, when in self._parts(measurement, span):
+            for s in self.q(f'SELECT max("value") FROM {source} WHERE {app} AND {when} '
+                            f'GROUP BY time({bucket_s}s), "executorid" fill(none)'):
+                points = out.setdefault(s["tags"]["executorid"], {})
+                for t, v in s["values"]:
+                    points[t] = max(points.get(t, v), v)
+        return {e: sorted(points.items()) for e, points in out.items()}
+
     def read(self, app_id: str) -> RunFacts:
         app = f"\"applicationid\" = '{_q(app_id)}'"
         apps = _rows(self.q(f'SELECT * FROM "sparkscope_application" WHERE {app}'))
@@ -142,6 +188,9 @@ class RunReader:
         last = _rows(self.q(f'SELECT last("value") FROM "JVMHeapMemory" WHERE {app} AND "executorid" = \'driver\''))
         last_report_ms = int(last[0]["time"]) if last else None
         ending = ending_of(head.get("status") if ends else None, last_report_ms, int(time.time() * 1000))
+        started_ms = int(apps[0]["time"])
+        ended_ms = int(head["end_time_ms"]) if head.get("end_time_ms") else (
+            last_report_ms if ending == NO_END_SEEN else None)
         settings_rows = _rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {app}'))
         settings = {k: v for k, v in (settings_rows[0] if settings_rows else {}).items()
                     if k.startswith("spark.") and v is not None}
@@ -152,18 +201,19 @@ class RunReader:
 
         for row in _rows(self.q(f'SELECT * FROM "sparkscope_executor_peaks" WHERE {app}')):
             executor(row["executor_id"]).peaks = {k: v for k, v in row.items() if k[:1].isupper() and v is not None}
-        for row in _rows(self.q(f'SELECT max("value") FROM "heap.max" WHERE {app} GROUP BY "executorid"')):
-            executor(row["executorid"]).heap_max = row["max"]
+        span = (started_ms - 60_000, (ended_ms or int(time.time() * 1000)) + 60_000)
+        for executor_id, value in self.highest("heap.max", app, span).items():
+            executor(executor_id).heap_max = value
         for pool in OLD_GEN_POOLS:  # one per collector, by name (see OLD_GEN_POOLS); the run's own has rows
-            for row in _rows(self.q(f'SELECT max("value") FROM "{pool}" WHERE {app} GROUP BY "executorid"')):
+            for executor_id, value in self.highest(pool, app, span).items():
                 # 0 until a collection of the old generation ran (G1's young collections leave it): unknown.
-                executor(row["executorid"]).live_set = row["max"] or None
+                executor(executor_id).live_set = value or None
         for measurement, name in TOTALS.items():
-            for row in _rows(self.q(f'SELECT max("value") FROM "{measurement}" WHERE {app} GROUP BY "executorid"')):
-                executor(row["executorid"]).totals[name] = row["max"]
+            for executor_id, value in self.highest(measurement, app, span).items():
+                executor(executor_id).totals[name] = value
         for measurement, name in SERIES.items():
-            for s in self.q(f'SELECT "value" FROM "{measurement}" WHERE {app} GROUP BY "executorid"'):
-                executor(s["tags"]["executorid"]).series[name] = [(t, v) for t, v in s["values"]]
+            for executor_id, points in self.plotted(measurement, app, span).items():
+                executor(executor_id).series[name] = points
         removals = []
         for row in _rows(self.q(f'SELECT * FROM "sparkscope_executor" WHERE {app}')):
             if row.get("cores") is not None and row.get("executor_id"):
@@ -173,9 +223,6 @@ class RunReader:
         stages = _rows(self.q(f"SELECT * FROM \"sparkscope_stage\" WHERE {app} AND \"status\" <> 'RUNNING'"))
         stage_peaks = _rows(self.q(f'SELECT * FROM "sparkscope_stage_peaks" WHERE {app}'))
         queries = _rows(self.q(f"SELECT * FROM \"sparkscope_query\" WHERE {app} AND \"status\" <> 'RUNNING'"))
-        started_ms = int(apps[0]["time"])
-        ended_ms = int(head["end_time_ms"]) if head.get("end_time_ms") else (
-            last_report_ms if ending == NO_END_SEEN else None)
         return RunFacts(app_id=app_id, app_name=head.get("app_name") or apps[0].get("app_name") or app_id,
                         started_ms=started_ms, ending=ending, ended_ms=ended_ms,
                         settings=settings, executors=executors, stages=stages, stage_peaks=stage_peaks,

@@ -56,9 +56,9 @@ TASK_TIME_COUNTERS = ("runTime.count", "cpuTime.count", "jvmGCTime.count", "dese
                       "shuffleFetchWaitTime.count", "shuffleWriteTime.count")
 ALL_EXECUTORS = "all executors"
 
-# The measurements the dashboards read through "$rp" or "$peak_rp" (every one
-# of them, and nothing else: tests/test_rollups.py compares this with the
-# generated dashboards).
+# The measurements the dashboards read through "$rp" or "$peak_rp", and those
+# the report reads from the 10-minute rollup for a long run (report/run_facts.py):
+# every one of them, and nothing else (tests/test_rollups.py compares).
 ROLLED_MEASUREMENTS = (
     "JVMHeapMemory", "heap.max", "jvmCpuTime", "threadpool.activeTasks",
     "OnHeapExecutionMemory", "OnHeapStorageMemory", "OnHeapUnifiedMemory",
@@ -70,6 +70,7 @@ ROLLED_MEASUREMENTS = (
     "shuffleFetchWaitTime.count", "shuffleWriteTime.count", "shuffleBytesWritten.count",
     "shuffleLocalBytesRead.count", "shuffleRemoteBytesRead.count",
     "memoryBytesSpilled.count", "diskBytesSpilled.count", "bytesRead.count", "bytesWritten.count",
+    "resultSerializationTime.count", "succeededTasks.count",
     *(f"filesystem.{scheme}.{way}_bytes" for scheme in ("file", "hdfs", "s3a", "gs", "abfs")
       for way in ("read", "write")),
     *(TASK_TOTALS_PREFIX + counter for counter in TASK_TIME_COUNTERS),
