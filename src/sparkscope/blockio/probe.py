@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from sparkscope import http
+from sparkscope import http, lineprotocol
 
 SCRIPT = Path(__file__).with_name("latency.bt")
 DEFAULT_PERIOD_S = 10
@@ -114,12 +114,8 @@ def device_name(dev: int, names: dict[int, str]) -> str:
     return names.get(dev, f"{dev >> 20}:{dev & 0xFFFFF}")
 
 
-def escape_tag(value: str) -> str:
-    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
-
-
-def escape_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+escape_tag = lineprotocol.tag_value  # one writer for every Python probe (sparkscope/lineprotocol.py)
+escape_string = lineprotocol.string_field
 
 
 class Reports:

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from sparkscope import lineprotocol
 from sparkscope.flame.nested_set import Row, widest_leaves
 
 ROWS = "sparkscope_flame"
@@ -51,13 +52,8 @@ def profile_id(executor_id: str, kind: str, start_ms: int, seconds: float, stage
     return f"{stamp} exec {executor_id} {kind} {seconds:g}s {stage or 'all threads'}"
 
 
-def escape_tag(value: str) -> str:
-    return (value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
-            .replace(" ", "\\ ").replace("\n", "\\n"))
-
-
-def escape_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+escape_tag = lineprotocol.tag_value  # one writer for every Python writer (sparkscope/lineprotocol.py)
+escape_string = lineprotocol.string_field
 
 
 def lines(profile: Profile, rows_: Sequence[Row], samples: int) -> list[str]:
