@@ -347,3 +347,40 @@ def test_a_pasted_summary_hint_runs_nothing_a_run_id_holds():
                          capture_output=True, text=True, timeout=10).stdout
     assert out == "q=" + statement
     assert statement.endswith("applicationid='x\\' ; DROP MEASUREMENT \"canary\" ; SELECT \\'$(touch /tmp/pwned)`id`\\\\'")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="what root may run matters only as root")
+def test_as_root_nothing_runs_from_where_another_user_could_change_it(tmp_path, monkeypatch):
+    from sparkscope.privilege import why_untrusted
+    from sparkscope.stack import StackError
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "tool").write_text("#!/bin/sh\n")
+    shared.chmod(0o777)
+    assert "writable by group and others" in why_untrusted(shared / "tool")
+    shared.chmod(0o755)
+    os.chown(shared / "tool", 1000, 1000)
+    assert "belongs to uid 1000" in why_untrusted(shared / "tool")
+    os.chown(shared / "tool", 0, 0)
+    assert why_untrusted(shared / "tool") is None  # under /tmp (sticky), root's own dirs: fine
+
+    # InfluxDB from a cache dir a user may write to: up refuses to start it as root.
+    settings = isolated_settings(tmp_path / "state", SPARKSCOPE_CACHE_DIR=str(tmp_path / "cache"))
+    real = native.ensure_influxd(isolated_settings(tmp_path / "s2").cache_dir, lambda _: None)
+    planted = settings.cache_dir / real.relative_to(isolated_settings(tmp_path / "s3").cache_dir)
+    planted.parent.mkdir(parents=True)
+    shutil.copy2(real, planted)
+    planted.parent.chmod(0o777)
+    with pytest.raises(StackError, match="not started as root .*writable by group and others"):
+        NativeBackend(settings).up(only=("influxdb",), progress=lambda _: None)
+    assert influx.ping(settings.influx_url) is False
+
+    # The probes' Python from a directory others may write: not started, and said why.
+    link_dir = tmp_path / "venv-bin"
+    link_dir.mkdir(mode=0o777)
+    link_dir.chmod(0o777)
+    (link_dir / "python").symlink_to(os.path.realpath(os.sys.executable))
+    monkeypatch.setattr(native.sys, "executable", str(link_dir / "python"))
+    said: list[str] = []
+    assert NativeBackend(isolated_settings(tmp_path / "s4")).start_threadprobe(said.append) is False
+    assert any("as root it would run" in line and "writable" in line for line in said), said

@@ -179,3 +179,4 @@ def _shown(argv: list[str], cwd: Optional[Path]) -> str:
 def _duration(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.0f} s"
+

@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
+from sparkscope.privilege import why_untrusted
+
 TRACEFS = Path("/sys/kernel/tracing")
 BTF = Path("/sys/kernel/btf/vmlinux")
 TRACEPOINTS = ("block/block_rq_issue", "block/block_rq_complete", "block/block_io_start")
@@ -40,6 +42,9 @@ def why_not_traceable(mount: bool = False) -> Optional[str]:
                 "work without it")
     if shutil.which("bpftrace") is None:
         return "bpftrace is not installed: apt-get install bpftrace (Debian/Ubuntu) or dnf install bpftrace"
+    untrusted = why_untrusted(Path(shutil.which("bpftrace")))
+    if untrusted:
+        return f"bpftrace at {shutil.which('bpftrace')} is not root's alone ({untrusted}): root will not run it"
     if not BTF.exists():
         return f"the kernel has no BTF ({BTF} missing): the probe needs a kernel built with CONFIG_DEBUG_INFO_BTF"
     if not (TRACEFS / "events").is_dir() and mount:

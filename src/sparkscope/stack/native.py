@@ -22,6 +22,7 @@ from sparkscope.blockio.probe import ATTACHED
 from sparkscope.blockio.readiness import why_not_traceable
 from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
 from sparkscope.threads.sampler import STARTED as THREADPROBE_STARTED
+from sparkscope.privilege import why_untrusted
 from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
@@ -167,6 +168,11 @@ class NativeBackend(Backend):
         labels = {}
         for name in names:
             service = SERVICES[name](self.settings, progress)
+            untrusted = why_untrusted(Path(service.argv[0]))
+            if untrusted:
+                raise StackError(f"{name}: not started as root from {service.argv[0]}: {untrusted}. Run "
+                                 f"./sparkscope as the user who owns it, or keep the cache dir "
+                                 f"(SPARKSCOPE_CACHE_DIR) root's own")
             for directory in service.dirs:
                 directory.mkdir(parents=True, exist_ok=True)
             proc = start_group(service.argv, self.log_path(name), env=service.env, cwd=self.settings.state_dir)
@@ -212,6 +218,18 @@ class NativeBackend(Backend):
         return {**{k: v for k, v in read_env_file(self.settings.root / ".env").items() if k.startswith(prefix)},
                 **os.environ, http.EVENTS_USER_ENV: user, http.EVENTS_PASSWORD_ENV: password}
 
+    @staticmethod
+    def why_untrusted_python() -> Optional[str]:
+        """As root, the probes run this Python and sparkscope's modules: only from
+        where nobody but root could have changed them (process.why_untrusted)."""
+        import sparkscope
+        for path in (Path(sys.executable), Path(sparkscope.__file__).parent):
+            reason = why_untrusted(path)
+            if reason:
+                return (f"as root it would run {path}, but {reason}; run it as that user "
+                        f"(the probes then do what that user may), or from a root-owned checkout")
+        return None
+
     def _start_probe(self, name: str, module: str, started_marker: str, deadline_s: float, failure: str,
                      progress: Progress, why_not: Callable[[], Optional[str]] = lambda: None,
                      why_not_means: str = "") -> tuple[bool, Optional[int], dict[str, str]]:
@@ -227,7 +245,7 @@ class NativeBackend(Backend):
         if env.get(prefix + "ENABLED", "true").lower() in OFF_WORDS:
             progress(f"{name} off ({prefix}ENABLED={env[prefix + 'ENABLED']})")
             return False, None, env
-        reason = why_not()
+        reason = why_not() or self.why_untrusted_python()
         if reason:
             progress(f"{name} not started ({why_not_means}): {reason}")
             return False, None, env
@@ -251,7 +269,8 @@ class NativeBackend(Backend):
             why_not=lambda: why_not_traceable(mount=True),
             why_not_means="disk latency heatmap, percentiles and outliers stay empty")
         if pid is not None:
-            progress(f"{BLOCKPROBE:9} up  pid {pid}  block I/O latency per device -> {self.settings.events_url}")
+            progress(f"{BLOCKPROBE:9} up  pid {pid}{' as root' if os.geteuid() == 0 else ''}  "
+                     f"block I/O latency per device -> {self.settings.events_url}")
         return running
 
     def stop_blockprobe(self, progress: Progress = lambda _: None) -> None:
@@ -276,7 +295,8 @@ class NativeBackend(Backend):
                 ("kernel stacks", why_no_kernel_stacks(), "THREADPROBE_KERNEL_STACKS"),
                 ("PySpark worker profiles", why_no_py_spy(), "THREADPROBE_PYSPY"))
                 if reason and env.get(key, "true").lower() not in OFF_WORDS]
-            progress(f"{THREADPROBE:9} up  pid {pid}  thread states of Spark JVMs -> {self.settings.events_url}"
+            progress(f"{THREADPROBE:9} up  pid {pid}{' as root' if os.geteuid() == 0 else ''}  "
+                     f"thread states of Spark JVMs -> {self.settings.events_url}"
                      + "".join(f"\n          {extra}" for extra in extras))
         return running
 

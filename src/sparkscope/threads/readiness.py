@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from sparkscope.privilege import why_untrusted
+
 CAP_SYS_PTRACE = 19
 
 
@@ -50,6 +52,9 @@ def why_no_py_spy() -> Optional[str]:
     if py_spy_path() is None:
         return ("py-spy is not installed: ./sparkscope installs it in .venv (pip install 'py-spy>=0.4,<0.5' "
                 "for another Python)")
+    untrusted = why_untrusted(Path(py_spy_path()))
+    if untrusted:
+        return f"py-spy at {py_spy_path()} is not root's alone ({untrusted}): root will not run it"
     scope = Path("/proc/sys/kernel/yama/ptrace_scope")
     try:
         level = int(scope.read_text())
