@@ -218,3 +218,26 @@ def test_keep_everything_stores_every_line_spark_sends(tmp_path):
         stored = send_and_count(settings, lines, expect_at_least=len(lines))
     assert sum(stored.values()) == len(lines)
     assert set(stored) == {measurement_of(line) for line in lines}
+
+
+def test_a_flood_of_new_names_outside_the_filter_creates_nothing_and_is_counted(tmp_path):
+    """Paths of Spark's daemons (*.master.*, *.worker.*) carry no executor:
+    any client that reaches the Graphite port could make a measurement per
+    line. By default they are dropped before InfluxDB sees them."""
+    with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf")) as settings:
+        now = int(time.time())
+        flood = "".join(f"spark.master.flood{n}.value {n} {now}\n" f"spark.worker.flood{n}.count 1 {now}\n"
+                        for n in range(2000))
+        with socket.create_connection((settings.graphite_host, settings.graphite_port), 5) as s:
+            s.sendall(flood.encode())
+            # One metric the dashboards read, after the flood: it still arrives.
+            s.sendall(f"spark.app-flood-1.1.executor.runTime.count 5 {now}\n".encode())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not influx.query(
+                settings.influx_admin, 'SELECT * FROM "runTime.count"', settings.database):
+            time.sleep(1)
+        time.sleep(3)  # two more flushes: the flood, sent first, would be stored by now
+        names = [row[0] for s in influx.query(settings.influx_admin, "SHOW MEASUREMENTS", settings.database)
+                 for row in s["values"]]
+        assert not [n for n in names if "flood" in n]
+        assert "runTime.count" in names
