@@ -395,3 +395,27 @@ def test_a_driver_left_nameless_is_said_once_after_its_start_up_and_again_when_n
     monkeypatch.setattr(jvms, "resolve_driver", lambda jvm, executors: "local-1795459168141")
     assert [j.app_id for j in discovery.scan()] == ["local-1795459168141"]
     assert discovery.messages[-1] == f"driver pid {pid}: application local-1795459168141, sampled from now on"
+
+
+def test_the_sampler_comes_back_after_an_uncaught_error_with_a_growing_pause(capsys):
+    from sparkscope.threads import sampler
+    calls, pauses = [], []
+
+    def start() -> int:
+        calls.append(1)
+        if len(calls) < 4:
+            raise OSError(f"crash {len(calls)}")
+        return 0
+
+    assert sampler.run_with_restarts(start, backoff_s=(1, 2, 4), sleep=pauses.append) == 0
+    assert len(calls) == 4 and pauses == [1, 2, 4]
+    said = capsys.readouterr().err + capsys.readouterr().out
+    assert "starting again in 4 s (restart 3)" in said
+
+
+def test_one_period_sends_at_most_its_bound_and_counts_the_cut():
+    from sparkscope.threads import sampler
+    lines = [f"x v={n}i" for n in range(sampler.MAX_LINES_PER_PERIOD + 123)]
+    kept, cut = sampler.bounded(lines)
+    assert len(kept) == sampler.MAX_LINES_PER_PERIOD and cut == 123 and kept[0] == lines[0]
+    assert sampler.bounded(lines[:10]) == (lines[:10], 0)

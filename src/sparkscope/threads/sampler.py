@@ -253,6 +253,35 @@ def self_cpu_s() -> float:
     return t.user + t.system
 
 
+# What one period may send at most: a host with thousands of threads in odd
+# states and wait channels must not flood Telegraf. Beyond it the period's
+# lines are cut and the cut counted (sparkscope_threadprobe dropped_lines).
+MAX_LINES_PER_PERIOD = 20_000
+RESTART_BACKOFF_S = (1, 2, 4, 8, 16, 32, 60)
+
+
+def bounded(out: list[str], limit: int = MAX_LINES_PER_PERIOD) -> tuple[list[str], int]:
+    return (out, 0) if len(out) <= limit else (out[:limit], len(out) - limit)
+
+
+def run_with_restarts(start: Callable[[], int], backoff_s: tuple = RESTART_BACKOFF_S,
+                      stop: Callable[[], bool] = lambda: False, sleep: Callable[[float], None] = time.sleep) -> int:
+    """Run the sampler; if it dies of an error no guard caught, say so and run it
+    again after a growing pause, so one bad /proc entry cannot end sampling."""
+    failures = 0
+    while True:
+        try:
+            return start()
+        except Exception as err:  # noqa: BLE001 - anything: the sampler must come back
+            wait = backoff_s[min(failures, len(backoff_s) - 1)]
+            failures += 1
+            say(f"stopped by an error ({type(err).__name__}: {err}); starting again in {wait} s "
+                f"(restart {failures})")
+            if stop():
+                return 1
+            sleep(wait)
+
+
 def run(url: str, rate_hz: float, period_s: float, kernel_stacks: bool, python: Optional[object] = None,
         stop: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.monotonic) -> int:
     sampler = Sampler(kernel_stacks=kernel_stacks)
@@ -282,11 +311,12 @@ def run(url: str, rate_hz: float, period_s: float, kernel_stacks: bool, python: 
             out = errors.guard("writing the period", lambda: sampler.close_period(end_ns, seconds, interval)) or []
             if python is not None:
                 out += errors.guard("reading py-spy", lambda: python.harvest(end_ns)) or []
+            out, cut = bounded(out)
             cpu1 = self_cpu_s()
             # Its own cost, beside what it measured: CPU, and the thread samples that CPU bought.
             out.append(f"{SELF} cpu_pct={100 * (cpu1 - cpu0) / seconds},jvms={len(sampler.jvms)}i,"
                        f"thread_samples={sampler.sampled - sampled0}i,skipped={sampler.skipped - skipped0}i,"
-                       f"errors={errors.count - errors0}i {end_ns}")
+                       f"errors={errors.count - errors0}i,dropped_lines={cut}i {end_ns}")
             send(url, out)
             period_start, cpu0, skipped0, errors0 = end, cpu1, sampler.skipped, errors.count
             sampled0 = sampler.sampled
@@ -348,4 +378,4 @@ def main(argv: Optional[list[str]] = None) -> int:
         else:
             from sparkscope.threads.python_workers import PythonWorkers
             python = PythonWorkers(say)
-    return run(args.url, args.rate, args.period, kernel_stacks, python)
+    return run_with_restarts(lambda: run(args.url, args.rate, args.period, kernel_stacks, python))
