@@ -27,7 +27,7 @@ from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.stack import StackError, influx
 from sparkscope.stack.native import NativeBackend, PidFile
 
-from conftest import JOBS, SINK_PERIOD_S, Stack
+from conftest import JOBS, SINK_PERIOD_S, Stack, run_spark_job
 from support.graphite_tap import GraphiteTap
 from support.sandbox import throwaway_stack
 
@@ -417,3 +417,54 @@ def test_read_only_influxdb_disk_fails_up_at_once_and_status_says_why(tmp_path):
         assert status_of(settings, "influxdb")[0] == "up"
         assert influx.query(settings.influx_admin, 'SELECT count("ok") FROM "before_read_only"',
                             settings.database)[0]["values"][0][1] == 1
+
+
+def test_a_driver_killed_with_sigkill_is_ended_no_end_seen_and_a_finished_one_is_not(tmp_path):
+    """The driver gets SIGKILL (as from the kernel's OOM killer): no shutdown
+    hook runs, the annotator never sends the end. After the grace period
+    Telegraf writes the run's end as NO_END_SEEN, at its start, ending at the
+    driver's last report; the live dashboard's application table reads it;
+    the report tells it. A run that finishes gets no such point."""
+    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    import json
+    from sparkscope.report.run_facts import RunReader
+    from sparkscope.spark.conf import annotator_properties
+    from sparkscope.stack.settings import ROOT
+    with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"), SPARKSCOPE_NO_END_GRACE_S="5") as settings:
+        stack = Stack(settings)
+        props = {**sparkscope_properties(settings, period_s=SINK_PERIOD_S),
+                 **annotator_properties(settings, ensure_annotator_jar(ROOT, progress=lambda _: None))}
+        argv = submit_argv(JOBS / "steady_job.py", "local[1]", props, ["120"])
+        proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=open(tmp_path / "spark.log", "w"),
+                                text=True, start_new_session=True)
+        try:
+            app = proc.stdout.readline().split()[1]
+            stack.wait_for(f"SELECT count(\"value\") FROM \"JVMHeapMemory\" WHERE \"applicationid\" = '{app}' "
+                           "AND \"executorid\" = 'driver'", lambda s: bool(s) and s[0]["values"][0][1] >= 3, 60)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        killed_at_ms = int(time.time() * 1000)
+        query = f"SELECT * FROM \"sparkscope_application\" WHERE \"applicationid\" = '{app}' AND \"status\" = 'NO_END_SEEN'"
+        end = stack.wait_for(query, bool, deadline_s=60)[0]
+        row = dict(zip(end["columns"], end["values"][0]))
+        running = stack.influx(f"SELECT * FROM \"sparkscope_application\" WHERE \"applicationid\" = '{app}' "
+                               "AND \"status\" = 'RUNNING'")[0]
+        assert row["time"] == running["values"][0][0]  # at the run's start, as the annotator's own end
+        assert killed_at_ms - 15_000 < row["end_time_ms"] <= killed_at_ms
+        assert "no end seen" in row["text"] and row["app_name"] == "sparkscope-test-steady"
+
+        now = int(time.time() * 1000)
+        board = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
+        table = next(p for top in board["panels"] for p in [top, *top.get("panels", [])]
+                     if p.get("title") == "Applications")
+        answered = stack.open_dashboard(board, now - 600_000, now).run_panel(table)
+        assert any(app in str(series) and "NO_END_SEEN" in str(series) for series in answered.values())
+        assert RunReader(settings.influx_reader, settings.database).read(app).ending == "NO_END_SEEN"
+
+        # A finished run: its FINISHED point closes it, and no NO_END_SEEN follows.
+        done = run_spark_job(stack, "steady_job.py", tmp_path, master="local[1]", args=["2"],
+                             conf=annotator_properties(settings, ensure_annotator_jar(ROOT, progress=lambda _: None)))
+        time.sleep(12)
+        assert stack.influx(f"SELECT * FROM \"sparkscope_application\" WHERE \"applicationid\" = '{done.app_id}' "
+                            "AND \"status\" = 'NO_END_SEEN'") == []

@@ -86,6 +86,7 @@ def settings_environ(settings) -> dict[str, str]:
         "EVENTS_AUTH": settings.events_auth, "EVENTS_USER": settings.events_user,
         "EVENTS_PASSWORD": settings.events_password,
         "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
+        "SPARKSCOPE_NO_END_GRACE_S": str(settings.no_end_grace_s),
         "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
         "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
     }

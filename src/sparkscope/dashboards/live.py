@@ -30,17 +30,21 @@ def _applications_table() -> Panel:
 
     return Panel(
         "Applications",
-        "Applications started in the time range, newest first: start time, id, name, user, Spark version "
-        "and run time (empty while it runs). A click on a row opens that run here or in the summary, "
+        "Applications started in the time range, newest first: start time, id, name, user, Spark version, "
+        "run time (empty while it runs) and how it ended: FINISHED, or NO_END_SEEN when its driver stopped "
+        "reporting without an end (killed by SIGKILL or the OOM killer, its host lost; written by Telegraf "
+        "after SPARKSCOPE_NO_END_GRACE_S of silence). A click on a row opens that run here or in the summary, "
         "over its own time range. " + NEEDS_ANNOTATOR,
-        [select("RUNNING"), select("FINISHED", ', "duration_ms" AS "run time", "end_time_ms" AS "ended"')],
+        [select("RUNNING")] + [select(end, ', "duration_ms" AS "run time", "end_time_ms" AS "ended", '
+                                          '"status" AS "ending"') for end in ("FINISHED", "NO_END_SEEN")],
         "none", kind="table", width=24, height=5,
         options={"sortBy": [{"displayName": "started", "desc": True}]},
         transformations=[{"id": "merge", "options": {}},
                          {"id": "organize", "options": {
                              "renameByName": {"Time": "started"},
                              "indexByName": {name: n for n, name in enumerate(
-                                 ("Time", "applicationid", "name", "user", "Spark", "run time", "ended"))}}}],
+                                 ("Time", "applicationid", "name", "user", "Spark", "run time", "ending",
+                                  "ended"))}}}],
         # "ended" stays in the data for the links, hidden from the table.
         overrides=[{"matcher": {"id": "byName", "options": "ended"},
                     "properties": [{"id": "custom.hidden", "value": True}]},

@@ -44,6 +44,7 @@ def compose_env(settings: Settings) -> dict[str, str]:
         "SPARKSCOPE_DB": settings.database, "SPARKSCOPE_RETENTION": settings.retention,
         "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
         "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
+        "SPARKSCOPE_NO_END_GRACE_S": str(settings.no_end_grace_s),
         "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
         "INFLUXDB_BIND": settings.influxdb_bind,
         "INFLUXDB_ADMIN_USER": settings.influx_admin_user, "INFLUXDB_ADMIN_PASSWORD": settings.influx_admin_password,

@@ -84,6 +84,9 @@ class Settings:
     influx_read_password: str = field(default="", repr=False)
     # Telegraf's events listener (annotator, probes): Basic auth, on by default
     # once it listens beyond loopback (events_credentials).
+    # Seconds a run's driver may be silent, with no end from the annotator, before
+    # Telegraf writes its end as NO_END_SEEN (telegraf.conf, "No end seen").
+    no_end_grace_s: int = 120
     events_auth: str = "auto"
     events_user: str = "sparkscope"
     events_password: str = field(default="", repr=False)
@@ -247,6 +250,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         influx_read_user=_user(values, "INFLUXDB_READ_USER", "sparkscope_reader"),
         influx_read_password=_secret(values, "INFLUXDB_READ_PASSWORD"),
         events_auth=_choice(values, "EVENTS_AUTH", EVENTS_AUTH_CHOICES),
+        no_end_grace_s=_count(values, "SPARKSCOPE_NO_END_GRACE_S", 120),
         events_user=_user(values, "EVENTS_USER", "sparkscope"),
         events_password=_secret(values, "EVENTS_PASSWORD"),
     )
