@@ -18,6 +18,7 @@ from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
 from sparkscope.report import command as report_command
 from sparkscope.flame import command as profile_command
+from sparkscope.top import command as top_command
 from sparkscope.spark.conf import LISTENER_CLASS, PROFILER_PLUGIN_CLASS, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
@@ -190,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_command.register(sub)
     report_command.register(sub)
     profile_command.register(sub)
+    top_command.register(sub)
     return parser
 
 

@@ -4,7 +4,8 @@ from Debian's packages when missing:
 - bpftrace: the block I/O probe's tests trace a real loop device (without it
   they skip and the live dashboard's block latency panels stay empty);
 - libfuse2: the slow disk of the disk and thread tests is a FUSE file system
-  (tests/support/slow_fs.py, through fusepy, which loads libfuse.so.2).
+  (tests/support/slow_fs.py, through fusepy, which loads libfuse.so.2);
+- tmux: tests/test_top.py runs `sparkscope top` in a real terminal.
 
 `sparkscope install` does not install them: the probe is opt-in for users
 (README, "Block I/O probe"), and FUSE is only the tests' slow disk."""
@@ -24,6 +25,7 @@ from sparkscope.process import Progress
 NEEDED: dict[str, Callable[[], Optional[str]]] = {
     "bpftrace": lambda: shutil.which("bpftrace"),
     "libfuse2": lambda: ctypes.util.find_library("fuse"),
+    "tmux": lambda: shutil.which("tmux"),  # tests/test_top.py: `sparkscope top` in a real terminal
 }
 
 
@@ -34,7 +36,7 @@ def missing_test_packages() -> list[str]:
 def ensure_test_packages(progress: Progress = print) -> str:
     missing = missing_test_packages()
     if not missing:
-        return "bpftrace and libfuse2 present"
+        return f"{', '.join(NEEDED)} present"
     if os.geteuid() != 0:
         raise BuildError(f"the tests need {' '.join(missing)}, and only root installs them here: install "
                          f"{' '.join(missing)} with your package manager; the tests that need them skip or fail "
