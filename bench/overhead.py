@@ -1,12 +1,23 @@
 #!/usr/bin/env python3
-"""Spark's overhead from sparkscope: the Graphite sink plus the annotator.
+"""What sparkscope costs a Spark job, part by part, with the method's own
+resolution.
 
-The demo's TPC-DS queries (data generated once per scale and cached, the
-Spark-dialect query files) run in local-cluster[2,1,1024], alternately
-without sparkscope (plain Spark) and with it (spark-conf/spark-defaults.conf
-pointed at a throwaway stack, plus the annotator jar and listener), in ABBA
-order (round 1: without, with; round 2: with, without; ...) so that a drift
-in the machine's load falls on both arms alike.
+Arms (--arms, the first is the baseline the others are compared with):
+  plain     Spark without sparkscope
+  sink      + the Graphite sink, JVM source, executor metrics, app status
+  tree      + process-tree RSS (spark-conf/spark-defaults.conf as shipped)
+  listener  + the annotator jar and listener (peaks, totals, annotations)
+  shipped   + the profiler plugin, idle (everything ./sparkscope conf prints)
+  profiling + a CPU profile of every executor running through the run
+An arm may appear twice (--arms shipped,shipped: an A/A run, whose ratio
+shows the noise the method cannot tell from a cost).
+
+Workloads (--workload): the demo's TPC-DS queries (data generated once per
+scale and cached) in local-cluster[2,1,1024], or a task-heavy job of many
+tiny tasks (bench/jobs/many_tasks.py), where a per-task cost shows. Every
+round runs each arm once, in an order rotated and reversed from round to
+round (ABBA for two arms), so a drift in the machine's load falls on all
+arms alike.
 
 Each run is one Spark application: a warm-up pass over the queries (JIT,
 class loading, file caches), then --passes measured passes. A run's figure is
@@ -16,9 +27,18 @@ query's collect(); JVM start-up and stop, which vary by seconds on a busy
 time). Printed as it goes: every pass of every run; at the end the median of
 each arm, the ratio of the medians, the per-round ratio (with / without,
 each round's two runs side by side) with its spread, per-query medians, and
-the CPU time of all Spark processes per run.
+the CPU time of all Spark processes per run (user + system of the reaped
+spark-submit tree: driver, executors, Python workers), which the machine's
+noise disturbs less than wall time.
 
-    .venv/bin/python bench/overhead.py --scale 0.1 --queries q3,q7,q42 --rounds 6
+For each arm against the baseline: the ratio of medians of query time and of
+Spark CPU, with a 95 % bootstrap interval (runs resampled within each arm,
+2,000 times).
+
+    .venv/bin/python bench/overhead.py --queries q3,q7,q42,q52,q55 --rounds 6
+    .venv/bin/python bench/overhead.py --arms shipped,shipped --rounds 6        # A/A
+    .venv/bin/python bench/overhead.py --arms plain,sink,tree,listener,shipped
+    .venv/bin/python bench/overhead.py --workload tasks --tasks 20000
 """
 
 from __future__ import annotations
@@ -26,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -47,18 +68,19 @@ from sparkscope.spark.conf import annotator_properties, sparkscope_properties  #
 from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
 from sparkscope.stack.native import PidFile  # noqa: E402
 from sparkscope.stack.settings import load_settings  # noqa: E402
-from support.sandbox import throwaway_stack  # noqa: E402
+from support.sandbox import settings_environ, throwaway_stack  # noqa: E402
 
 MASTER = "local-cluster[2,1,1024]"
 # Ten quick queries at sf=0.1 (0.6 to 3 s each here, warm): star joins and
 # aggregations over the sales tables, one with a window function (q98).
 DEFAULT_QUERIES = "q3,q7,q19,q42,q43,q52,q55,q68,q96,q98"
-ARMS = ("without", "with")
+ARM_NAMES = ("plain", "sink", "tree", "listener", "shipped", "profiling")
+SINK_ONLY = {"spark.executor.processTreeMetrics.enabled": "false"}
 
 
 @dataclass
 class Run:
-    arm: str
+    arm: str  # the arm's label: its name, with "#2" for a second arm of the same name
     round: int
     app_id: str = ""
     query_s: dict[str, list[float]] = field(default_factory=dict)  # measured passes only
@@ -77,23 +99,52 @@ class Run:
         return sum(sum(times) for times in self.query_s.values())
 
 
-def conf_for(arm: str, settings, jar: Path, with_conf: dict[str, str],
-             base_conf: dict[str, str] | None = None) -> dict[str, str]:
-    """The demo's Spark settings; for 'without', minus everything sparkscope adds
-    (or, given base_conf, sparkscope as shipped with those changes: to weigh one
-    part of it, such as the profiler plugin); for 'with', plus the --with-conf
-    changes (to find which setting costs). An empty value removes the key."""
+def conf_for(arm: str, settings, jar: Path, with_conf: dict[str, str]) -> dict[str, str]:
+    """The demo's Spark settings for an arm (ARM_NAMES); --with-conf changes every
+    arm but the baseline. An empty value removes the key."""
+    name = arm.split("#")[0]
     options = DemoOptions(executors=2, executor_memory_mb=1024)
     conf = demo_run.spark_conf(settings, options, jar)
-    conf["spark.app.name"] = f"sparkscope-bench-overhead-{arm}"
-    if arm == "without" and base_conf:
-        conf.update(base_conf)
-    elif arm == "without":
-        ours = set(sparkscope_properties(settings)) | set(annotator_properties(settings, jar))
-        conf = {k: v for k, v in conf.items() if k not in ours}
-    else:
-        conf.update(with_conf)
+    conf["spark.app.name"] = f"sparkscope-bench-overhead-{name}"
+    sink = set(sparkscope_properties(settings))
+    annotator = set(annotator_properties(settings, jar))
+    if name == "plain":
+        conf = {k: v for k, v in conf.items() if k not in sink | annotator}
+    elif name in ("sink", "tree"):
+        conf = {k: v for k, v in conf.items() if k not in annotator}
+        if name == "sink":
+            conf.update(SINK_ONLY)
+    elif name == "listener":
+        conf["spark.plugins"] = ""
     return {k: v for k, v in conf.items() if v != ""}
+
+
+def labelled(arms: list[str]) -> list[str]:
+    """Arm labels, a repeated name numbered: shipped, shipped#2."""
+    out = []
+    for arm in arms:
+        if arm not in ARM_NAMES:
+            raise SystemExit(f"unknown arm {arm!r}: use {', '.join(ARM_NAMES)}")
+        n = sum(1 for a in out if a.split("#")[0] == arm)
+        out.append(arm if n == 0 else f"{arm}#{n + 1}")
+    return out
+
+
+def round_order(arms: list[str], n: int) -> list[str]:
+    """Round n's order: rotated by n, reversed every other round (ABBA for two)."""
+    k = (n - 1) // 2 % len(arms)
+    order = arms[k:] + arms[:k]
+    return order if n % 2 == 1 else list(reversed(order))
+
+
+def bootstrap_ratio(base: list[float], other: list[float], resamples: int = 2000,
+                    seed: int = 1) -> tuple[float, float, float]:
+    """Ratio of medians other/base and its 95 % interval, resampling each arm's runs."""
+    rng = random.Random(seed)
+    ratios = sorted(statistics.median(rng.choices(other, k=len(other))) /
+                    statistics.median(rng.choices(base, k=len(base))) for _ in range(resamples))
+    point = statistics.median(other) / statistics.median(base)
+    return point, ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -160,18 +211,25 @@ def wait_for_quiet(max_wait_s: float, window_s: float = 3.0) -> float:
             told = True
 
 
-def run_once(run: Run, conf: dict[str, str], plan_path: Path, last_name: str, passes: int,
-             log: Path, stack_pids: list[int]) -> None:
-    argv = submit_argv(demo_run.DRIVER_SCRIPT, MASTER, conf, [str(plan_path)])
+def run_once(run: Run, conf: dict[str, str], workload: tuple[Path, list[str]], last_name: str, passes: int,
+             log: Path, stack_pids: list[int], settings=None) -> None:
+    script, script_args = workload
+    argv = submit_argv(script, MASTER, conf, script_args)
     spark_before, self_before = own_cpu_seconds()
     stack_before, busy_before = process_cpu_seconds(stack_pids), busy_seconds()
     forks_before = processes_started()
     started = time.monotonic()
     pass_s: dict[int, float] = {}
+    profiler = None
     with open(log, "w") as err:
         proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=err,
                                 stdin=subprocess.DEVNULL, text=True, cwd=log.parent)
         for line in proc.stdout:
+            if line.startswith("APP_ID "):  # the task-heavy job
+                run.app_id = line.split()[1]
+            elif line.startswith("JOB_SECONDS "):
+                run.query_s["job"] = [float(line.split()[1])]
+                print(f"      job {float(line.split()[1]):6.2f} s", flush=True)
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
@@ -190,7 +248,17 @@ def run_once(run: Run, conf: dict[str, str], plan_path: Path, last_name: str, pa
                 if event["name"] == last_name:  # a pass ends with the plan's last query
                     label = "warm-up" if rep == 1 else f"pass {rep - 1}/{passes}"
                     print(f"      {label:9} {pass_s[rep]:6.2f} s", flush=True)
+                    if rep == 1 and run.arm.split("#")[0] == "profiling" and profiler is None:
+                        # CPU profiles of every executor through the measured passes.
+                        profiler = subprocess.Popen(
+                            [sys.executable, "-m", "sparkscope", "profile", "--app", run.app_id, "--executor",
+                             "all", "--seconds", "600", "--mode", "cpu", "--out", str(log.parent / "profiles")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, **(settings_environ(settings) if settings else {})})
         code = proc.wait()
+    if profiler is not None:
+        profiler.kill()
+        profiler.wait()
     run.wall_s = time.monotonic() - started
     run.forks = processes_started() - forks_before
     spark_after, self_after = own_cpu_seconds()
@@ -209,70 +277,56 @@ def quartiles(values: list[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
-def summarize(runs: list[Run], label: str) -> None:
-    by_arm = {arm: [r for r in runs if r.arm == arm] for arm in ARMS}
-    if not all(by_arm.values()):
-        print(f"  {label}: not enough runs")
+def compare(runs: list[Run], arms: list[str], label: str) -> None:
+    """Each arm against the first: ratio of medians, 95 % bootstrap interval."""
+    by_arm = {arm: [r for r in runs if r.arm == arm] for arm in arms}
+    if not all(len(rs) >= 2 for rs in by_arm.values()):
+        print(f"  {label}: too few runs to compare")
         return
-    med = {arm: statistics.median(r.total_s for r in rs) for arm, rs in by_arm.items()}
-    pairs = []
-    for n in sorted({r.round for r in runs}):
-        pair = {r.arm: r for r in runs if r.round == n}
-        if set(pair) == set(ARMS):
-            pairs.append(pair["with"].total_s / pair["without"].total_s)
-    print(f"  {label}:")
-    for arm, rs in by_arm.items():
-        totals = [r.total_s for r in rs]
-        print(f"    {arm:7} sparkscope: median {med[arm]:7.2f} s over {len(rs)} runs "
-              f"(min {min(totals):.2f}, max {max(totals):.2f})")
-    ratio = med["with"] / med["without"]
-    print(f"    ratio of medians with/without: {ratio:.4f}  ({(ratio - 1) * 100:+.1f} %)")
-    if pairs:
-        q1, q3 = quartiles(pairs)
-        print(f"    per-round ratio: median {statistics.median(pairs):.4f}, IQR {q1:.4f}..{q3:.4f}, "
-              f"min {min(pairs):.4f}, max {max(pairs):.4f} over {len(pairs)} rounds")
+    base = arms[0]
+    print(f"  {label} (against {base}; 95 % bootstrap interval):")
+    for arm in arms[1:]:
+        cells = []
+        for what, attr in (("query time", "total_s"), ("Spark CPU", "cpu_s")):
+            point, low, high = bootstrap_ratio([getattr(r, attr) for r in by_arm[base]],
+                                               [getattr(r, attr) for r in by_arm[arm]])
+            cells.append(f"{what} {(point - 1) * 100:+5.1f} % [{(low - 1) * 100:+.1f}, {(high - 1) * 100:+.1f}]")
+        forks = statistics.median(r.forks for r in by_arm[arm]) - statistics.median(r.forks for r in by_arm[base])
+        print(f"    {arm:10} " + "   ".join(cells) + f"   processes {forks:+.0f}")
 
 
-def report(runs: list[Run], queries: list[str], args: argparse.Namespace) -> None:
-    print(f"\nTPC-DS sf={tpcds.scale_label(args.scale)}, {len(queries)} queries x {args.passes} measured "
-          f"pass(es) per run after a warm-up pass, {MASTER}, {args.rounds} rounds in ABBA order.")
+def report(runs: list[Run], arms: list[str], queries: list[str], args: argparse.Namespace) -> None:
+    what = (f"TPC-DS sf={tpcds.scale_label(args.scale)}, {len(queries)} queries x {args.passes} measured "
+            f"pass(es) per run after a warm-up pass" if args.workload == "tpcds"
+            else f"one job of {args.tasks:,} tiny tasks per run")
+    print(f"\n{what}, {MASTER}, {args.rounds} rounds, arms {', '.join(arms)} in rotated order.")
     if args.with_conf:
-        print("'with' arm changed by: " + ", ".join(f"{k}={v}" for k, v in args.with_conf))
-    if args.base_conf:
-        print("'without' arm: sparkscope as shipped, changed by: "
-              + ", ".join(f"{k}={v}" for k, v in args.base_conf))
-    print("Query time per run (sum of the measured passes):")
-    print("  round  " + "  ".join(f"{arm:>22}" for arm in ARMS) + "   with/without")
+        print("every arm but the first changed by: " + ", ".join(f"{k}={v}" for k, v in args.with_conf))
+    print("Query time per run, s (other: cores used by other work during the run; * above "
+          f"{QUIET_CORES}):")
+    print("  round  " + "  ".join(f"{arm:>22}" for arm in arms))
     for n in range(1, args.rounds + 1):
-        pair = {r.arm: r for r in runs if r.round == n}
-        cells = [f"{pair[a].total_s:8.2f} s ({pair[a].other_cores:4.2f} other){'*' if pair[a].disturbed else ' '}"
-                 for a in ARMS]
-        print(f"  {n:5}  " + "  ".join(f"{c:>22}" for c in cells) +
-              f"   {pair['with'].total_s / pair['without'].total_s:.4f}")
-    print(f"  (other: cores used by other work on the machine during the run; * above {QUIET_CORES})")
-    summarize(runs, "all rounds")
-    quiet_rounds = {r.round for r in runs} - {r.round for r in runs if r.disturbed}
-    if len(quiet_rounds) < args.rounds:
-        summarize([r for r in runs if r.round in quiet_rounds],
-                  f"undisturbed rounds only ({len(quiet_rounds)} of {args.rounds})")
-    by_arm = {arm: [r for r in runs if r.arm == arm] for arm in ARMS}
-    print("Per query, median seconds over every measured pass (without, with, ratio):")
-    for name in queries:
-        w = statistics.median(t for r in by_arm["without"] for t in r.query_s.get(name, []))
-        s = statistics.median(t for r in by_arm["with"] for t in r.query_s.get(name, []))
-        print(f"  {name:5} {w:7.3f} {s:7.3f}  {s / w:.3f}")
-
-    def med(arm: str, attr: str) -> float:
-        return statistics.median(getattr(r, attr) for r in by_arm[arm])
-
-    print(f"Whole spark-submit (start-up, warm-up, passes, stop), median: without {med('without', 'wall_s'):.1f} s, "
-          f"with {med('with', 'wall_s'):.1f} s, ratio {med('with', 'wall_s') / med('without', 'wall_s'):.3f}")
-    print(f"CPU of all Spark processes per run, median: without {med('without', 'cpu_s'):.1f} s, "
-          f"with {med('with', 'cpu_s'):.1f} s, ratio {med('with', 'cpu_s') / med('without', 'cpu_s'):.3f}; "
-          f"Telegraf + InfluxDB: {med('without', 'stack_cpu_s'):.1f} s idle, {med('with', 'stack_cpu_s'):.1f} s "
-          f"while receiving")
-    print(f"Processes started on the machine per run, median: without {med('without', 'forks'):.0f}, "
-          f"with {med('with', 'forks'):.0f}")
+        cells = []
+        for arm in arms:
+            run = next((r for r in runs if r.round == n and r.arm == arm), None)
+            cells.append(f"{run.total_s:8.2f} ({run.other_cores:4.2f}){'*' if run.disturbed else ' '}"
+                         if run else "-")
+        print(f"  {n:5}  " + "  ".join(f"{c:>22}" for c in cells))
+    by_arm = {arm: [r for r in runs if r.arm == arm] for arm in arms}
+    for arm, rs in by_arm.items():
+        print(f"  {arm:10} median query time {statistics.median(r.total_s for r in rs):7.2f} s, Spark CPU "
+              f"{statistics.median(r.cpu_s for r in rs):6.1f} s, spark-submit {statistics.median(r.wall_s for r in rs):5.1f} s, "
+              f"processes started {statistics.median(r.forks for r in rs):.0f}, "
+              f"Telegraf + InfluxDB {statistics.median(r.stack_cpu_s for r in rs):.1f} s CPU")
+    compare(runs, arms, "all rounds")
+    quiet = {r.round for r in runs} - {r.round for r in runs if r.disturbed}
+    if len(quiet) < args.rounds:
+        compare([r for r in runs if r.round in quiet], arms, f"undisturbed rounds only ({len(quiet)})")
+    if args.workload == "tpcds":
+        print("Per query, median seconds over every measured pass: " + ", ".join(arms))
+        for name in queries:
+            meds = [statistics.median(t for r in by_arm[arm] for t in r.query_s.get(name, [])) for arm in arms]
+            print(f"  {name:5} " + " ".join(f"{m:7.3f}" for m in meds))
 
 
 def main() -> int:
@@ -282,7 +336,13 @@ def main() -> int:
     parser.add_argument("--queries", default=DEFAULT_QUERIES, metavar="LIST",
                         help="comma list of TPC-DS queries (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=6,
-                        help="rounds; each runs both arms once, in ABBA order (default %(default)s)")
+                        help="rounds; each runs every arm once, in rotated order (default %(default)s)")
+    parser.add_argument("--arms", default="plain,shipped",
+                        help=f"comma list of arms, the first the baseline: {', '.join(ARM_NAMES)}; a name twice "
+                             "is an A/A comparison (default %(default)s)")
+    parser.add_argument("--workload", choices=("tpcds", "tasks"), default="tpcds",
+                        help="the demo's TPC-DS queries, or one job of --tasks tiny tasks (default %(default)s)")
+    parser.add_argument("--tasks", type=int, default=20_000, help="tasks of the task-heavy job (default %(default)s)")
     parser.add_argument("--passes", type=int, default=2,
                         help="measured passes over the queries per run, after one warm-up pass "
                              "(default %(default)s)")
@@ -290,48 +350,51 @@ def main() -> int:
                         help="before each run, wait up to this long for other work on the machine "
                              "to stop (default %(default)s; 0: do not wait)")
     parser.add_argument("--with-conf", type=key_value, action="append", default=[], metavar="KEY=VALUE",
-                        help="change a Spark setting of the 'with' arm only, e.g. "
-                             "spark.executor.processTreeMetrics.enabled=false (repeatable)")
-    parser.add_argument("--base-conf", type=key_value, action="append", default=[], metavar="KEY=VALUE",
-                        help="make the 'without' arm sparkscope as shipped with this change instead of plain "
-                             "Spark, e.g. spark.plugins= (no profiler plugin; an empty value removes the key; "
-                             "repeatable)")
+                        help="change a Spark setting of every arm but the first, e.g. "
+                             "spark.executor.metrics.pollingInterval=5s (an empty value removes it; repeatable)")
     args = parser.parse_args()
     if args.rounds < 1 or args.passes < 1:
         parser.error("--rounds and --passes must be >= 1")
 
+    arms = labelled([a.strip() for a in args.arms.split(",") if a.strip()])
+    if len(arms) < 2:
+        parser.error("--arms needs at least two arms")
     base = load_settings()
-    names = tpcds.select_queries(args.queries, tpcds.available_queries())
-    queries = tpcds.load_queries(names)
-    data = tpcds.ensure_data(base.cache_dir, args.scale)
+    names = tpcds.select_queries(args.queries, tpcds.available_queries()) if args.workload == "tpcds" else ["job"]
+    queries = tpcds.load_queries(names) if args.workload == "tpcds" else []
+    data = tpcds.ensure_data(base.cache_dir, args.scale) if args.workload == "tpcds" else None
     jar = ensure_annotator_jar(ROOT)
     runs: list[Run] = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-overhead-") as tmp, \
             throwaway_stack(Path(tmp) / "stack", only=("influxdb", "telegraf")) as settings:
         plan_path = Path(tmp) / "plan.json"
-        plan_path.write_text(json.dumps({
-            "data_dir": str(data), "tables": list(tpcds.TABLES), "repetitions": args.passes + 1,
-            "schema_cache": str(tpcds.schema_cache(data)),
-            "queries": [{"name": q.name, "sql": q.sql} for q in queries]}))
+        if args.workload == "tpcds":
+            plan_path.write_text(json.dumps({
+                "data_dir": str(data), "tables": list(tpcds.TABLES), "repetitions": args.passes + 1,
+                "schema_cache": str(tpcds.schema_cache(data)),
+                "queries": [{"name": q.name, "sql": q.sql} for q in queries]}))
+            workload = (demo_run.DRIVER_SCRIPT, [str(plan_path)])
+        else:
+            workload = (ROOT / "bench" / "jobs" / "many_tasks.py", [str(args.tasks)])
         stack_pids = [PidFile(settings.state_dir, n).running_pid() for n in ("influxdb", "telegraf")]
         print(f"stack: InfluxDB {settings.influx_url}, Graphite {settings.graphite_host}:"
               f"{settings.graphite_port}; Spark logs in {tmp}", flush=True)
         for n in range(1, args.rounds + 1):
-            order = ARMS if n % 2 == 1 else tuple(reversed(ARMS))
-            for arm in order:
+            for arm in round_order(arms, n):
                 run = Run(arm, n)
                 print(f"round {n}/{args.rounds} {arm:7} sparkscope ({time.monotonic() - started:5.0f} s "
                       f"elapsed)", flush=True)
                 if args.quiet_wait > 0:
                     wait_for_quiet(args.quiet_wait)
-                run_once(run, conf_for(arm, settings, jar, dict(args.with_conf), dict(args.base_conf)), plan_path, names[-1], args.passes,
-                         Path(tmp) / f"round{n}-{arm}.log", [p for p in stack_pids if p])
+                changes = dict(args.with_conf) if arm != arms[0] else {}
+                run_once(run, conf_for(arm, settings, jar, changes), workload, names[-1], args.passes,
+                         Path(tmp) / f"round{n}-{arm.replace('#', '-')}.log", [p for p in stack_pids if p], settings)
                 runs.append(run)
                 print(f"      queries {run.total_s:6.2f} s, spark-submit {run.wall_s:5.1f} s, Spark CPU "
                       f"{run.cpu_s:5.1f} s, {run.forks} processes started, other work {run.other_cores:4.2f} cores"
                       f"{' (disturbed)' if run.disturbed else ''}  ({run.app_id})", flush=True)
-    report(runs, names, args)
+    report(runs, arms, names, args)
     print(f"\nbenchmark time {(time.monotonic() - started) / 60:.1f} min")
     return 0
 
