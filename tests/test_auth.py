@@ -260,7 +260,8 @@ def test_an_existing_env_file_gets_the_missing_secrets_and_loses_nothing(tmp_pat
     (tmp_path / ".env").chmod(0o644)  # as `cp .env.example .env` leaves it
     said: list[str] = []
     written = ensure_env_file(load_settings(tmp_path, {}), progress=said.append)
-    assert sorted(written) == ["INFLUXDB_ADMIN_PASSWORD", "INFLUXDB_READ_PASSWORD", "INFLUXDB_WRITE_PASSWORD"]
+    assert sorted(written) == ["EVENTS_PASSWORD", "INFLUXDB_ADMIN_PASSWORD", "INFLUXDB_READ_PASSWORD",
+                               "INFLUXDB_WRITE_PASSWORD"]
     assert stat.S_IMODE((tmp_path / ".env").stat().st_mode) == 0o600
     assert any("readable by other users" in line for line in said)
     text = (tmp_path / ".env").read_text()

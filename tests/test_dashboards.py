@@ -302,6 +302,8 @@ def test_every_panel_query_returns_data_for_the_run(stack, metrics_run, name, pa
     for target in panel["targets"]:
         if target.get("hide") or panel["title"] in EMPTY_ON_A_HEALTHY_HOST:
             continue
+        if "'NO_END_SEEN'" in target.get("query", ""):
+            continue  # runs whose driver was killed: tests/test_faults.py kills one and reads this target
         got = results.get(target["refId"], [])
         query = target.get("query", "")
         if target["refId"] in scoped and not non_empty(got):

@@ -18,7 +18,11 @@ from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
 from sparkscope.report import command as report_command
 from sparkscope.flame import command as profile_command
-from sparkscope.top import command as top_command
+try:  # draws with rich, a declared dependency; every other command runs without it
+    from sparkscope.top import command as top_command
+except ImportError as _no_rich:
+    top_command = None
+    TOP_MISSING = str(_no_rich)
 from sparkscope.spark.conf import LISTENER_CLASS, PROFILER_PLUGIN_CLASS, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
@@ -191,8 +195,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo_command.register(sub)
     report_command.register(sub)
     profile_command.register(sub)
-    top_command.register(sub)
+    if top_command is not None:
+        top_command.register(sub)
+    else:
+        top = sub.add_parser("top", help="a live terminal view of one Spark run (needs the Python package rich)")
+        top.set_defaults(func=cmd_top_missing)
     return parser
+
+
+def cmd_top_missing(args: argparse.Namespace) -> int:
+    raise SparkscopeError(f"needs the Python package rich ({TOP_MISSING}): ./sparkscope installs it in .venv; "
+                          "for another Python, pip install 'rich>=13,<16'")
 
 
 def main(argv: list[str] | None = None) -> int:
