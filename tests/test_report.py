@@ -18,6 +18,7 @@ from sparkscope.stack.settings import ROOT
 
 from conftest import run_spark_job
 from support.browser_checks import open_offline
+from support.sandbox import throwaway_stack
 
 GIB = 1024 * MIB
 
@@ -132,7 +133,16 @@ def test_a_run_without_peaks_says_the_annotator_is_missing():
     assert advice.verdict == "UNKNOWN" and "annotator" in advice.summary and not advice.recommendations
 
 
-def test_a_run_whose_driver_stopped_reporting_without_an_end_is_told_as_such(stack, tmp_path):
+@pytest.fixture(scope="module")
+def influx_only(tmp_path_factory):
+    """InfluxDB alone for generated runs: a stopped driver's RUNNING point in the
+    shared stack would be taken for the newest run by other tests (top's default)."""
+    from conftest import Stack
+    with throwaway_stack(tmp_path_factory.mktemp("report-generated"), only=("influxdb",)) as settings:
+        yield Stack(settings)
+
+
+def test_a_run_whose_driver_stopped_reporting_without_an_end_is_told_as_such(influx_only, tmp_path):
     """A driver killed without its shutdown hooks (SIGKILL, the OOM killer)
     leaves the annotator's RUNNING point and samples that stop: past the
     grace period the report says "no end seen" when the driver went quiet,
@@ -146,8 +156,8 @@ def test_a_run_whose_driver_stopped_reporting_without_an_end_is_told_as_such(sta
                  f'text="started" {started}']
         lines += [f"JVMHeapMemory,applicationid={app},executorid=driver,namespace=executor value={1e8 + t} "
                   f"{started + t}" for t in range(0, 300, 5)]
-        influx.write(stack.settings.influx_writer, stack.settings.database, "\n".join(lines))
-    reader = RunReader(stack.settings.influx_reader, stack.settings.database)
+        influx.write(influx_only.settings.influx_writer, influx_only.settings.database, "\n".join(lines))
+    reader = RunReader(influx_only.settings.influx_reader, influx_only.settings.database)
     killed = reader.read("app-killed-no-end")
     assert killed.ending == "NO_END_SEEN" and killed.ended_ms == (now - 600 - 5) * 1000
     path, advice, _, _ = make_report(reader, "app-killed-no-end", tmp_path)
@@ -156,7 +166,7 @@ def test_a_run_whose_driver_stopped_reporting_without_an_end_is_told_as_such(sta
     assert reader.read("app-still-running").ending == "RUNNING"
 
 
-def test_a_week_long_run_is_read_from_the_rollup_with_its_peaks_and_a_bounded_plot(stack):
+def test_a_week_long_run_is_read_from_the_rollup_with_its_peaks_and_a_bounded_plot(influx_only):
     """Six days of three JVMs (the test stack keeps 7): the 10-minute rollup (as its continuous query
     writes it) holds a heap spike four days back, raw samples only the last
     hour. The report finds the spike and the counters' final totals, and its
@@ -178,14 +188,14 @@ def test_a_week_long_run_is_read_from_the_rollup_with_its_peaks_and_a_bounded_pl
         for t in range(end - 3600, end, 10):
             raw.append(f"{heap} value=2.5e8 {t}")
             raw.append(f"{runs} value={t - start} {t}")
-    writer, db = stack.settings.influx_writer, stack.settings.database
+    writer, db = influx_only.settings.influx_writer, influx_only.settings.database
     for chunk in range(0, len(lines), 5000):
         influx.write(writer, db, "\n".join(lines[chunk:chunk + 5000]), policy=rollups.LEVELS[2].policy)
     for chunk in range(0, len(raw), 5000):
         influx.write(writer, db, "\n".join(raw[chunk:chunk + 5000]))
     influx.write(writer, db, f'sparkscope_application,applicationid={app} status="FINISHED",app_name="weekly",'
                              f'end_time_ms={end * 1000}i,duration_ms={(end - start) * 1000}i {start}')
-    run = RunReader(stack.settings.influx_reader, db).read(app)
+    run = RunReader(influx_only.settings.influx_reader, db).read(app)
     assert run.ending == "FINISHED" and run.duration_ms == (end - start) * 1000
     heap = dict(run.executors["1"].series["heap"])
     assert max(heap.values()) == 9e8 and len(heap) <= PLOT_POINTS + 10
