@@ -56,10 +56,10 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings:
         "INFLUXDB_WRITE_PASSWORD": "writer-" + secrets.token_hex(8),
         "INFLUXDB_READ_PASSWORD": "reader-" + secrets.token_hex(8),
         "EVENTS_PASSWORD": "events-" + secrets.token_hex(8),
-        **settings,
     }
     if os.environ.get("SPARKSCOPE_CACHE_DIR"):
         env["SPARKSCOPE_CACHE_DIR"] = os.environ["SPARKSCOPE_CACHE_DIR"]
+    env.update(settings)  # the caller's keys win, the cache dir among them
     return load_settings(ROOT, env)
 
 
