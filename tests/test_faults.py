@@ -171,7 +171,7 @@ def test_points_beyond_the_buffer_are_dropped_counted_and_shown_by_status(tmp_pa
         stack.wait_for(query, bool, deadline_s=60)
         stored = stack.influx(query)[0]["values"][0][1]
         def dropped_now():
-            row = next(r for r in stack_status(backend) if r.name == "telegraf")
+            row = next(r for r in backend.status() if r.name == "telegraf")
             said = re.search(r"([\d,]+) dropped", row.data)
             return row, int(said.group(1).replace(",", "")) if said else 0
 
@@ -184,10 +184,6 @@ def test_points_beyond_the_buffer_are_dropped_counted_and_shown_by_status(tmp_pa
             row, dropped = dropped_now()
         assert stored <= limit and dropped >= sent - stored, (stored, row.data)
         assert f"TELEGRAF_BUFFER_LIMIT={limit:,}" in row.detail and row.state == "up"
-
-
-def stack_status(backend):
-    return backend.status()
 
 
 def test_telegraf_restart_mid_run_leaves_a_bounded_gap(fault_stack, tmp_path):

@@ -70,3 +70,14 @@ def test_up_writes_a_private_env_with_a_random_password_when_none_exists(root, m
     assert not written.password_is_placeholder and len(written.grafana_password) >= 20
     assert (root / ".env").stat().st_mode & 0o077 == 0
     assert not ensure_env_file(written, progress=lambda _: None)  # never overwrites
+
+
+def test_settings_written_as_env_read_back_the_same(tmp_path):
+    """as_env is what compose and CLI subprocesses get: every setting must come
+    back through load_settings unchanged (a key missing there would silently
+    fall back to a default)."""
+    from support.sandbox import isolated_settings
+    settings = isolated_settings(tmp_path, "pass", GRAFANA_HOME="/opt/grafana", EVENTS_AUTH="on",
+                                 TELEGRAF_BUFFER_STRATEGY="disk", TELEGRAF_BUFFER_LIMIT="1234",
+                                 SPARKSCOPE_NO_END_GRACE_S="7", INFLUXDB_READ_USER="someone_else")
+    assert load_settings(ROOT, settings.as_env()) == settings

@@ -23,7 +23,7 @@ try:  # draws with rich, a declared dependency; every other command runs without
 except ImportError as _no_rich:
     top_command = None
     TOP_MISSING = str(_no_rich)
-from sparkscope.spark.conf import LISTENER_CLASS, PROFILER_PLUGIN_CLASS, conf_flags
+from sparkscope.spark.conf import annotator_properties, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
 from sparkscope.stack.settings import Settings, ensure_env_file, is_loopback, load_settings
@@ -93,15 +93,11 @@ def cmd_conf(args: argparse.Namespace) -> int:
         jar = jar_path(settings.root)
         if not jar.is_file():
             print(f"# the annotator jar is not built yet ({jar}): run ./sparkscope install", file=sys.stderr)
-        flags += [f"--jars {jar}", f"--conf spark.extraListeners={LISTENER_CLASS}",
-                  f"--conf spark.plugins={PROFILER_PLUGIN_CLASS}",
-                  f"--conf spark.sparkscope.influx.url=http://{host}:{settings.events_port}"]
-        if settings.events_credentials:
-            # The events listener asks for them (EVENTS_AUTH); the password is what it asks for,
-            # so it is printed here, and only here (Spark redacts it in its UI).
-            user, password = settings.events_credentials
-            flags += [f"--conf spark.sparkscope.influx.username={shlex.quote(user)}",
-                      f"--conf spark.sparkscope.influx.password={shlex.quote(password)}"]
+        # What the demo and the tests attach, pointed at --host; with EVENTS_AUTH its user and
+        # password too: the password is what the listener asks for (Spark redacts it in its UI).
+        props = annotator_properties(settings, jar)
+        props["spark.sparkscope.influx.url"] = f"http://{host}:{settings.events_port}"
+        flags += [f"--jars {props.pop('spark.jars')}"] + [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in props.items()]
     print(" \\\n".join(flags))
     return 0
 

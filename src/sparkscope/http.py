@@ -42,6 +42,11 @@ def urlopen(request: Union[str, urllib.request.Request], timeout: float):
 EVENTS_USER_ENV, EVENTS_PASSWORD_ENV = "SPARKSCOPE_EVENTS_USER", "SPARKSCOPE_EVENTS_PASSWORD"
 
 
+def basic_auth(user: str, password: str) -> str:
+    """An Authorization header's value for HTTP Basic auth (InfluxDB, Telegraf's listener)."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
 def post_lines(url: str, lines: Sequence[str], timeout: float, precision: str = "ns") -> None:
     """POST line protocol to Telegraf's events listener (<url>/write), with Basic
     auth when SPARKSCOPE_EVENTS_USER is set. Raises OSError (urllib's errors
@@ -50,7 +55,6 @@ def post_lines(url: str, lines: Sequence[str], timeout: float, precision: str = 
                                      method="POST")
     user = os.environ.get(EVENTS_USER_ENV, "")
     if user:
-        pair = f"{user}:{os.environ.get(EVENTS_PASSWORD_ENV, '')}".encode()
-        request.add_header("Authorization", "Basic " + base64.b64encode(pair).decode())
+        request.add_header("Authorization", basic_auth(user, os.environ.get(EVENTS_PASSWORD_ENV, "")))
     with urlopen(request, timeout=timeout):
         pass

@@ -72,24 +72,7 @@ def reader_http(settings):
 
 def settings_environ(settings) -> dict[str, str]:
     """The settings as the environment of a CLI subprocess (./sparkscope ...)."""
-    return {
-        "GRAFANA_ADMIN_USER": settings.grafana_user, "GRAFANA_ADMIN_PASSWORD": settings.grafana_password,
-        "SPARKSCOPE_HTTP_BIND": settings.http_bind, "GRAPHITE_BIND": settings.graphite_bind,
-        "GRAFANA_PORT": str(settings.grafana_port), "INFLUXDB_PORT": str(settings.influxdb_port),
-        "GRAPHITE_PORT": str(settings.graphite_port), "SPARKSCOPE_DB": settings.database,
-        "SPARKSCOPE_RETENTION": settings.retention, "SPARKSCOPE_STATE_DIR": str(settings.state_dir),
-        "SPARKSCOPE_CACHE_DIR": str(settings.cache_dir),
-        "EVENTS_PORT": str(settings.events_port), "INFLUXDB_BIND": settings.influxdb_bind,
-        "INFLUXDB_ADMIN_USER": settings.influx_admin_user, "INFLUXDB_ADMIN_PASSWORD": settings.influx_admin_password,
-        "INFLUXDB_WRITE_USER": settings.influx_write_user, "INFLUXDB_WRITE_PASSWORD": settings.influx_write_password,
-        "INFLUXDB_READ_USER": settings.influx_read_user, "INFLUXDB_READ_PASSWORD": settings.influx_read_password,
-        "EVENTS_AUTH": settings.events_auth, "EVENTS_USER": settings.events_user,
-        "EVENTS_PASSWORD": settings.events_password,
-        "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
-        "SPARKSCOPE_NO_END_GRACE_S": str(settings.no_end_grace_s),
-        "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
-        "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
-    }
+    return settings.as_env()
 
 
 @contextlib.contextmanager

@@ -25,17 +25,13 @@ def shell_double_quoted(text: str) -> str:
     return '"' + "".join("\\" + c if c in '\\"$`' else c for c in text) + '"'
 
 
-def _q(value: str) -> str:
-    """value quoted for inside '...' of InfluxQL (influx.string_literal without its quotes)."""
-    return influx.string_literal(value)[1:-1]
-
 
 def executor_peaks(settings: Settings, app_id: str) -> dict[str, dict[str, float]]:
     peaks: dict[str, dict[str, float]] = {}
     for measurement in ("JVMHeapMemory", "ProcessTreeJVMRSSMemory"):
         series = influx.query(settings.influx_reader,
                               f'SELECT max("value") FROM "{measurement}" WHERE "applicationid" = '
-                              f"'{_q(app_id)}' GROUP BY \"executorid\"", settings.database)
+                              f"{influx.string_literal(app_id)} GROUP BY \"executorid\"", settings.database)
         for s in series:
             peaks.setdefault(s["tags"]["executorid"], {})[measurement] = s["values"][0][1]
     return peaks
@@ -46,7 +42,7 @@ def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def annotations(settings: Settings, app_id: str, measurement: str, where: str = "") -> list[dict[str, Any]]:
-    statement = (f'SELECT * FROM "{measurement}" WHERE "applicationid" = \'{_q(app_id)}\' '
+    statement = (f'SELECT * FROM "{measurement}" WHERE "applicationid" = {influx.string_literal(app_id)} '
                  f"AND \"status\" <> 'RUNNING'{where}")
     return _rows(influx.query(settings.influx_reader, statement, settings.database))
 

@@ -107,10 +107,6 @@ SERIES = {"JVMHeapMemory": "heap", "OnHeapUnifiedMemory": "unified", "ProcessTre
           "ProcessTreePythonRSSMemory": "Python RSS"}
 
 
-def _q(value: str) -> str:
-    """value quoted for inside '...' of InfluxQL (influx.string_literal without its quotes)."""
-    return influx.string_literal(value)[1:-1]
-
 
 def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [dict(zip(s["columns"], values), **s.get("tags", {}) or {}) for s in series for values in s.get("values", [])]
@@ -130,7 +126,7 @@ class RunReader:
 
     def finished_runs(self, app_name: Optional[str] = None) -> list[dict[str, Any]]:
         """Finished applications, newest first."""
-        where = f" AND \"app_name\" = '{_q(app_name)}'" if app_name else ""
+        where = f" AND \"app_name\" = {influx.string_literal(app_name)}" if app_name else ""
         rows = _rows(self.q('SELECT "app_name", "end_time_ms", "duration_ms", "applicationid" FROM '
                             f"\"sparkscope_application\" WHERE \"status\" = 'FINISHED'{where} GROUP BY \"applicationid\""))
         return sorted(rows, key=lambda r: r["time"], reverse=True)
@@ -177,7 +173,7 @@ class RunReader:
         return {e: sorted(points.items()) for e, points in out.items()}
 
     def read(self, app_id: str) -> RunFacts:
-        app = f"\"applicationid\" = '{_q(app_id)}'"
+        app = f"\"applicationid\" = {influx.string_literal(app_id)}"
         apps = _rows(self.q(f'SELECT * FROM "sparkscope_application" WHERE {app}'))
         if not apps:
             raise NoRunError(f"application {app_id} is not in InfluxDB (no sparkscope_application point): check "
@@ -187,7 +183,8 @@ class RunReader:
         head = ends[0] if ends else apps[0]
         last = _rows(self.q(f'SELECT last("value") FROM "JVMHeapMemory" WHERE {app} AND "executorid" = \'driver\''))
         last_report_ms = int(last[0]["time"]) if last else None
-        ending = ending_of(head.get("status") if ends else None, last_report_ms, int(time.time() * 1000))
+        now_ms = int(time.time() * 1000)
+        ending = ending_of(head.get("status") if ends else None, last_report_ms, now_ms)
         started_ms = int(apps[0]["time"])
         ended_ms = int(head["end_time_ms"]) if head.get("end_time_ms") else (
             last_report_ms if ending == NO_END_SEEN else None)
@@ -201,7 +198,7 @@ class RunReader:
 
         for row in _rows(self.q(f'SELECT * FROM "sparkscope_executor_peaks" WHERE {app}')):
             executor(row["executor_id"]).peaks = {k: v for k, v in row.items() if k[:1].isupper() and v is not None}
-        span = (started_ms - 60_000, (ended_ms or int(time.time() * 1000)) + 60_000)
+        span = (started_ms - 60_000, (ended_ms or now_ms) + 60_000)
         for executor_id, value in self.highest("heap.max", app, span).items():
             executor(executor_id).heap_max = value
         for pool in OLD_GEN_POOLS:  # one per collector, by name (see OLD_GEN_POOLS); the run's own has rows

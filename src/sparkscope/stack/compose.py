@@ -36,24 +36,9 @@ def compose_command() -> list[str]:
 
 def compose_env(settings: Settings) -> dict[str, str]:
     """The variables docker-compose.yml reads, from the one place settings come from."""
-    return {
-        "GRAFANA_ADMIN_USER": settings.grafana_user, "GRAFANA_ADMIN_PASSWORD": settings.grafana_password,
-        "SPARKSCOPE_HTTP_BIND": settings.http_bind, "GRAFANA_PORT": str(settings.grafana_port),
-        "INFLUXDB_PORT": str(settings.influxdb_port), "GRAPHITE_BIND": settings.graphite_bind,
-        "GRAPHITE_PORT": str(settings.graphite_port), "EVENTS_PORT": str(settings.events_port),
-        "SPARKSCOPE_DB": settings.database, "SPARKSCOPE_RETENTION": settings.retention,
-        "SPARKSCOPE_UNREAD_METRICS": settings.unread_metrics,
-        "TELEGRAF_BUFFER_LIMIT": str(settings.telegraf_buffer_limit),
-        "SPARKSCOPE_NO_END_GRACE_S": str(settings.no_end_grace_s),
-        "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
-        "INFLUXDB_BIND": settings.influxdb_bind,
-        "INFLUXDB_ADMIN_USER": settings.influx_admin_user, "INFLUXDB_ADMIN_PASSWORD": settings.influx_admin_password,
-        "INFLUXDB_WRITE_USER": settings.influx_write_user, "INFLUXDB_WRITE_PASSWORD": settings.influx_write_password,
-        "INFLUXDB_READ_USER": settings.influx_read_user, "INFLUXDB_READ_PASSWORD": settings.influx_read_password,
-        # What the events listener asks for: empty when it asks for nothing (EVENTS_AUTH).
-        "EVENTS_LISTENER_USER": (settings.events_credentials or ("", ""))[0],
-        "EVENTS_LISTENER_PASSWORD": (settings.events_credentials or ("", ""))[1],
-    }
+    user, password = settings.events_credentials or ("", "")
+    # What the events listener asks for: empty when it asks for nothing (EVENTS_AUTH).
+    return {**settings.as_env(), "EVENTS_LISTENER_USER": user, "EVENTS_LISTENER_PASSWORD": password}
 
 
 def parse_ps_json(text: str) -> list[dict[str, Any]]:

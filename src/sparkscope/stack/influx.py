@@ -8,7 +8,6 @@ and statistics), a writer (Telegraf, the CLI's own writes) and a reader
 
 from __future__ import annotations
 
-import base64
 import json
 import urllib.error
 import urllib.parse
@@ -22,6 +21,16 @@ from sparkscope.errors import SparkscopeError
 
 class InfluxError(SparkscopeError):
     """InfluxDB could not be reached or refused a request."""
+
+
+class Refused(InfluxError):
+    """InfluxDB refused the request's user (401: no or wrong credentials; 403: not
+    its privilege); said is InfluxDB's own text, e.g. 'authorization failed'."""
+
+    def __init__(self, message: str, status: int, said: str):
+        super().__init__(message)
+        self.status = status
+        self.said = said
 
 
 class WriteRefused(InfluxError):
@@ -66,8 +75,7 @@ def _exchange(where: Where, path: str, data: bytes | None = None,
     req = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
     if endpoint.user:
         # Basic auth in a header: never in the URL, where logs and errors would show it.
-        token = base64.b64encode(f"{endpoint.user}:{endpoint.password}".encode()).decode()
-        req.add_header("Authorization", f"Basic {token}")
+        req.add_header("Authorization", http.basic_auth(endpoint.user, endpoint.password))
     try:
         with http.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read(), resp.headers
@@ -148,7 +156,8 @@ def query(base_url: Where, statement: str, database: str | None = None, epoch: s
             said = json.loads(raw or b"{}").get("error", "")
         except (ValueError, AttributeError):
             said = ""
-        raise InfluxError(f"{refused_credentials(status, _endpoint(base_url))} [InfluxDB: {said or status}]")
+        raise Refused(f"{refused_credentials(status, _endpoint(base_url))} [InfluxDB: {said or status}]",
+                      status, said)
     try:
         payload = json.loads(raw or b"{}")
     except json.JSONDecodeError as err:
@@ -232,25 +241,21 @@ def user_statements(users: Users, database: str, existing: set[str]) -> list[str
     return out
 
 
-def ensure_users(users: Users, database: str, retention: str) -> str:
+def ensure_users(users: Users, database: str, retention: str) -> None:
     """Make InfluxDB (authentication on) hold our three users with the passwords
     of .env, and the database. On a server with no user yet (a new one, or one
     that ran without authentication before: its data stay) the first admin may
-    be created without credentials, as InfluxDB allows exactly that. Returns what
-    was done, for the progress line."""
+    be created without credentials, as InfluxDB allows exactly that."""
     admin = users.admin
     try:
         names = {row[0] for s in query(admin, "SHOW USERS") for row in s.get("values", [])}
-        done = "users checked"
-    except InfluxError as err:
-        if "refused user" not in str(err) or not _create_first_admin(admin):
+    except Refused:
+        if not _create_first_admin(admin):
             raise
         names = {admin.user}
-        done = f"created InfluxDB users {admin.user}, {users.writer.user} and {users.reader.user}"
     ensure_database(admin, database, retention)
     for statement in user_statements(users, database, names):
         query(admin, statement)
-    return done
 
 
 def _create_first_admin(admin: Endpoint) -> bool:
@@ -260,8 +265,8 @@ def _create_first_admin(admin: Endpoint) -> bool:
                  f"WITH ALL PRIVILEGES")
     try:
         query(Endpoint(admin.url), statement)
-    except InfluxError as err:
-        if "unable to parse authentication credentials" in str(err) or "authorization failed" in str(err):
+    except Refused as err:
+        if err.status == 401:
             return False  # users exist: only the admin's own password opens the door
         raise
     return True

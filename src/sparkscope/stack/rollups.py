@@ -212,16 +212,16 @@ def ensure_rollups(base_url: influx.Where, database: str, retention: str) -> Non
     ensure_policy(base_url, database, META_POLICY, "INF")
     existing = existing_queries(base_url, database)
     wanted = wanted_queries(database)
-    for name in existing:
-        if name not in wanted and (name in LEGACY_QUERIES or name.startswith(tuple(f"{lv.policy}:" for lv in LEVELS))):
+    ours = tuple(f"{level.policy}:" for level in LEVELS)
+    for name, text in existing.items():
+        # InfluxDB shows a query with the quotes it does not need removed.
+        if name in wanted and text.replace('"', "") == wanted[name].replace('"', ""):
+            continue
+        if name in wanted or name in LEGACY_QUERIES or name.startswith(ours):
             influx.query(base_url, f"DROP CONTINUOUS QUERY {influx.identifier(name)} ON {influx.identifier(database)}")
     for name, statement in wanted.items():
-        # InfluxDB shows a query with the quotes it does not need removed.
-        if existing.get(name, "").replace('"', "") == statement.replace('"', ""):
-            continue
-        if name in existing:
-            influx.query(base_url, f"DROP CONTINUOUS QUERY {influx.identifier(name)} ON {influx.identifier(database)}")
-        influx.query(base_url, statement)
+        if existing.get(name, "").replace('"', "") != statement.replace('"', ""):
+            influx.query(base_url, statement)
     influx.write(base_url, database, "\n".join([resolution_lines(), peak_source_lines(), task_scope_lines()]),
                  precision="ns", policy=META_POLICY)
 

@@ -121,6 +121,28 @@ class Settings:
     def influx_users(self) -> Users:
         return Users(self.influx_admin, self.influx_writer, self.influx_reader)
 
+    def as_env(self) -> dict[str, str]:
+        """The settings as the .env keys they come from: what load_settings reads back
+        to these very settings (docker compose's environment, a CLI subprocess's)."""
+        return {
+            "SPARKSCOPE_STATE_DIR": str(self.state_dir), "SPARKSCOPE_CACHE_DIR": str(self.cache_dir),
+            "GRAFANA_ADMIN_USER": self.grafana_user, "GRAFANA_ADMIN_PASSWORD": self.grafana_password,
+            "GRAFANA_HOME": self.grafana_home, "SPARKSCOPE_HTTP_BIND": self.http_bind,
+            "GRAFANA_PORT": str(self.grafana_port), "INFLUXDB_BIND": self.influxdb_bind,
+            "INFLUXDB_PORT": str(self.influxdb_port), "GRAPHITE_BIND": self.graphite_bind,
+            "GRAPHITE_PORT": str(self.graphite_port), "EVENTS_PORT": str(self.events_port),
+            "SPARKSCOPE_DB": self.database, "SPARKSCOPE_RETENTION": self.retention,
+            "SPARKSCOPE_UNREAD_METRICS": self.unread_metrics,
+            "SPARKSCOPE_NO_END_GRACE_S": str(self.no_end_grace_s),
+            "TELEGRAF_BUFFER_LIMIT": str(self.telegraf_buffer_limit),
+            "TELEGRAF_BUFFER_STRATEGY": self.telegraf_buffer_strategy,
+            "INFLUXDB_ADMIN_USER": self.influx_admin_user, "INFLUXDB_ADMIN_PASSWORD": self.influx_admin_password,
+            "INFLUXDB_WRITE_USER": self.influx_write_user, "INFLUXDB_WRITE_PASSWORD": self.influx_write_password,
+            "INFLUXDB_READ_USER": self.influx_read_user, "INFLUXDB_READ_PASSWORD": self.influx_read_password,
+            "EVENTS_AUTH": self.events_auth, "EVENTS_USER": self.events_user,
+            "EVENTS_PASSWORD": self.events_password,
+        }
+
     def missing_secrets(self) -> list[str]:
         """SECRET_KEYS without a usable value (up refuses to start until .env has them)."""
         values = {"GRAFANA_ADMIN_PASSWORD": "" if self.password_is_placeholder else self.grafana_password,
@@ -256,6 +278,29 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
     )
 
 
+def _with_secrets(text: str, generated: dict[str, str]) -> str:
+    """text (.env or its template) with each generated secret in place: its empty
+    KEY= line (or Grafana's placeholder) filled, or a line appended."""
+    out, filled = [], set()
+    for raw in text.splitlines():
+        key, sep, value = raw.partition("=")
+        key, value = key.strip(), value.strip()
+        unset = not value or (key == "GRAFANA_ADMIN_PASSWORD" and value == PLACEHOLDER_PASSWORD)
+        if sep and key in generated and unset and not raw.lstrip().startswith("#"):
+            out.append(f"{key}={generated[key]}")
+            filled.add(key)
+        else:
+            out.append(raw)
+    out += [f"{key}={value}" for key, value in generated.items() if key not in filled]
+    return "\n".join(out) + "\n"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file, mode 0600 from its first byte (no write-then-chmod)."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(text)
+
+
 def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]:
     """Give .env a random value for each secret it lacks (SECRET_KEYS; the process
     environment's own values count as given). A new .env is created with mode
@@ -267,14 +312,7 @@ def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]
         return []
     generated = {key: secrets.token_urlsafe(24) for key in missing}
     if not env_path.exists():
-        lines = []
-        for raw in (settings.root / ".env.example").read_text().splitlines():
-            key = raw.partition("=")[0].strip()
-            lines.append(f"{key}={generated.pop(key)}" if key in generated and not raw.startswith("#") else raw)
-        lines += [f"{key}={value}" for key, value in generated.items()]
-        fd = os.open(env_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write("\n".join(lines) + "\n")
+        _write_private(env_path, _with_secrets((settings.root / ".env.example").read_text(), generated))
         progress(f"wrote {env_path} (mode 0600) with random passwords: Grafana's admin "
                  f"({settings.grafana_user}), InfluxDB's {settings.influx_admin_user}, "
                  f"{settings.influx_write_user} and {settings.influx_read_user}, and the events listener's")
@@ -282,26 +320,10 @@ def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]
     if env_path.stat().st_mode & 0o077:
         env_path.chmod(0o600)
         progress(f"{env_path} was readable by other users; made it 0600 (it holds passwords)")
-    text = env_path.read_text()
-    # Empty KEY= lines are filled in place; missing keys are appended.
-    out_lines, filled = [], set()
-    for raw in text.splitlines():
-        key, sep, value = raw.partition("=")
-        if sep and key.strip() in generated and not value.strip() and not raw.lstrip().startswith("#"):
-            out_lines.append(f"{key.strip()}={generated[key.strip()]}")
-            filled.add(key.strip())
-        elif sep and key.strip() == "GRAFANA_ADMIN_PASSWORD" and "GRAFANA_ADMIN_PASSWORD" in generated \
-                and value.strip() == PLACEHOLDER_PASSWORD:
-            out_lines.append(f"GRAFANA_ADMIN_PASSWORD={generated['GRAFANA_ADMIN_PASSWORD']}")
-            filled.add("GRAFANA_ADMIN_PASSWORD")
-        else:
-            out_lines.append(raw)
-    out_lines += [f"{key}={value}" for key, value in generated.items() if key not in filled]
+    # Written beside it, then moved over it: an interrupted write never leaves half a .env.
     tmp = env_path.with_name(".env.sparkscope-new")
     tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write("\n".join(out_lines) + "\n")
+    _write_private(tmp, _with_secrets(env_path.read_text(), generated))
     os.replace(tmp, env_path)
     progress(f"added random {', '.join(missing)} to {env_path} (mode 0600)")
     return missing
