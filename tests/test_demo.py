@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from sparkscope.demo.tpcds import TpcdsError
 from sparkscope.process import group_alive
 from sparkscope.stack.native import NativeBackend
 from support.sandbox import settings_environ
+from support.terminal import Terminal, needs_tmux
 
 SMALLEST_SCALE = 0.01  # the generator goes lower, but dimension tables stay their size
 TWO_QUERIES = "q3,q7"
@@ -323,3 +325,85 @@ def spark_groups_of(parent: int) -> set[int]:
         if int(fields[1]) == parent:  # ppid
             groups.add(int(fields[2]))  # pgrp
     return groups - {parent}
+
+
+@needs_tmux
+def test_at_a_terminal_the_demo_runs_under_top_and_q_leaves_it_for_plain_lines(stack, demo_run):
+    """As a person at an 100x30 terminal: the run's executors and the demo's progress
+    under `sparkscope top`; q leaves the view and the workload goes on in plain lines,
+    with the lines said under the view printed again."""
+    script = textwrap.dedent(f"""
+        import sys
+        from sparkscope.demo.options import DemoOptions
+        from sparkscope.demo.run import run_demo
+        from sparkscope.stack.settings import load_settings
+        settings = load_settings(environ={json.dumps(settings_environ(stack.settings))})
+        options = DemoOptions(scale={SMALLEST_SCALE}, queries="q3,q7,q19,q42,q52", sink_period_s=1)
+        sys.exit(run_demo(settings, options, "native").exit_code)
+    """)
+    with Terminal(stack.settings, [], 100, 30, script=script) as term:
+        shown = term.wait_for(lambda s: "[1/5] q3" in s and re.search(r"^executor +tasks +heap", s, re.M)
+                              and re.search(r"^driver ", s, re.M), "the run's executors and the first query",
+                              deadline_s=120)
+        app_id = re.search(r"^(app-\S+|local-\S+)", shown, re.M).group(1)
+        assert re.search(r"^[01] +\d/1 ", shown, re.M), shown  # an executor row: active tasks of its slot
+        assert "sparkscope-demo-tpcds" in shown and "running" in shown, shown
+        term.keys("q")
+        done = term.wait_for(lambda s: "EXIT=" in s, "the demo's end after q", deadline_s=180, history=True)
+    assert "EXIT=0" in done, done
+    lines = done.splitlines()
+    assert not any(re.match(r"^executor +tasks", line) for line in lines), "the view stayed:\n" + done
+    said = [line for line in lines if re.match(r"^\[\d/5\] ", line)]
+    assert [line.split()[1] for line in said] == ["q3", "q7", "q19", "q42", "q52"], done
+    assert f"application {app_id}" in done or app_id in done, done
+    assert "queries   5 of 5 run: 5 ok, 0 failed" in done, done
+
+
+def test_through_a_pipe_the_demo_prints_plain_progress_lines(stack, demo_run):
+    """Not a terminal (CI, `| tee`): no view, the lines as they come."""
+    script = textwrap.dedent(f"""
+        import sys
+        from sparkscope.demo.options import DemoOptions
+        from sparkscope.demo.run import _terminal_view
+        from sparkscope.stack.settings import load_settings
+        settings = load_settings(environ={json.dumps(settings_environ(stack.settings))})
+        print("view" if _terminal_view(settings, DemoOptions()) else "plain")
+    """)
+    piped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           stdin=subprocess.DEVNULL)
+    assert piped.stdout.strip() == "plain"
+    with Terminal(stack.settings, [], 80, 24, script=script.replace("DemoOptions()", "DemoOptions(view=False)")) as term:
+        assert "plain" in term.wait_for(lambda s: "EXIT=" in s, "the answer")
+    with Terminal(stack.settings, [], 80, 24, script=script) as term:
+        assert "view" in term.wait_for(lambda s: "EXIT=" in s, "the answer")
+
+
+def test_the_demo_names_the_live_dashboard_when_a_grafana_answers(tmp_path):
+    """The link is said as the run starts, and only when Grafana answers there."""
+    from http.server import ThreadingHTTPServer
+    from threading import Thread
+
+    from sparkscope.demo.options import DemoResult
+    from sparkscope.demo.run import _Events
+    from support.fake_services import Grafana
+    from support.sandbox import isolated_settings
+
+    def said_at_start(settings) -> list[str]:
+        lines: list[str] = []
+        result = DemoResult(exit_code=0, planned=1, order=["q3"], log=tmp_path / "demo.log")
+        _Events(settings, DemoOptions(), result, lines.append, 0.0).take(
+            {"event": "app", "app_id": "app-1", "metrics_id": "app-1", "spark_version": "3.5"})
+        assert result.app_id == "app-1"
+        return lines
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Grafana)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        answering = isolated_settings(tmp_path, GRAFANA_PORT=str(server.server_address[1]))
+        link = f"{answering.grafana_url}/d/sparkscope-executors?var-applicationid=app-1"
+        assert any(link in line for line in said_at_start(answering))
+    finally:
+        server.shutdown()
+        server.server_close()
+    silent = isolated_settings(tmp_path)
+    assert not any("/d/sparkscope-executors" in line for line in said_at_start(silent))

@@ -10,12 +10,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
@@ -34,6 +31,7 @@ from sparkscope.top.view import Screen, as_text
 
 from conftest import JOBS, SINK_PERIOD_S, Stack
 from support.sandbox import settings_environ, throwaway_stack
+from support.terminal import Terminal, needs_tmux
 
 GiB, MiB = 2**30, 2**20
 
@@ -232,53 +230,6 @@ def test_every_spark_measurement_top_reads_is_stored_by_the_shipped_filter():
 
 
 # --- the command in a real terminal, against a real stack ----------------------------------
-
-needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (sparkscope test installs it)")
-
-
-class Terminal:
-    """`sparkscope top` in a tmux of its own (its own server and socket, so only it
-    is ever killed), as a person at a terminal of that size sees it."""
-
-    def __init__(self, settings, args: list[str], width: int, height: int, env: dict[str, str] | None = None):
-        self.home = tempfile.mkdtemp(prefix="sparkscope-top-tmux-")
-        self.socket = os.path.join(self.home, "socket")
-        environ = {**settings_environ(settings), **(env or {})}
-        # COLUMNS and LINES (pytest's own) would override the terminal's size.
-        command = ["env", "-u", "COLUMNS", "-u", "LINES", *(f"{k}={v}" for k, v in environ.items()),
-                   sys.executable, "-m", "sparkscope", "top", *args]
-        # The pane stays after the command ends, to show how it ended.
-        shell = " ".join(shlex.quote(a) for a in command) + "; echo EXIT=$?; sleep 600"
-        subprocess.run(["tmux", "-S", self.socket, "-f", "/dev/null", "new-session", "-d", "-s", "top",
-                        "-x", str(width), "-y", str(height), shell], check=True, cwd=ROOT)
-
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "-S", self.socket, "capture-pane", "-p", "-t", "top"], capture_output=True,
-                              text=True, check=True).stdout
-
-    def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "-S", self.socket, "send-keys", "-t", "top", *keys], check=True)
-
-    def wait_for(self, predicate, what: str, deadline_s: float = 30.0) -> str:
-        end = time.monotonic() + deadline_s
-        while True:
-            text = self.screen()
-            if predicate(text):
-                return text
-            if time.monotonic() > end:
-                raise AssertionError(f"after {deadline_s:.0f} s the screen still does not show {what}:\n{text}")
-            time.sleep(0.3)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True)
-        shutil.rmtree(self.home, ignore_errors=True)
-
-    def __enter__(self) -> "Terminal":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 def table_rows(text: str) -> dict[str, list[str]]:
     """The executor table: executor id -> its cells (a bar and heap used/max count as two)."""

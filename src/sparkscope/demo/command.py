@@ -3,7 +3,8 @@
 Brings the stack up (either backend, as `up` would), generates TPC-DS data
 offline (cached per scale), runs the queries on Spark in local-cluster mode
 (real executor JVMs) with the Graphite sink and the annotator attached,
-prints each query as it finishes, then a summary read back from InfluxDB:
+prints each query as it finishes (at a terminal, under `sparkscope top`
+for the run), then a summary read back from InfluxDB:
 peak heap and RSS per executor, straggler stages with their queries, and
 where to look.
 """
@@ -68,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     demo.add_argument("--query-dir", type=Path, metavar="DIR",
                       help="run your own .sql files from DIR instead of the TPC-DS set "
                            "(a file name is a query name)")
+    demo.add_argument("--no-top", dest="view", action="store_false",
+                      help="print plain progress lines at a terminal too (what happens when the output "
+                           "is a pipe or a file); by default a terminal shows `sparkscope top` for the "
+                           "run while it runs, q leaves it")
     demo.add_argument("--backend", choices=("native", "compose"),
                       help="run the stack natively or with docker compose (default: the one running, "
                            "else compose when a Docker engine answers)")
@@ -78,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def options_from_args(args: argparse.Namespace) -> DemoOptions:
     return DemoOptions(scale=args.scale, queries=args.queries, executors=args.executors,
                        executor_memory_mb=args.executor_memory, repetitions=args.repetitions,
-                       master=args.master, query_dir=args.query_dir)
+                       master=args.master, query_dir=args.query_dir, view=args.view)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

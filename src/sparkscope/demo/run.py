@@ -19,7 +19,8 @@ from sparkscope.demo.summary import collect_from_influx, print_summary
 from sparkscope.process import log_tail, start_group, stop_group
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
-from sparkscope.stack import influx
+from sparkscope.dashboards.uids import LIVE_UID
+from sparkscope.stack import grafana_health, influx
 from sparkscope.stack.settings import Settings
 
 Out = Callable[[str], None]
@@ -27,6 +28,7 @@ Out = Callable[[str], None]
 DRIVER_SCRIPT = Path(__file__).parent / "tpcds_driver.py"
 APP_NAME = "sparkscope-demo-tpcds"  # no dots: it may become spark.metrics.namespace
 DRIVER_MEMORY = "2g"
+DEFAULT_VIEW_INTERVAL_S = 5.0  # the sink period of spark-conf/metrics.properties
 STOP_GRACE_S = 10.0  # SIGTERM lets Spark stop its executors and the annotator flush
 
 
@@ -70,16 +72,95 @@ def _line(result: QueryResult, index: int, total: int, name_width: int, reps: in
     return text
 
 
+class _Events:
+    """Spark's progress lines (one JSON object each, from the driver script) into
+    the result, each announced through say."""
+
+    def __init__(self, settings: Settings, options: DemoOptions, result: DemoResult, say: Out,
+                 started: float, on_app: Callable[[str], None] = lambda _: None):
+        self.settings, self.options, self.result, self.say = settings, options, result, say
+        self.started, self.on_app = started, on_app
+        self.name_width = max(len(name) for name in result.order) + (3 if options.repetitions > 1 else 0)
+
+    def follow(self, stream) -> None:
+        for raw in stream:
+            try:
+                event = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(event, dict):
+                self.take(event)
+
+    def take(self, event: dict) -> None:
+        result, say, elapsed = self.result, self.say, time.monotonic() - self.started
+        if event.get("event") == "app":
+            result.app_id = event.get("metrics_id") or event.get("app_id")
+            result.phases["app"] = elapsed
+            say(f"application {event.get('app_id')} (Spark {event.get('spark_version')}) started in {elapsed:.1f} s")
+            if grafana_health(self.settings.grafana_url):
+                say(f"watch it in Grafana: {self.settings.grafana_url}/d/{LIVE_UID}"
+                    f"?var-applicationid={result.app_id}")
+            self.on_app(result.app_id)
+        elif event.get("event") == "ready":
+            result.phases["ready"] = elapsed
+            say(f"tables registered in {event.get('seconds', 0):.1f} s; the first queries also warm "
+                "up the executor JVMs")
+        elif event.get("event") == "query":
+            qr = QueryResult(name=event["name"], repetition=event.get("repetition", 1),
+                             status=event.get("status", "FAILED"), seconds=float(event.get("seconds", 0)),
+                             rows=event.get("rows"), error=event.get("error"),
+                             start_ms=event.get("start_ms", 0), end_ms=event.get("end_ms", 0))
+            result.results.append(qr)
+            say(_line(qr, len(result.results), result.planned, self.name_width, self.options.repetitions))
+            result.phases["done"] = elapsed
+
+
+def _terminal_view(settings: Settings, options: DemoOptions):
+    """`sparkscope top` for the demo's run, or None when the output is not a
+    terminal (CI, pipes), the user asked for plain lines, or rich is missing."""
+    if not options.view or not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return None
+    try:
+        from sparkscope.top.command import Top
+        from sparkscope.top.data import TopReader
+    except ImportError:
+        return None
+    interval = float(options.sink_period_s or DEFAULT_VIEW_INTERVAL_S)
+    reader = TopReader(settings.influx_reader, settings.database, interval, timeout_s=max(2.0, min(10.0, interval)))
+    top = Top(reader, None, interval)
+    top.follow = False  # the demo's own run, named when Spark says its id
+    top.waiting = "starting Spark: the demo's application shows here once its first metrics arrive"
+    return top
+
+
+def _watch_while(top, reader: threading.Thread) -> bool:
+    """Show the view until the workload's output ends; False when the user left it (q)."""
+    from sparkscope.top.command import watch
+
+    return watch(top, top.screen.interval_s, until=lambda: not reader.is_alive()) != "quit"
+
+
 def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native", out: Out = print) -> DemoResult:
     """Generate data, run the queries, print progress and the summary.
 
-    The stack must be up (bring_up); stack_kind only changes where-to-look hints.
+    At a terminal (stdout and stdin), the workload runs under `sparkscope top`
+    for its run, with the progress lines at its foot and printed again when it
+    ends; q leaves the view and the lines go on as plain text. The stack must be
+    up (bring_up); stack_kind only changes where-to-look hints.
     """
+    view = _terminal_view(settings, options) if out is print else None
+    hidden: list[str] = []  # lines said while the view covers the terminal
+
     def say(text: str) -> None:
+        if view is not None and view_on.is_set():
+            hidden.append(text)
+            view.screen.messages.append(text)
+            return
         out(text)
         if out is print:
             sys.stdout.flush()
 
+    view_on = threading.Event()
     queries = plan_queries(options)
     if not influx.ping(settings.influx_url):
         raise DemoError(f"InfluxDB does not answer at {settings.influx_url}: is the stack up? "
@@ -105,8 +186,15 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
 
     say(f"\nTPC-DS sf={tpcds.scale_label(options.scale)}: {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"
         f"{f' x {options.repetitions}' if options.repetitions > 1 else ''} on {master}; Spark's log: {result.log}")
-    name_width = max(len(q.name) for q in queries) + (3 if options.repetitions > 1 else 0)
     started = time.monotonic()
+
+    def on_app(app_id: str) -> None:
+        if view is not None:
+            view.app_id = app_id
+            view.waiting = (f"application {app_id} started: it shows here once its executors' first metrics "
+                            "arrive (one sink period)")
+
+    events = _Events(settings, options, result, say, started, on_app)
     proc: Optional[subprocess.Popen] = None
     timer: Optional[threading.Timer] = None
     timed_out = threading.Event()
@@ -117,47 +205,37 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
         if options.timeout_s:
             def on_timeout() -> None:
                 timed_out.set()
-                stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=out)
+                stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=say)
             timer = threading.Timer(options.timeout_s, on_timeout)
             timer.daemon = True
             timer.start()
         assert proc.stdout is not None
-        for raw in proc.stdout:
+        if view is None:
+            events.follow(proc.stdout)
+        else:
+            reader = threading.Thread(target=events.follow, args=(proc.stdout,), name="demo-progress", daemon=True)
+            view_on.set()
+            reader.start()
             try:
-                event = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(event, dict):
-                continue
-            if event.get("event") == "app":
-                result.app_id = event.get("metrics_id") or event.get("app_id")
-                result.phases["app"] = time.monotonic() - started
-                say(f"application {event.get('app_id')} (Spark {event.get('spark_version')}) started "
-                    f"in {time.monotonic() - started:.1f} s")
-            elif event.get("event") == "ready":
-                result.phases["ready"] = time.monotonic() - started
-                say(f"tables registered in {event.get('seconds', 0):.1f} s; the first queries also warm "
-                    "up the executor JVMs")
-            elif event.get("event") == "query":
-                qr = QueryResult(name=event["name"], repetition=event.get("repetition", 1),
-                                 status=event.get("status", "FAILED"), seconds=float(event.get("seconds", 0)),
-                                 rows=event.get("rows"), error=event.get("error"),
-                                 start_ms=event.get("start_ms", 0), end_ms=event.get("end_ms", 0))
-                result.results.append(qr)
-                say(_line(qr, len(result.results), result.planned, name_width, options.repetitions))
-                result.phases["done"] = time.monotonic() - started
+                _watch_while(view, reader)
+            finally:
+                view_on.clear()
+                for text in hidden:  # the view used the alternate screen: the record comes back
+                    say(text)
+                hidden.clear()
+            reader.join()
         result.spark_exit = proc.wait()
     except KeyboardInterrupt:
         result.interrupted = True
         say(f"\ninterrupted: stopping Spark (process group {proc.pid if proc else '-'}) ...")
         if proc is not None:
-            stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=out)
+            stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=say)
             result.spark_exit = proc.poll()
     finally:
         if timer is not None:
             timer.cancel()
         if proc is not None and proc.poll() is None:
-            stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=out)
+            stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=say)
         Path(plan_file.name).unlink(missing_ok=True)
     result.wall_s = time.monotonic() - started
     if timed_out.is_set():

@@ -16,7 +16,7 @@ import termios
 import time
 import tty
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from sparkscope.stack.influx import InfluxError
 from sparkscope.stack.settings import load_settings
@@ -96,6 +96,7 @@ class Top:
         self.follow = app_id is None  # no id given: show the newest run, and move on to a newer one
         self.run: Optional[Run] = None
         self.screen = Screen(interval_s=interval_s)
+        self.waiting: Optional[str] = None  # what the screen says before the run it waits for exists
 
     def refresh(self, rows: int = 60) -> None:
         """Read what the screen shows; rows: the most executor rows it has room for."""
@@ -111,7 +112,7 @@ class Top:
                 elif self.run is None and self.app_id:
                     self.run = self.reader.run(self.app_id)
                 if self.run is None:
-                    screen.notice = (f"run {self.app_id} is not in InfluxDB (yet): check the id, or leave it out "
+                    screen.notice = self.waiting if self.waiting else (f"run {self.app_id} is not in InfluxDB (yet): check the id, or leave it out "
                                      "to watch the newest run" if self.app_id else
                                      "no Spark run with the sparkscope annotator in InfluxDB yet: start one with "
                                      "the flags of ./sparkscope conf; this screen picks it up")
@@ -154,7 +155,8 @@ def read_keys(fd: Optional[int], timeout_s: float) -> list[str]:
     return keys_of(data.decode(errors="replace"))
 
 
-def watch(top: Top, interval_s: float) -> int:
+def watch(top: Top, interval_s: float, until: Callable[[], bool] = lambda: False) -> str:
+    """The view, full screen, until q ("quit") or until() is true ("done")."""
     from rich.console import Console
     from rich.live import Live
 
@@ -163,8 +165,8 @@ def watch(top: Top, interval_s: float) -> int:
     keys = single_keys(fd) if fd is not None else _nothing()
     with keys, Live(console=console, screen=True, auto_refresh=False, redirect_stdout=False,
                     redirect_stderr=False) as live:
-        due, drawn_size, dirty = 0.0, None, True
-        while True:
+        due, drawn_size, dirty, shown_messages = 0.0, None, True, 0
+        while not until():
             if time.monotonic() >= due:
                 top.refresh(rows=console.size.height)
                 due, dirty = time.monotonic() + interval_s, True
@@ -175,10 +177,13 @@ def watch(top: Top, interval_s: float) -> int:
             for key in read_keys(fd, min(0.25, due - time.monotonic())):
                 action = press(top.screen, key)
                 if action == "quit":
-                    return 0
+                    return "quit"
                 if action == "fetch":
                     due = 0.0
                 dirty = dirty or action is not None
+            if len(top.screen.messages) != shown_messages:
+                shown_messages, dirty = len(top.screen.messages), True
+    return "done"
 
 
 @contextmanager
@@ -206,7 +211,8 @@ def cmd_top(args: argparse.Namespace) -> int:
     # A kill (not Ctrl-C) also leaves through the context managers: the terminal is restored.
     signal.signal(signal.SIGTERM, _interrupted)
     try:
-        return watch(top, args.interval)
+        watch(top, args.interval)
+        return 0
     except KeyboardInterrupt:
         return 0
 

@@ -51,6 +51,8 @@ class Screen:
     back: str = "run"  # the mode the picker returns to
     chosen: Optional[Run] = None  # picked in the picker, not opened yet
     live: bool = True  # refreshed until quit (False: one screen, --once)
+    messages: list[str] = field(default_factory=list)  # a caller's progress lines (the demo's), newest last
+    message_rows: int = 2  # how many of them the banner shows
 
 
 # --- numbers ---------------------------------------------------------------------------
@@ -396,13 +398,16 @@ def disks_view(screen: Screen, width: int, height: int) -> list[RenderableType]:
 # --- the frame -----------------------------------------------------------------------------
 
 def banner(screen: Screen, width: int) -> list[Text]:
-    """The last refresh's error, on at most two lines, over the data it left on screen."""
+    """The last refresh's error, on at most two lines, over the data it left on
+    screen; then the newest of a caller's progress lines."""
+    progress = [Text(clean(m.strip()).ljust(width), style="bold", no_wrap=True, overflow="ellipsis")
+                for m in [m for m in screen.messages if m.strip()][-screen.message_rows:]]
     if not screen.error:
-        return []
+        return progress
     since = f" (showing data of {clock(screen.updated_ms)})" if screen.updated_ms else ""
     said = (f"retrying every {screen.interval_s:g} s{since}: " if screen.live else "") + clean(screen.error)
     return [Text(line.ljust(width), style="bold white on red", no_wrap=True)
-            for line in textwrap.wrap(said, width, max_lines=2, placeholder="…")]
+            for line in textwrap.wrap(said, width, max_lines=2, placeholder="…")] + progress
 
 
 def frame(screen: Screen, width: int, height: int) -> RenderableType:
