@@ -81,13 +81,14 @@ class SparkRun:
 
 def run_spark_job(stack: Stack, script: str, log_dir: Path, master: str = "local-cluster[2,1,1024]",
                   conf: dict[str, str] | None = None, timeout_s: float = 300,
-                  spark_home: Path | None = None, args: list[str] = ()) -> SparkRun:
+                  spark_home: Path | None = None, args: list[str] = (),
+                  env: dict[str, str] | None = None) -> SparkRun:
     props = sparkscope_properties(stack.settings, period_s=SINK_PERIOD_S)
     props.update(conf or {})
     started = int(time.time() * 1000)
     log = log_dir / f"{Path(script).stem}.log"
     result = run_submit(submit_argv(JOBS / script, master, props, args=list(args), home=spark_home), log, timeout_s,
-                        home=spark_home)
+                        home=spark_home, env=env)
     ended = int(time.time() * 1000)
     match = re.search(r"^APP_ID (\S+)$", result.stdout, re.M)
     assert result.returncode == 0 and match, (

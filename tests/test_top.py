@@ -113,6 +113,19 @@ def test_flags_name_stragglers_lost_executors_and_memory_near_its_limit():
     assert "MEMORY executor 2: RSS 3.2G of a 3.0G container" in text
 
 
+def test_a_measured_working_set_is_judged_against_the_measured_limit_and_shown_beside_it():
+    """Where the container plugin read the cgroup, its working set (what the OOM
+    killer judges) is the flag's measure, not the process tree's RSS."""
+    near = executor("2", GiB, limit=2 * GiB, working_set=1.9 * GiB, rss_jvm=GiB, rss_python=0)
+    roomy = executor("3", GiB, limit=2 * GiB, working_set=GiB, rss_jvm=1.9 * GiB, rss_python=0)
+    text = as_text(Screen(snapshot=snapshot([near, roomy])), 200, 50)
+    assert "MEMORY executor 2: working set 1.9G of a 2.0G container (95%)" in text
+    assert "MEMORY executor 3" not in text  # its RSS counts shared file pages the kernel can reclaim
+    header = next(line for line in text.splitlines() if line.startswith("executor "))
+    assert "wset" in header and "limit" in header
+    assert "wset" not in as_text(Screen(snapshot=snapshot([executor("1", GiB)])), 200, 50)
+
+
 def test_an_executor_removed_when_the_run_ended_is_not_flagged_lost():
     run = Run("app-1", "x", 0, ended_ms=50_000)
     snap = snapshot([executor("1", GiB)], run=run, removed=[{"time": 50_000, "executor_id": "1", "reason": "stop"}])

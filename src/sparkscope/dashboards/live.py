@@ -8,9 +8,9 @@ from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
-                                           NEEDS_THREADPROBE, EXECUTORS, PROBE_DEVICE, disk_await, disk_rate, gauge,
+                                           NEEDS_THREADPROBE, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await, disk_rate, gauge,
                                            peaks_executors_and_driver, pressure, rate, raw,
-                                           recent_per_executor, task_threads, task_time)
+                                           recent_per_executor, target, task_threads, task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 
 
@@ -371,5 +371,46 @@ def host_row() -> Row:
     ])
 
 
+NEEDS_CONTAINER_PLUGIN = ("Needs the sparkscope annotator jar with "
+                          "spark.plugins=...,dev.sparkscope.annotator.ContainerMemoryPlugin (./sparkscope conf "
+                          "adds it): each JVM reads its own memory cgroup, v1 or v2, every 5 s.")
+
+
+def _container(field: str, alias: str, agg: str = "max") -> dict[str, Any]:
+    return target(f'SELECT {agg}("{field}") FROM "sparkscope_container" WHERE {DRAWN} AND $timeFilter '
+                  'GROUP BY time($bucket), "executorid" fill(none)', alias)
+
+
+def containers_row() -> Row:
+    return Row("Containers: memory against the limit", [
+        Panel("Container memory against its limit",
+              "Per executor and the driver, its container's memory limit (cgroup memory.max or "
+              "memory.limit_in_bytes; no line where there is none), its working set (usage minus inactive "
+              "file cache: what the kernel's OOM killer and Kubernetes judge, the highest of each interval) "
+              "and, under it, what Spark sees of the process tree: the JVM's RSS and its Python workers'. "
+              "The gap between the JVM's RSS and the heap (Memory row) is off-heap; the gap between the "
+              "working set and the limit is all that is left before the kernel kills. Executors lost are "
+              "marked with Spark's reason. " + NEEDS_CONTAINER_PLUGIN,
+              [_container("limit_bytes", "$tag_executorid limit", agg="min"),
+               _container("working_set_bytes", "$tag_executorid working set"),
+               gauge("ProcessTreeJVMRSSMemory", "$tag_executorid JVM RSS", agg="max"),
+               gauge("ProcessTreePythonRSSMemory", "$tag_executorid Python RSS", agg="max")],
+              "bytes", annotated=True),
+        Panel("OOM kills and limit hits in the container",
+              "Per interval: processes the kernel's OOM killer killed inside each container (a Python "
+              "worker killed leaves its executor alive and fails its task with 'Python worker exited "
+              "unexpectedly'; the JVM killed is an executor lost with exit 137), and how often usage hit "
+              "the limit (v1 failcnt, v2 memory.events max: reclaim under pressure, a warning before a "
+              "kill). " + NEEDS_CONTAINER_PLUGIN,
+              [target(f'SELECT non_negative_difference(max("oom_kills")) FROM "sparkscope_container" WHERE '
+                      f'{DRAWN} AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)',
+                      "$tag_executorid OOM kills"),
+               target(f'SELECT non_negative_difference(max("limit_hits")) FROM "sparkscope_container" WHERE '
+                      f'{DRAWN} AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)',
+                      "$tag_executorid limit hits")],
+              "short"),
+    ], collapsed=True)
+
+
 def rows() -> list[Row]:
-    return [summary_row(), tasks_row(), memory_row(), gc_row(), shuffle_row(), host_row()]
+    return [summary_row(), tasks_row(), memory_row(), containers_row(), gc_row(), shuffle_row(), host_row()]

@@ -100,7 +100,14 @@ def range_max(measurement: str, where: str, group: str = "") -> str:
 CONSTANT_GAUGES = {"heap.max"}
 
 
-def is_counter(measurement: str) -> bool:
+# Measurements of sparkscope's own writers that hold gauges and counters side
+# by side: their counter fields (cumulative, read with differences or max).
+COUNTER_FIELDS = {"sparkscope_container": {"oom_kills", "limit_hits"}}
+
+
+def is_counter(measurement: str, field: str = "value") -> bool:
+    if measurement in COUNTER_FIELDS:
+        return field in COUNTER_FIELDS[measurement]
     return (measurement.endswith(COUNTER_SUFFIXES) or measurement in COUNTER_MEASUREMENTS
             or measurement.startswith(COUNTER_PATTERNS))
 

@@ -222,6 +222,8 @@ def _memory_verdict(settings: Settings, app_id: str, say: Out) -> None:
         say(f"  memory    no report: {err}")
         return
     say(f"  memory    {advice.summary}")
+    for line in advice.containers:
+        say(f"            container: {line}")
     if advice.recommendations:
         say(f"            {' '.join(advice.conf_lines())}")
     say(f"            report: {path}  (./sparkscope report {app_id} writes it again)")

@@ -61,6 +61,7 @@ class Advice:
     notes: list[str] = field(default_factory=list)
     gc_share: Optional[float] = None
     spilled: float = 0.0
+    containers: list[str] = field(default_factory=list)  # what filled each container that was killed in
 
     def conf_lines(self) -> list[str]:
         return [f"--conf {r.key}={r.value}" for r in self.recommendations]
@@ -118,6 +119,108 @@ def execution_need(executor: ExecutorFacts, slots: int) -> float:
     peak times the tasks it runs at once, whichever is larger."""
     return max(executor.peaks.get("OnHeapExecutionMemory") or 0,
                (executor.peaks.get("TaskPeakExecutionMemory") or 0) * slots)
+
+
+# Why Spark says an executor went away (the annotator's "cause", from the
+# reason text: annotator ExecutorLoss): the kernel or the cluster manager
+# killed it for memory, or a SIGKILL no one explained (the OOM killer, when
+# its container has a limit).
+KILLED_FOR_MEMORY = ("container_oom",)
+KILLED = ("killed",)
+
+
+def killed_in_container(run: RunFacts) -> list[tuple[dict, ExecutorFacts]]:
+    """Executors lost to a kill their container explains: the cluster manager
+    said memory, or a SIGKILL hit one whose container had a limit."""
+    out = []
+    for row in run.removals:
+        executor = run.executors.get(str(row.get("executor_id")))
+        cause = row.get("cause")
+        limited = executor is not None and executor.container is not None and executor.container.limit
+        if cause in KILLED_FOR_MEMORY or (cause in KILLED and limited):
+            out.append((row, executor or ExecutorFacts(str(row.get("executor_id")))))
+    return out
+
+
+def _below_request(run: RunFacts, c, had_heap: float, role: str) -> str:
+    """A clause when the container's limit is below what Spark was told the
+    executor may use (heap + overhead): then something other than Spark set
+    it (docker --memory, a LimitRange, a YARN queue), and no Spark setting
+    within it can hold a heap that size."""
+    if c is None or not c.limit:
+        return ""
+    overhead = parse_size(run.settings.get(f"spark.{role}.memoryOverhead")) or max(MIN_OVERHEAD, 0.1 * had_heap)
+    request = had_heap + overhead
+    if c.limit >= request * 0.95:
+        return ""
+    return (f"; the limit is below what Spark was given for it (heap {human(had_heap)} + overhead "
+            f"{human(overhead)} = {human(request)}): raise the container's limit to at least that, or lower "
+            f"spark.{role}.memory to fit under {human(c.limit)} with the overhead")
+
+
+def container_findings(run: RunFacts, had_heap: float) -> tuple[list[str], list[Recommendation]]:
+    """What filled each container that had a kill in it, and the setting to
+    change: lines for the verdict, and recommendations that win over the
+    ones from the peaks (a killed container needs more than its peaks say)."""
+    lines: list[str] = []
+    overhead_need = 0.0
+    pyspark_need = 0.0
+    role = "driver" if run.local_mode else "executor"
+    k8s = run.settings.get("spark.master", "").startswith("k8s://")
+    for row, e in killed_in_container(run):
+        c = e.container
+        heap = e.peaks.get("JVMHeapMemory")
+        jvm = e.peaks.get("ProcessTreeJVMRSSMemory")
+        python = e.peaks.get("ProcessTreePythonRSSMemory") or 0
+        other = e.peaks.get("ProcessTreeOtherRSSMemory") or 0
+        code = row.get("exit_code")
+        said = f"exit {code:.0f}" if code is not None else str(row.get("reason") or "")[:80]
+        if c is not None and c.limit:
+            fill = c.last_working_set or c.working_set
+            where = (f"its container's limit is {human(c.limit)}; the working set reached {human(c.working_set)} "
+                     f"({c.working_set / c.limit:.0%}), {human(fill)} at the last sample before the kill")
+        else:
+            where = "no container sample (ContainerMemoryPlugin not attached, or no memory cgroup)"
+        parts = ", ".join(f"{name} {human(v)}" for name, v in (("heap used", heap), ("JVM RSS", jvm),
+                                                                ("Python RSS", python), ("other RSS", other)) if v)
+        before = (f"; the kernel had killed {c.oom_kills} other process{'es' if c.oom_kills > 1 else ''} in it "
+                  "before (Python workers, most likely)" if c is not None and c.oom_kills > 0 else "")
+        line = (f"executor {e.executor_id} was killed ({said}): {where}; at its highest: {parts or 'no peaks'}"
+                + before)
+        lines.append(line + _below_request(run, c, had_heap, role))
+        beyond_heap = max((jvm or 0) - had_heap, 0) + python + other
+        if c is not None and c.limit:
+            beyond_heap = max(beyond_heap, c.working_set - had_heap)
+        overhead_need = max(overhead_need, beyond_heap * 1.5)
+        if python and python >= 0.25 * (c.limit if c is not None and c.limit else had_heap):
+            pyspark_need = max(pyspark_need, python * HEADROOM_NATIVE)
+    for executor_id, e in sorted(run.executors.items()):
+        c = e.container
+        lost = any(str(r.get("executor_id")) == executor_id for r, _ in killed_in_container(run))
+        if c is not None and c.oom_kills > 0 and not lost:
+            python = e.peaks.get("ProcessTreePythonRSSMemory") or 0
+            name = "the driver" if executor_id == "driver" else f"executor {executor_id}"
+            lines.append(f"the kernel killed {c.oom_kills} process{'es' if c.oom_kills > 1 else ''} inside "
+                         f"{name}'s container (limit {human(c.limit)}, working set up to {human(c.working_set)}) "
+                         "and the JVM lived on: the victims were other processes, most likely Python workers, "
+                         "whose tasks then fail with \"Python worker exited unexpectedly\"; "
+                         "spark.executor.pyspark.memory caps them (a MemoryError instead of a kill) and "
+                         "memoryOverhead makes room for them" + _below_request(run, c, had_heap, role))
+            if python:
+                pyspark_need = max(pyspark_need, python * HEADROOM_NATIVE)
+    recs: list[Recommendation] = []
+    if overhead_need:
+        how = ("raise spark.kubernetes.memoryOverheadFactor, or set the overhead itself" if k8s else
+               "the container is heap + overhead (+ pyspark memory)")
+        recs.append(Recommendation(f"spark.{role}.memoryOverhead", spark_size(max(MIN_OVERHEAD, overhead_need)),
+                                   f"a container was killed: what it held beyond the heap x 1.5 ({how})",
+                                   run.settings.get(f"spark.{role}.memoryOverhead")))
+    if pyspark_need:
+        recs.append(Recommendation("spark.executor.pyspark.memory", spark_size(pyspark_need),
+                                   "Python workers filled the container: this caps them (a MemoryError in "
+                                   "Python instead of a kill) and adds to the container on YARN and Kubernetes",
+                                   run.settings.get("spark.executor.pyspark.memory")))
+    return lines, recs
 
 
 def memory_failures(run: RunFacts) -> list[str]:
@@ -184,12 +287,19 @@ def advise(run: RunFacts) -> Advice:
         short_because.append(f"GC took {share:.0%} of task time")
     if failures:
         short_because.append(f"memory failure: {failures[0]}")
+    container_lines, container_recs = container_findings(run, had_heap)
     if short_because:
         need = max(need, had_heap * 1.5)
         why = f"the run was short ({'; '.join(short_because)}): at least 1.5 x its {human(had_heap)} heap; " + why
         verdict = "SHORT"
         summary = (f"memory was SHORT for {run.app_name}: {'; '.join(short_because)}. Give the {role}s more "
                    f"heap (execution memory peaked at {human(execution)}).")
+    elif container_lines:
+        # The heap held; the container did not: more heap would only fill it sooner.
+        verdict = "SHORT"
+        summary = (f"memory was SHORT for {run.app_name}, in the container rather than the heap: "
+                   f"{container_lines[0].split(':')[0]}. Give the {role}s' containers more room (what filled them and "
+                   f"what to change: below); the heap needed about {spark_size(need)}.")
     elif need <= had_heap * GENEROUS_BELOW:
         verdict = "GENEROUS"
         summary = (f"memory was GENEROUS for {run.app_name}: the {role}s needed about {spark_size(need)} of "
@@ -255,4 +365,6 @@ def advise(run: RunFacts) -> Advice:
         recs.append(Recommendation("spark.driver.memory", spark_size(max(driver_heap * 1.5, 1024 * MIB)),
                                    f"the driver's heap peaked at {human(driver_heap)} (garbage included) x 1.5, "
                                    "at least 1g", run.settings.get("spark.driver.memory")))
-    return Advice(verdict, summary, recs, notes, share, spill)
+    for rec in container_recs:  # a kill outranks what the peaks ask for
+        recs = [r for r in recs if r.key != rec.key] + [rec]
+    return Advice(verdict, summary, recs, notes, share, spill, container_lines)

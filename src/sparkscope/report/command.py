@@ -43,6 +43,8 @@ def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[P
 
 def print_verdict(advice, runs, path: Path, out=print) -> None:
     out(advice.summary)
+    for line in advice.containers:
+        out(f"  container: {line}")
     for r in advice.recommendations:
         out(f"  {r.key}={r.value}: {r.reason}")
     if advice.recommendations:

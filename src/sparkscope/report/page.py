@@ -162,13 +162,15 @@ def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Opti
                        f"{r['gc_share']:.1%}" if r.get("gc_share") is not None else "n/a", human(r.get("spilled"))]
                       for r in runs])
     notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in advice.notes)
+    containers = "".join(f"<li>{html.escape(line)}</li>" for line in advice.containers)
+    containers = f"<h3>Containers</h3><ul class='containers'>{containers}</ul>" if containers else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sparkscope report: {html.escape(run.app_name)}</title>
 <style>{STYLE}</style></head><body>
 <h1>How much memory did {html.escape(run.app_name)} need?</h1>
 <p>{html.escape(run.app_id)}, {html.escape(run.settings.get('spark.master', 'master unknown'))},
 {(run.duration_ms or 0) / 1000:.1f} s{"" if run.ending == "FINISHED" else ", " + html.escape(ENDINGS.get(run.ending, run.ending))}</p>
-<p class="verdict {advice.verdict}">{html.escape(advice.summary)}</p>
+<p class="verdict {advice.verdict}">{html.escape(advice.summary)}</p>{containers}
 <h2>Advice</h2>{recs}
 <pre>{html.escape(" ".join(advice.conf_lines()))}</pre>{notes}
 <h2>Exact peaks per executor</h2>{sizing}

@@ -44,6 +44,23 @@ class ExecutorFacts:
     cores: Optional[int] = None
     totals: dict[str, float] = field(default_factory=dict)  # counters at their last value (ms, bytes)
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # sampled, for the plots
+    container: Optional[ContainerFacts] = None  # its memory cgroup, from ContainerMemoryPlugin
+
+
+@dataclass
+class ContainerFacts:
+    """An executor's (or the driver's) memory cgroup over the run, as its own
+    JVM sampled it (sparkscope_container): the limit (None: no limit), the
+    highest working set and usage, and the OOM kills inside it during the
+    run (processes killed by the kernel; a killed JVM itself is told by the
+    executor's removal, since it writes nothing more)."""
+    limit: Optional[float]
+    working_set: float
+    usage: float
+    anon: float
+    oom_kills: int
+    cgroup_version: int
+    last_working_set: Optional[float] = None  # at its last sample: just before a kill, the fill
 
 
 @dataclass
@@ -172,6 +189,27 @@ class RunReader:
                     points[t] = max(points.get(t, v), v)
         return {e: sorted(points.items()) for e, points in out.items()}
 
+    def containers(self, app: str, span: tuple[int, int]) -> dict[str, ContainerFacts]:
+        """Per executor, its container over the run: aggregates, so a month-long
+        run reads one row per executor."""
+        where = f"{app} AND time >= {span[0]}ms AND time <= {span[1]}ms"
+        out: dict[str, ContainerFacts] = {}
+        for s in self.q('SELECT max("working_set_bytes") AS ws, max("usage_bytes") AS usage, '
+                        'max("anon_bytes") AS anon, min("limit_bytes") AS lim, max("oom_kills") AS kills_hi, '
+                        'min("oom_kills") AS kills_lo, last("cgroup_version") AS version, '
+                        'last("working_set_bytes") AS ws_last '
+                        f'FROM "sparkscope_container" WHERE {where} GROUP BY "executorid"'):
+            executor_id = (s.get("tags") or {}).get("executorid")
+            row = dict(zip(s["columns"], s["values"][0])) if s.get("values") else None
+            if not executor_id or not row:
+                continue
+            out[executor_id] = ContainerFacts(
+                limit=row.get("lim"), working_set=row.get("ws") or 0, usage=row.get("usage") or 0,
+                anon=row.get("anon") or 0,
+                oom_kills=int((row.get("kills_hi") or 0) - (row.get("kills_lo") or 0)),
+                cgroup_version=int(row.get("version") or 0), last_working_set=row.get("ws_last"))
+        return out
+
     def read(self, app_id: str) -> RunFacts:
         app = f"\"applicationid\" = {influx.string_literal(app_id)}"
         apps = _rows(self.q(f'SELECT * FROM "sparkscope_application" WHERE {app}'))
@@ -211,6 +249,8 @@ class RunReader:
         for measurement, name in SERIES.items():
             for executor_id, points in self.plotted(measurement, app, span).items():
                 executor(executor_id).series[name] = points
+        for executor_id, facts in self.containers(app, span).items():
+            executor(executor_id).container = facts
         removals = []
         for row in _rows(self.q(f'SELECT * FROM "sparkscope_executor" WHERE {app}')):
             if row.get("cores") is not None and row.get("executor_id"):

@@ -14,6 +14,9 @@ LISTENER_CLASS = "dev.sparkscope.annotator.AnnotatorListener"
 # JVM flame graphs on demand (./sparkscope profile); idle until asked: each
 # executor checks with its driver every 2 s over Spark's own RPC.
 PROFILER_PLUGIN_CLASS = "dev.sparkscope.annotator.ProfilerPlugin"
+# Each executor and the driver read their own container's memory cgroup (limit,
+# working set, OOM kills) every 5 s and write it as sparkscope_container.
+CONTAINER_PLUGIN_CLASS = "dev.sparkscope.annotator.ContainerMemoryPlugin"
 
 SINK = "spark.metrics.conf.*.sink.graphite."
 _LINE = re.compile(r"^\s*([^\s=:]+)\s*[=:\s]\s*(.*?)\s*$")
@@ -70,7 +73,7 @@ def annotator_properties(settings: Settings, jar: Path) -> dict[str, str]:
     props = {
         "spark.jars": str(jar),
         "spark.extraListeners": LISTENER_CLASS,
-        "spark.plugins": PROFILER_PLUGIN_CLASS,
+        "spark.plugins": f"{PROFILER_PLUGIN_CLASS},{CONTAINER_PLUGIN_CLASS}",
         "spark.sparkscope.influx.url": settings.events_url,
     }
     if settings.events_credentials:

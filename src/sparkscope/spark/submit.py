@@ -57,12 +57,13 @@ def submit_argv(script: Path, master: str, conf: dict[str, str], args: list[str]
 
 
 def run_submit(argv: list[str], log_path: Path, timeout_s: float,
-               home: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run spark-submit; stdout returned, Spark's log (stderr) kept in log_path."""
+               home: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run spark-submit; stdout returned, Spark's log (stderr) kept in log_path;
+    env: variables added to Spark's environment."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = spark_env(home)
+    environ = {**spark_env(home), **(env or {})}
     if home is not None:  # that Spark's own Python, with its own pyspark
-        env["PYSPARK_PYTHON"] = str(home.parents[3] / "bin" / "python")
+        environ["PYSPARK_PYTHON"] = str(home.parents[3] / "bin" / "python")
     with open(log_path, "w") as log:
-        return subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=log,
+        return subprocess.run(argv, env=environ, stdout=subprocess.PIPE, stderr=log,
                               text=True, timeout=timeout_s)

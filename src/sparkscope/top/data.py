@@ -82,7 +82,9 @@ class ExecutorNow:
     shuffle_read: Optional[float] = None  # bytes per second
     shuffle_write: Optional[float] = None
     heap_history: list[float] = field(default_factory=list)
-    limit: Optional[float] = None  # the container's memory where Spark asks for one (YARN, Kubernetes)
+    limit: Optional[float] = None  # the container's memory: as measured (ContainerMemoryPlugin), else as
+    # Spark asks for one (YARN, Kubernetes)
+    working_set: Optional[float] = None  # the container's working set, what its OOM killer judges
 
     @property
     def rss(self) -> Optional[float]:
@@ -263,13 +265,24 @@ class TopReader:
         self._read_history(executors, run, app, shown)
         heap_max = self._heap_max(run, app, alive, list(executors))
         cores = self._executor_cores(run.app_id)
+        measured = self._containers(app, alive, shown)
         for e in executors.values():
             e.heap_max = heap_max.get(e.executor_id)
             e.cores = cores.get(e.executor_id)
             e.limit = limit if e.executor_id != "driver" else None
+            if e.executor_id in measured:  # the cgroup's own word wins over what Spark asked for
+                e.working_set, e.limit = measured[e.executor_id]["ws"], measured[e.executor_id]["lim"] or e.limit
         running, last, stragglers, removed = self._annotations(run)
         at = int(time.time() * 1000) if run.running else (run.ended_ms or 0)
         return Snapshot(run, at, list(executors.values()), running, last, stragglers, removed, self.interval_s)
+
+    def _containers(self, app: str, alive: str, shown: Optional[list[str]]) -> dict[str, dict[str, Any]]:
+        """Each JVM's container as it last read it (sparkscope_container): working set and limit."""
+        if shown == []:
+            return {}
+        return {row["executorid"]: row for row in _rows(self.q(
+            'SELECT last("working_set_bytes") AS "ws", last("limit_bytes") AS "lim" FROM "sparkscope_container" '
+            f'WHERE {app} AND {alive}{_only(shown)} GROUP BY "executorid"')) if row.get("executorid")}
 
     def _read_gauges(self, executors: dict[str, ExecutorNow], measurements: set[str], app: str, alive: str,
                      shown: Optional[list[str]], create: bool = False) -> None:

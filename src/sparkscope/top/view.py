@@ -142,9 +142,19 @@ def _heap(e: ExecutorNow) -> Text:
     return bar(e.heap_used, e.heap_max, 8) + Text(f" {size(e.heap_used):>4}/{size(e.heap_max):<4}")
 
 
+def _held(e: ExecutorNow) -> Optional[float]:
+    """What counts against the container's limit: the working set where it was
+    measured, else the process tree's RSS."""
+    return e.working_set if e.working_set is not None else e.rss
+
+
+def _near_limit(e: ExecutorNow) -> bool:
+    held = _held(e)
+    return bool(e.limit and held and held >= NEAR_LIMIT * e.limit)
+
+
 def _rss(e: ExecutorNow) -> Text:
-    near = e.limit and e.rss and e.rss >= NEAR_LIMIT * e.limit
-    return Text(size(e.rss), style="red" if near else "", justify="right")
+    return Text(size(e.rss), style="red" if _near_limit(e) and e.working_set is None else "", justify="right")
 
 
 EXECUTOR = Column("e", "executor", 9, lambda e: Text(clean(e.executor_id), overflow="ellipsis", no_wrap=True))
@@ -160,6 +170,8 @@ GC = Column("g", "GC", 4, lambda e: _right(share(e.gc_share)))
 SHUFFLE = (Column("r", "shufR/s", 7, lambda e: _right(rate(e.shuffle_read))),
            Column("w", "shufW/s", 7, lambda e: _right(rate(e.shuffle_write))))
 LIMIT = Column("", "limit", 5, lambda e: _right(size(e.limit)))
+WORKING_SET = Column("", "wset", 5, lambda e: Text(size(e.working_set), style="red" if _near_limit(e) else "",
+                                                   justify="right"))
 SORTABLE = {c.key: c for c in (EXECUTOR, TASKS, HEAP, RSS, GC, *SHUFFLE)}
 SORT_KEYS = "thmgrwe"  # the footer's order
 
@@ -174,7 +186,9 @@ def columns_for(width: int, snapshot: Snapshot) -> list[Column]:
     wide = [EXECUTOR, TASKS, HEAP, RSS, *RSS_SPLIT, *UNIFIED, GC, *SHUFFLE]
     if total(wide) <= width:
         cols = wide
-    if any(e.limit for e in snapshot.executors) and total(cols + [LIMIT]) <= width:
+    if any(e.working_set is not None for e in snapshot.executors) and total(cols + [WORKING_SET, LIMIT]) <= width:
+        cols += [WORKING_SET, LIMIT]
+    elif any(e.limit for e in snapshot.executors) and total(cols + [LIMIT]) <= width:
         cols.append(LIMIT)
     history = width - total(cols) - 1
     if history >= 8:
@@ -204,10 +218,11 @@ def flags(snapshot: Snapshot) -> list[Text]:
             out.append(Text("MEMORY ", style="bold red") + Text(clean(
                 f"executor {e.executor_id}: heap {size(e.heap_used)} of {size(e.heap_max)} "
                 f"({share(e.heap_used / e.heap_max)})")))
-        if e.limit and e.rss and e.rss >= NEAR_LIMIT * e.limit:
+        if _near_limit(e):
+            what = "working set" if e.working_set is not None else "RSS"
             out.append(Text("MEMORY ", style="bold red") + Text(clean(
-                f"executor {e.executor_id}: RSS {size(e.rss)} of a {size(e.limit)} container "
-                f"({share(e.rss / e.limit)})")))
+                f"executor {e.executor_id}: {what} {size(_held(e))} of a {size(e.limit)} container "
+                f"({share(_held(e) / e.limit)})")))
     return out
 
 

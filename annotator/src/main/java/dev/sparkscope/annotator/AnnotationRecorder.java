@@ -433,10 +433,13 @@ final class AnnotationRecorder {
     }
 
     void executorRemoved(long timeMs, String executorId, String reason) {
+        ExecutorLoss loss = ExecutorLoss.of(reason);
         emit(point(EXECUTOR, null, timeMs, executorOffset(executorId))
                 .tag("event", "removed")
                 .field("executor_id", executorId)
                 .field("reason", clip(reason, MAX_DESCRIPTION))
+                .field("cause", loss.cause)
+                .field("exit_code", loss.exitCode == null ? null : Long.valueOf(loss.exitCode))
                 .field("text", "executor " + oneLine(executorId) + " removed"
                         + (reason != null && !reason.isEmpty() ? ": " + oneLine(reason) : "")));
     }

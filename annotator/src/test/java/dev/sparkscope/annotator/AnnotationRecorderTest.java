@@ -334,7 +334,7 @@ class AnnotationRecorderTest {
                 + "executor_id=\"1\",host=\"10.0.0.9\",cores=4i,text=\"executor 1 added on 10.0.0.9 (4 cores)\" "
                 + (5000 * MS + 1), lines.get(0));
         assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=removed "
-                + "executor_id=\"1\",reason=\"Executor killed, \\\"idle\\\"\","
+                + "executor_id=\"1\",reason=\"Executor killed, \\\"idle\\\"\",cause=\"other\","
                 + "text=\"executor 1 removed: Executor killed, \\\"idle\\\"\" " + (9000 * MS + 1), lines.get(1));
     }
 
