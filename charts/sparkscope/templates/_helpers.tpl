@@ -1,0 +1,117 @@
+{{/* Object names start with this: the release name unless fullnameOverride.
+At most 40 characters, so "<name>-influxdb-headless" stays a DNS label. */}}
+{{- define "sparkscope.fullname" -}}
+{{- default .Release.Name .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "sparkscope.labels" -}}
+app.kubernetes.io/name: sparkscope
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Labels that pick one part's pods: (dict "root" $ "component" "telegraf"). */}}
+{{- define "sparkscope.selectorLabels" -}}
+app.kubernetes.io/name: sparkscope
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "sparkscope.secretName" -}}
+{{- .Values.secrets.existingSecret | default (printf "%s-secrets" (include "sparkscope.fullname" .)) -}}
+{{- end -}}
+
+{{/* An environment variable from the Secret: (dict "root" $ "name" "INFLUX_PASSWORD" "key" "influxdb-write-password"). */}}
+{{- define "sparkscope.secretEnv" -}}
+- name: {{ .name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "sparkscope.secretName" .root }}
+      key: {{ .key }}
+{{- end -}}
+
+{{- define "sparkscope.influxURL" -}}
+http://{{ include "sparkscope.fullname" . }}-influxdb:{{ .Values.influxdb.service.port | int64 }}
+{{- end -}}
+
+{{/* Telegraf's Service as Spark reaches it from any namespace. */}}
+{{- define "sparkscope.telegrafHost" -}}
+{{ include "sparkscope.fullname" . }}-telegraf.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
+{{- end -}}
+
+{{- define "sparkscope.image" -}}
+{{ .repository }}:{{ .tag }}
+{{- end -}}
+
+{{/* Spark's settings, as `./sparkscope conf` makes them (src/sparkscope/spark/conf.py):
+spark-conf/spark-defaults.conf in file order with the Graphite sink pointed at
+the Telegraf Service, then the annotator's. A JSON list of [key, value]. */}}
+{{- define "sparkscope.sparkProperties" -}}
+{{- $sink := "spark.metrics.conf.*.sink.graphite." -}}
+{{- $override := dict (print $sink "host") (include "sparkscope.telegrafHost" .) (print $sink "port") (toString (int64 .Values.telegraf.ports.graphite)) (print $sink "prefix") .Values.spark.prefix (print $sink "period") (toString (int64 .Values.spark.periodSeconds)) -}}
+{{- $props := list -}}
+{{- $seen := dict -}}
+{{- range $raw := splitList "\n" (.Files.Get "files/spark-conf/spark-defaults.conf") -}}
+{{- $line := trim $raw -}}
+{{- if and $line (not (hasPrefix "#" $line)) (not (hasPrefix "!" $line)) -}}
+{{- if not (regexMatch "^[^\\s=:]+\\s*[=:\\s]\\s*.*$" $line) -}}
+{{- fail (printf "files/spark-conf/spark-defaults.conf: not a 'key=value' line: %s" $line) -}}
+{{- end -}}
+{{- $key := regexReplaceAll "^([^\\s=:]+)\\s*[=:\\s]\\s*(.*)$" $line "${1}" -}}
+{{- $value := regexReplaceAll "^([^\\s=:]+)\\s*[=:\\s]\\s*(.*)$" $line "${2}" -}}
+{{- $_ := set $seen $key true -}}
+{{- $props = append $props (list $key (get $override $key | default $value)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key := list (print $sink "host") (print $sink "port") (print $sink "prefix") (print $sink "period") -}}
+{{- if not (hasKey $seen $key) -}}
+{{- $props = append $props (list $key (get $override $key)) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.spark.annotator.enabled -}}
+{{- /* As annotator_properties in src/sparkscope/spark/conf.py (tests/test_chart.py compares):
+the listener, the profiler plugin (idle until ./sparkscope profile asks) and the
+container memory plugin (each pod's cgroup limit, working set and OOM kills). */ -}}
+{{- $props = append $props (list "spark.jars" .Values.spark.annotator.jar) -}}
+{{- $props = append $props (list "spark.extraListeners" "dev.sparkscope.annotator.AnnotatorListener") -}}
+{{- $props = append $props (list "spark.plugins" "dev.sparkscope.annotator.ProfilerPlugin,dev.sparkscope.annotator.ContainerMemoryPlugin") -}}
+{{- $props = append $props (list "spark.sparkscope.influx.url" (printf "http://%s:%d" (include "sparkscope.telegrafHost" .) (int64 .Values.telegraf.ports.events))) -}}
+{{- if .Values.events.auth -}}
+{{- $props = append $props (list "spark.sparkscope.influx.username" .Values.events.user) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $props -}}
+{{- end -}}
+
+{{/* A shell word as Python's shlex.quote writes it (what ./sparkscope conf prints). */}}
+{{- define "sparkscope.shellQuote" -}}
+{{- if regexMatch "^[A-Za-z0-9_@%+=:,./-]+$" . -}}
+{{ . }}
+{{- else -}}
+'{{ replace "'" "'\"'\"'" . }}'
+{{- end -}}
+{{- end -}}
+
+{{/* The events password as the user's shell reads it from the Secret at submit time. */}}
+{{- define "sparkscope.eventsPasswordCommand" -}}
+$(kubectl get secret -n {{ .Release.Namespace }} {{ include "sparkscope.secretName" . }} -o jsonpath='{.data.events-password}' | base64 -d)
+{{- end -}}
+
+{{/* spark-submit flags, one a line: --conf k=v ... as ./sparkscope conf prints them
+(spark.jars as --jars), then the events password read from the Secret. */}}
+{{- define "sparkscope.submitFlags" -}}
+{{- $flags := list -}}
+{{- range $kv := include "sparkscope.sparkProperties" . | fromJsonArray -}}
+{{- if eq (index $kv 0) "spark.jars" -}}
+{{- $flags = append $flags (printf "--jars %s" (index $kv 1)) -}}
+{{- else -}}
+{{- $flags = append $flags (printf "--conf %s" (include "sparkscope.shellQuote" (printf "%s=%s" (index $kv 0) (index $kv 1)))) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.spark.annotator.enabled .Values.events.auth -}}
+{{- $flags = append $flags (printf "--conf \"spark.sparkscope.influx.password=%s\"" (include "sparkscope.eventsPasswordCommand" .)) -}}
+{{- end -}}
+{{- join "\n" $flags -}}
+{{- end -}}

@@ -1,0 +1,745 @@
+"""The Helm chart (charts/sparkscope/), without a cluster: it lints strictly,
+refuses misspelled values, and renders, for several sets of values, objects
+that Kubernetes 1.30 and 1.37 accept (strict JSON schemas, kubernetes-validate),
+with secrets only in Secrets, nothing exposed outside the cluster, listeners
+on every pod interface behind a NetworkPolicy, the dashboards byte for byte,
+and Spark's settings pointed at the Telegraf Service. Then the parts that can
+run here run for real: the setup Job's command against a fresh InfluxDB 1.8,
+the rendered telegraf.conf in Telegraf, and the helm test pod's script
+through both."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from sparkscope import chart as chart_copies
+from sparkscope.build.go import ensure_telegraf
+from sparkscope.build.helm import ensure_helm
+from sparkscope.process import quiet, start_group, stop_group, wait_until
+from sparkscope.spark.conf import annotator_properties, conf_flags
+from sparkscope.stack import influx, rollups
+from sparkscope.stack.influx_storage import influx_dirs
+from sparkscope.stack.native import influxdb_service
+from sparkscope.stack.settings import ROOT, load_settings
+
+from support.sandbox import free_port, isolated_settings
+
+CHART = ROOT / "charts" / "sparkscope"
+RELEASE, NAMESPACE = "sparkscope", "spark-mon"
+TELEGRAF_DNS = f"{RELEASE}-telegraf.{NAMESPACE}.svc.cluster.local"
+# Kubernetes versions the objects are checked against: the oldest asked for, and
+# the newest kubernetes-validate ships.
+KUBE_VERSIONS = ("1.30.0", kubernetes_validate.utils.latest_version())
+SECRET_KEYS = ("influxdb-admin-password", "influxdb-write-password", "influxdb-read-password",
+               "events-password", "grafana-admin-password")
+DEFAULT_PEERS = [{"namespaceSelector": {"matchLabels": {"sparkscope.dev/spark": "true"}},
+                  "podSelector": {"matchExpressions": [{"key": "spark-role", "operator": "In",
+                                                        "values": ["driver", "executor"]}]}}]
+# The value sets every object is rendered and checked with.
+MATRIX = {
+    "defaults": {},
+    "existing secret": {"secrets": {"existingSecret": "my-sparkscope-secrets"}},
+    "telegraf replicas 3": {"telegraf": {"replicas": 3}},
+    "network policy off": {"networkPolicy": {"enabled": False}},
+    "telegraf as load balancer": {"telegraf": {"service": {"type": "LoadBalancer",
+                                                           "loadBalancerSourceRanges": ["10.20.0.0/16"]}}},
+    "no grafana, no annotator, no events auth": {"grafana": {"enabled": False}, "events": {"auth": False},
+                                                 "spark": {"annotator": {"enabled": False}}},
+}
+
+
+# --- helm --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory):
+    """helm, built once per cache (./sparkscope test builds it before pytest starts);
+    its own config and cache dirs, so nothing of the user's helm is read or written."""
+    binary = ensure_helm(load_settings().cache_dir, quiet)
+    home = tmp_path_factory.mktemp("helm-home")
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "HELM_CONFIG_HOME": str(home / "config"),
+           "HELM_CACHE_HOME": str(home / "cache"), "HELM_DATA_HOME": str(home / "data"),
+           "KUBECONFIG": str(home / "no-cluster")}
+
+    def run(*args: str, chart: Path = CHART) -> subprocess.CompletedProcess:
+        return subprocess.run([str(binary), *args, str(chart)], env=env, capture_output=True, text=True,
+                              timeout=120)
+    return run
+
+
+def render(helm, tmp_path: Path, values: dict | None = None, *extra: str, kube: str = KUBE_VERSIONS[-1],
+           chart: Path = CHART, release: str = RELEASE, namespace: str = NAMESPACE) -> list[dict]:
+    values_file = tmp_path / f"values-{len(list(tmp_path.glob('values-*')))}.yaml"
+    values_file.write_text(yaml.safe_dump(values or {}))
+    done = helm("template", release, "-n", namespace, "--kube-version", kube, "-f", str(values_file), *extra,
+                chart=chart)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered(helm, tmp_path_factory) -> dict[str, list[dict]]:
+    tmp = tmp_path_factory.mktemp("rendered")
+    return {name: render(helm, tmp, values) for name, values in MATRIX.items()}
+
+
+def one(objects: list[dict], kind: str, name: str) -> dict:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} rendered"
+    return found[0]
+
+
+def pod_specs(objects: list[dict]) -> dict[str, dict]:
+    """kind/name -> pod spec, for every object that runs pods."""
+    out = {}
+    for o in objects:
+        if o["kind"] in ("Deployment", "StatefulSet", "Job"):
+            out[f"{o['kind']}/{o['metadata']['name']}"] = o["spec"]["template"]["spec"]
+        elif o["kind"] == "Pod":
+            out[f"Pod/{o['metadata']['name']}"] = o["spec"]
+    return out
+
+
+def pod_labels(objects: list[dict]) -> dict[str, dict]:
+    out = {}
+    for o in objects:
+        if o["kind"] in ("Deployment", "StatefulSet", "Job"):
+            out[f"{o['kind']}/{o['metadata']['name']}"] = o["spec"]["template"]["metadata"]["labels"]
+        elif o["kind"] == "Pod":
+            out[f"Pod/{o['metadata']['name']}"] = o["metadata"]["labels"]
+    return out
+
+
+def env_of(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def strings_in(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in strings_in(k) + strings_in(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in strings_in(v)]
+    return []
+
+
+# --- lint, schema, Kubernetes' schemas --------------------------------------------------------------
+
+def test_chart_lints_strictly_with_every_value_set(helm, tmp_path):
+    for name, values in MATRIX.items():
+        values_file = tmp_path / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        done = helm("lint", "--strict", "-f", str(values_file))
+        assert done.returncode == 0, f"{name}:\n{done.stdout}{done.stderr}"
+        assert "[WARNING]" not in done.stdout and "[ERROR]" not in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("values, named", [
+    ({"telegraf_replicas": 3}, "telegraf_replicas"),           # misspelled top-level key
+    ({"grafna": {"enabled": False}}, "grafna"),                # another one
+    ({"telegraf": {"replica": 3}}, "replica"),                 # one level down
+    ({"telegraf": {"service": {"type": "NodePorts"}}}, "/telegraf/service/type"),  # no such Service type
+    ({"networkPolicy": {"sparkPeers": []}}, "sparkPeers"),     # would admit everyone
+    ({"influxdb": {"retention": "30 days"}}, "retention"),     # setup.sh would refuse it later
+])
+def test_a_misspelled_or_wrong_value_is_refused_by_lint_and_template(helm, tmp_path, values, named):
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    for command in (("lint", "--strict"), ("template", RELEASE)):
+        done = helm(*command, "-f", str(values_file))
+        assert done.returncode != 0, f"{command[0]} took {values}"
+        assert "schema" in done.stdout + done.stderr and named in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("kube", KUBE_VERSIONS)
+def test_every_rendered_object_is_valid_for_kubernetes(helm, tmp_path, kube):
+    problems = []
+    for name, values in MATRIX.items():
+        for obj in render(helm, tmp_path, values, kube=kube):
+            try:
+                kubernetes_validate.validate(obj, kube, strict=True)
+            except kubernetes_validate.ValidationError as err:
+                problems.append(f"{name}: {obj['kind']}/{obj['metadata']['name']}: "
+                                f"{'.'.join(map(str, err.path))}: {err.message}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_schema_check_refuses_broken_objects(rendered):
+    """The validator above is not a formality: a misspelled field, a wrong type
+    and a missing required field in a rendered Deployment are each refused."""
+    deployment = one(rendered["defaults"], "Deployment", f"{RELEASE}-telegraf")
+    broken = {"misspelled field": lambda d: d["spec"].update(replica=2),
+              "wrong type": lambda d: d["spec"].update(replicas="two"),
+              "missing field": lambda d: d["spec"]["template"]["spec"]["containers"][0].pop("name"),
+              "unknown container field": lambda d: d["spec"]["template"]["spec"]["containers"][0]
+              .update(readinesProbe={})}
+    for kube in KUBE_VERSIONS:
+        kubernetes_validate.validate(deployment, kube, strict=True)
+        for what, breaks in broken.items():
+            bad = copy.deepcopy(deployment)
+            breaks(bad)
+            with pytest.raises(kubernetes_validate.ValidationError):
+                kubernetes_validate.validate(bad, kube, strict=True)
+                pytest.fail(f"{what} was accepted for {kube}")
+
+
+# --- secrets -----------------------------------------------------------------------------------------
+
+def test_no_object_holds_a_default_or_empty_password(rendered):
+    for name, objects in rendered.items():
+        secrets = [o for o in objects if o["kind"] == "Secret"]
+        existing = MATRIX[name].get("secrets", {}).get("existingSecret")
+        secret_name = existing or f"{RELEASE}-secrets"
+        if existing:
+            assert secrets == [], f"{name}: the chart made a Secret although one was given"
+            values = []
+        else:
+            (secret,) = secrets
+            assert secret["metadata"]["name"] == secret_name and set(secret["data"]) == set(SECRET_KEYS)
+            values = [base64.b64decode(v).decode() for v in secret["data"].values()]
+            for value in values:  # what setup.sh and settings.py accept, and more
+                assert re.fullmatch(r"[A-Za-z0-9]{32}", value), name
+            assert len(set(values)) == len(values), f"{name}: two passwords are the same"
+            assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        for kind_name, spec in pod_specs(objects).items():
+            for container in spec["containers"]:
+                for var, entry in env_of(container).items():
+                    if "PASSWORD" in var:
+                        assert "value" not in entry, f"{name}: {kind_name} {var} is a literal"
+                        assert entry["valueFrom"]["secretKeyRef"]["name"] == secret_name, f"{name}: {kind_name}"
+        for obj in objects:
+            if obj["kind"] == "Secret":
+                continue
+            text = "\n".join(strings_in(obj))
+            assert "change-me" not in text, f"{name}: {obj['kind']}/{obj['metadata']['name']}"
+            for value in values:
+                assert value not in text, f"{name}: a password is in {obj['kind']}/{obj['metadata']['name']}"
+
+
+def test_each_part_gets_only_the_credentials_it_needs(rendered):
+    """The admin for the setup Job alone, the writer for Telegraf, the reader for
+    Grafana and the test pod; the events password for Telegraf alone."""
+    keys_by_pod = {}
+    objects = rendered["defaults"]
+    for kind_name, spec in pod_specs(objects).items():
+        keys_by_pod[kind_name] = {e["valueFrom"]["secretKeyRef"]["key"] for c in spec["containers"]
+                                  for e in c.get("env", []) if "valueFrom" in e}
+    assert keys_by_pod == {
+        f"Job/{RELEASE}-influxdb-setup": {"influxdb-admin-password", "influxdb-write-password",
+                                          "influxdb-read-password"},
+        f"Deployment/{RELEASE}-telegraf": {"influxdb-write-password", "events-password"},
+        f"Deployment/{RELEASE}-grafana": {"influxdb-read-password", "grafana-admin-password"},
+        f"Pod/{RELEASE}-test": {"influxdb-read-password"},
+        f"StatefulSet/{RELEASE}-influxdb": set(),
+    }
+    users = {kind_name: env_of(spec["containers"][0]).get("INFLUX_USER", {}).get("value")
+             for kind_name, spec in pod_specs(objects).items()}
+    assert users[f"Deployment/{RELEASE}-telegraf"] == "sparkscope_writer"
+    assert users[f"Deployment/{RELEASE}-grafana"] == users[f"Pod/{RELEASE}-test"] == "sparkscope_reader"
+    # Without events auth the events password goes nowhere.
+    telegraf = pod_specs(rendered["no grafana, no annotator, no events auth"])[f"Deployment/{RELEASE}-telegraf"]
+    assert not {"EVENTS_USER", "EVENTS_PASSWORD"} & set(env_of(telegraf["containers"][0]))
+
+
+# --- network -----------------------------------------------------------------------------------------
+
+def test_listeners_bind_every_interface_of_the_pod(rendered):
+    for name, objects in rendered.items():
+        telegraf = pod_specs(objects)[f"Deployment/{RELEASE}-telegraf"]["containers"][0]
+        env = env_of(telegraf)
+        assert env["GRAPHITE_LISTEN"]["value"] == "0.0.0.0:2003", name
+        assert env["EVENTS_LISTEN"]["value"] == "0.0.0.0:8186", name
+        assert {p["name"]: p["containerPort"] for p in telegraf["ports"]} == {"graphite": 2003, "events": 8186}
+    # ... and the config in the ConfigMap is the one that reads them.
+    conf = one(rendered["defaults"], "ConfigMap", f"{RELEASE}-telegraf")["data"]["telegraf.conf"]
+    assert 'service_address = "tcp://${GRAPHITE_LISTEN:-:2003}"' in conf
+    assert 'service_address = "${EVENTS_LISTEN:-:8186}"' in conf
+
+
+def test_services_stay_inside_the_cluster_by_default(rendered):
+    for name, objects in rendered.items():
+        for obj in objects:
+            if obj["kind"] == "Service":
+                wanted = ("LoadBalancer" if name == "telegraf as load balancer"
+                          and obj["metadata"]["name"] == f"{RELEASE}-telegraf" else "ClusterIP")
+                assert obj["spec"].get("type", "ClusterIP") == wanted, f"{name}: {obj['metadata']['name']}"
+                assert all("nodePort" not in p for p in obj["spec"]["ports"])
+        for kind_name, spec in pod_specs(objects).items():
+            assert not spec.get("hostNetwork") and not spec.get("hostPID"), kind_name
+            assert all("hostPort" not in p for c in spec["containers"] for p in c.get("ports", [])), kind_name
+    balanced = one(rendered["telegraf as load balancer"], "Service", f"{RELEASE}-telegraf")
+    assert balanced["spec"]["loadBalancerSourceRanges"] == ["10.20.0.0/16"]
+    service = one(rendered["defaults"], "Service", f"{RELEASE}-telegraf")
+    assert {(p["port"], p["protocol"]) for p in service["spec"]["ports"]} == {(2003, "TCP"), (8186, "TCP")}
+    assert service["spec"]["sessionAffinity"] == "ClientIP"
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    """Whether a label selector with matchLabels only picks pods with these labels."""
+    assert set(selector) == {"matchLabels"}, selector
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def test_network_policy_admits_only_the_configured_senders_to_telegraf(helm, tmp_path, rendered):
+    custom = [{"namespaceSelector": {"matchLabels": {"team": "data"}}},
+              {"ipBlock": {"cidr": "10.40.0.0/16"}}]
+    for peers, objects in ((DEFAULT_PEERS, rendered["defaults"]),
+                           (custom, render(helm, tmp_path, {"networkPolicy": {"sparkPeers": custom}}))):
+        labels = pod_labels(objects)
+        policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+        (telegraf_policy,) = [p for p in policies
+                              if selects(p["spec"]["podSelector"], labels[f"Deployment/{RELEASE}-telegraf"])]
+        assert telegraf_policy["spec"]["policyTypes"] == ["Ingress"]
+        (rule,) = telegraf_policy["spec"]["ingress"]
+        assert sorted((p["port"], p["protocol"]) for p in rule["ports"]) == [(2003, "TCP"), (8186, "TCP")]
+        # The configured peers, and this release's test pod: nobody else.
+        *configured, test_pod = rule["from"]
+        assert configured == peers
+        assert set(test_pod) == {"podSelector"} and selects(test_pod["podSelector"], labels[f"Pod/{RELEASE}-test"])
+        picked = [name for name, pod in labels.items() if selects(test_pod["podSelector"], pod)]
+        assert picked == [f"Pod/{RELEASE}-test"]
+    assert not [o for o in rendered["network policy off"] if o["kind"] == "NetworkPolicy"]
+
+
+def test_network_policy_admits_to_influxdb_exactly_the_pods_that_use_it(rendered):
+    objects = rendered["defaults"]
+    labels = pod_labels(objects)
+    (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"
+                 and selects(o["spec"]["podSelector"], labels[f"StatefulSet/{RELEASE}-influxdb"])]
+    (rule,) = policy["spec"]["ingress"]
+    assert [(p["port"], p["protocol"]) for p in rule["ports"]] == [(8086, "TCP")]
+    admitted = {name for name, pod in labels.items()
+                if any(selects(peer["podSelector"], pod) for peer in rule["from"])}
+    clients = {name for name, spec in pod_specs(objects).items() if "INFLUX_URL" in env_of(spec["containers"][0])}
+    assert admitted == clients == {f"Deployment/{RELEASE}-telegraf", f"Deployment/{RELEASE}-grafana",
+                                   f"Job/{RELEASE}-influxdb-setup", f"Pod/{RELEASE}-test"}
+    assert all(set(peer) == {"podSelector"} for peer in rule["from"]), "no namespace or address beyond the release"
+
+
+# --- pods ---------------------------------------------------------------------------------------------
+
+def test_every_pod_runs_as_non_root_read_only_with_limits(rendered):
+    for name, objects in rendered.items():
+        for kind_name, spec in pod_specs(objects).items():
+            assert spec["automountServiceAccountToken"] is False, kind_name
+            assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] > 0
+            assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            for container in spec["containers"]:
+                context = container["securityContext"]
+                assert context["readOnlyRootFilesystem"] is True, kind_name
+                assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
+                assert container["resources"]["limits"]["memory"] and container["resources"]["requests"], kind_name
+                if not kind_name.startswith(("Job/", "Pod/")):
+                    assert {"readinessProbe", "livenessProbe"} <= set(container), kind_name
+    grafana = pod_specs(rendered["defaults"])[f"Deployment/{RELEASE}-grafana"]
+    assert grafana["securityContext"]["runAsUser"] == 472  # the official image's user
+
+
+def test_images_are_the_ones_compose_pins(rendered):
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    images = {kind_name: spec["containers"][0]["image"] for kind_name, spec in pod_specs(rendered["defaults"]).items()}
+    assert images[f"StatefulSet/{RELEASE}-influxdb"] == compose["influxdb"]["image"]
+    assert images[f"Job/{RELEASE}-influxdb-setup"] == compose["influxdb-setup"]["image"]
+    assert images[f"Deployment/{RELEASE}-telegraf"] == compose["telegraf"]["image"]
+    assert images[f"Deployment/{RELEASE}-grafana"] == compose["grafana"]["image"]
+
+
+def test_telegraf_replicas_follow_the_value(rendered):
+    assert one(rendered["defaults"], "Deployment", f"{RELEASE}-telegraf")["spec"]["replicas"] == 2
+    assert one(rendered["telegraf replicas 3"], "Deployment", f"{RELEASE}-telegraf")["spec"]["replicas"] == 3
+
+
+# --- files: the copies, the dashboards, Grafana's provisioning ------------------------------------------
+
+def test_chart_copies_equal_their_sources():
+    problems = chart_copies.differences()
+    assert not problems, "\n".join(problems) + "\nrun: .venv/bin/python -m sparkscope.chart"
+
+
+def test_the_copy_check_finds_an_edited_missing_or_left_over_copy(tmp_path):
+    root = tmp_path / "repo"
+    for rel in chart_copies.sources():
+        for base in (Path(rel), chart_copies.FILES_DIR / rel):
+            (root / base).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / rel, root / base)
+    assert chart_copies.differences(root) == []
+    edited = root / chart_copies.FILES_DIR / "dashboards" / "spark-executors.json"
+    edited.write_bytes(edited.read_bytes().replace(b'"Spark', b'"Sparc', 1))
+    (root / chart_copies.FILES_DIR / "influxdb" / "setup.sh").unlink()
+    (root / chart_copies.FILES_DIR / "dashboards" / "gone.json").write_text("{}")
+    assert sorted(chart_copies.differences(root)) == [
+        "charts/sparkscope/files/dashboards/gone.json: no such source file dashboards/gone.json (left over)",
+        "charts/sparkscope/files/dashboards/spark-executors.json: differs from dashboards/spark-executors.json",
+        "charts/sparkscope/files/influxdb/setup.sh: missing (copy of influxdb/setup.sh)"]
+    assert len(chart_copies.write_copies(root)) == 3 and chart_copies.differences(root) == []
+
+
+def test_dashboard_configmaps_are_byte_identical_to_dashboards_dir(rendered):
+    objects = rendered["defaults"]
+    sources = sorted((ROOT / "dashboards").glob("*.json"))
+    assert sources
+    mounted = []
+    for source in sources:
+        config_map = one(objects, "ConfigMap", f"{RELEASE}-dashboard-{source.stem}")
+        assert config_map["data"][source.name].encode() == source.read_bytes(), source.name
+        mounted.append(config_map["metadata"]["name"])
+    grafana = pod_specs(objects)[f"Deployment/{RELEASE}-grafana"]
+    (volume,) = [v for v in grafana["volumes"] if v["name"] == "dashboards"]
+    assert [s["configMap"]["name"] for s in volume["projected"]["sources"]] == mounted
+    env = env_of(grafana["containers"][0])
+    (mount,) = [m for m in grafana["containers"][0]["volumeMounts"] if m["name"] == "dashboards"]
+    assert env["SPARKSCOPE_DASHBOARDS_DIR"]["value"] == mount["mountPath"]
+    home = Path(env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]["value"])
+    assert home.parent == Path(mount["mountPath"]) and (ROOT / "dashboards" / home.name).is_file()
+
+
+def test_grafana_gets_the_datasource_with_its_pinned_uid_as_the_reader(rendered):
+    objects = rendered["defaults"]
+    config = one(objects, "ConfigMap", f"{RELEASE}-grafana")["data"]
+    datasource = yaml.safe_load(config["influxdb.yaml"])["datasources"][0]
+    assert datasource["uid"] == "sparkscope-influxdb"
+    assert config["influxdb.yaml"] == (ROOT / "grafana/provisioning/datasources/influxdb.yaml").read_text()
+    grafana = pod_specs(objects)[f"Deployment/{RELEASE}-grafana"]
+    env = env_of(grafana["containers"][0])
+    # Every ${VAR} the provisioning files read is set (Grafana would leave it empty).
+    for text in (config["influxdb.yaml"], config["sparkscope.yaml"]):
+        for var in re.findall(r"\$\{(\w+)\}", text):
+            assert var in env, var
+    assert env["INFLUX_URL"]["value"] == f"http://{RELEASE}-influxdb:8086"
+    mounts = {m["mountPath"]: m["name"] for m in grafana["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in grafana["volumes"]}
+    for path, key in (("/etc/grafana/provisioning/datasources", "influxdb.yaml"),
+                      ("/etc/grafana/provisioning/dashboards", "sparkscope.yaml")):
+        assert [item["key"] for item in volumes[mounts[path]]["configMap"]["items"]] == [key]
+
+
+# --- Spark's settings: NOTES.txt and the spark-conf ConfigMap --------------------------------------------
+
+def expected_flags(tmp_path: Path, host: str, port: int, prefix: str, period: int, events_port: int,
+                   jar: str) -> list[str]:
+    """What `./sparkscope conf --host H --port P --prefix X --period N` prints
+    (cli.cmd_conf) with the events listener's auth on, but the password: the
+    chart has the user's shell read it from the Secret instead."""
+    flags = conf_flags(ROOT / "spark-conf" / "spark-defaults.conf", graphite_host=host, graphite_port=port,
+                       prefix=prefix, period_s=period)
+    settings = isolated_settings(tmp_path / "conf-state", EVENTS_AUTH="on")
+    props = annotator_properties(settings, Path(jar))
+    props["spark.sparkscope.influx.url"] = f"http://{host}:{events_port}"
+    assert props.pop("spark.sparkscope.influx.password") == settings.events_password
+    props.pop("spark.jars")
+    return flags + [f"--jars {jar}"] + [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in props.items()]
+
+
+def rendered_notes(helm, tmp_path: Path, values: dict, release: str = RELEASE, namespace: str = NAMESPACE) -> str:
+    """NOTES.txt as `helm install` prints it. `helm template` leaves NOTES out and
+    `helm install --dry-run` wants a cluster, so a copy of the chart renders the
+    same file as a named template into a ConfigMap."""
+    copy_dir = tmp_path / "chart-with-notes"
+    shutil.copytree(CHART, copy_dir)
+    notes = (CHART / "templates" / "NOTES.txt").read_text()
+    (copy_dir / "templates" / "_notes_for_test.tpl").write_text(
+        '{{- define "test.notes" -}}\n' + notes + "{{- end -}}\n")
+    (copy_dir / "templates" / "notes-for-test.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes-for-test\n"
+        'data:\n  NOTES.txt: {{ include "test.notes" . | toJson }}\n')
+    objects = render(helm, tmp_path, values, "--show-only", "templates/notes-for-test.yaml", chart=copy_dir,
+                     release=release, namespace=namespace)
+    return objects[0]["data"]["NOTES.txt"]
+
+
+def notes_flags(notes: str) -> list[str]:
+    lines = [line.strip() for line in notes.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("spark-submit --master k8s://"))
+    flags = []
+    for line in lines[start + 1:]:
+        if not line.endswith(" \\"):
+            break
+        flags.append(line[:-2])
+    return flags
+
+
+@pytest.mark.parametrize("values, release, namespace, host, port, prefix, period", [
+    ({}, RELEASE, NAMESPACE, TELEGRAF_DNS, 2003, "spark", 5),
+    ({"clusterDomain": "corp.example", "spark": {"prefix": "etl", "periodSeconds": 10},
+      "telegraf": {"ports": {"graphite": 12000, "events": 18000}}},
+     "mon", "observability", "mon-telegraf.observability.svc.corp.example", 12000, "etl", 10),
+])
+def test_notes_print_what_sparkscope_conf_prints_for_the_service(helm, tmp_path, values, release, namespace,
+                                                                 host, port, prefix, period):
+    events_port = values.get("telegraf", {}).get("ports", {}).get("events", 8186)
+    jar = "local:///opt/sparkscope/sparkscope-annotator.jar"
+    notes = rendered_notes(helm, tmp_path, values, release, namespace)
+    flags = notes_flags(notes)
+    password_flag = flags.pop()
+    assert flags == expected_flags(tmp_path, host, port, prefix, period, events_port, jar)
+    assert "--conf 'spark.metrics.conf.*.sink.graphite.host=" + host + "'" in flags  # shell-quoted like conf
+    assert "--conf spark.executor.processTreeMetrics.enabled=true" in flags
+    # The password is read from the Secret when the user runs the command, never printed.
+    assert password_flag == (f'--conf "spark.sparkscope.influx.password=$(kubectl get secret -n {namespace} '
+                             f"{release}-secrets -o jsonpath='{{.data.events-password}}' | base64 -d)\"")
+    # The ports and host printed are the Service's.
+    objects = render(helm, tmp_path, values, release=release, namespace=namespace)
+    service = one(objects, "Service", f"{release}-telegraf")
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"graphite": port, "events": events_port}
+    assert host.startswith(f"{service['metadata']['name']}.{namespace}.svc.")
+    # The spark-conf ConfigMap holds the same settings as a properties file.
+    properties = one(objects, "ConfigMap", f"{release}-spark-conf")["data"]["spark-defaults.conf"]
+    pairs = [line.split("=", 1) for line in properties.splitlines() if line and not line.startswith("#")]
+    as_flags = [f"--jars {v}" if k == "spark.jars" else f"--conf {k}={v}" for k, v in pairs]
+    assert as_flags == [flag.replace("'", "") for flag in flags]
+    assert "password" not in "".join(k for k, _ in pairs)
+
+
+def test_notes_without_annotator_or_auth_print_the_sink_alone(helm, tmp_path):
+    notes = rendered_notes(helm, tmp_path, MATRIX["no grafana, no annotator, no events auth"])
+    flags = notes_flags(notes)
+    assert flags == conf_flags(ROOT / "spark-conf" / "spark-defaults.conf", graphite_host=TELEGRAF_DNS,
+                               graphite_port=2003, prefix="spark", period_s=5)
+    assert "port-forward" not in notes and "password" not in notes
+
+
+# --- what runs here for real: InfluxDB setup, Telegraf's config, the helm test pod -------------------------
+
+def secret_values(objects: list[dict]) -> dict[str, str]:
+    secret = next(o for o in objects if o["kind"] == "Secret")
+    return {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+
+
+def container_env(container: dict, secrets: dict[str, str], **replaced: str) -> dict[str, str]:
+    """A rendered container's environment as the kubelet would set it (secretKeyRef
+    resolved from the rendered Secret), with the in-cluster addresses in replaced
+    swapped for this machine's."""
+    env = {}
+    for name, entry in env_of(container).items():
+        env[name] = entry["value"] if "value" in entry else secrets[entry["valueFrom"]["secretKeyRef"]["key"]]
+    for name, value in replaced.items():
+        assert name in env, name
+        env[name] = value
+    return {"PATH": os.environ["PATH"], **env}
+
+
+def config_map_files(objects: list[dict], spec: dict, container: dict, into: Path) -> dict[str, Path]:
+    """The container's ConfigMap mounts written under into: mount path -> local dir."""
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    out = {}
+    for mount in container.get("volumeMounts", []):
+        volume = volumes.get(mount["name"], {})  # not there: a volumeClaimTemplate's
+        if "configMap" not in volume:
+            continue
+        data = one(objects, "ConfigMap", volume["configMap"]["name"])["data"]
+        local = into / mount["mountPath"].strip("/").replace("/", "_")
+        local.mkdir(parents=True)
+        for item in volume["configMap"].get("items") or [{"key": k, "path": k} for k in data]:
+            (local / item["path"]).write_text(data[item["key"]])
+        out[mount["mountPath"]] = local
+    return out
+
+
+def localized(argv: list[str], mounts: dict[str, Path]) -> list[str]:
+    out = []
+    for arg in argv:
+        for path, local in mounts.items():
+            if arg.startswith(path + "/"):
+                arg = str(local) + arg[len(path):]
+        out.append(arg)
+    return out
+
+
+@pytest.fixture
+def chart_stack(helm, tmp_path):
+    """A fresh InfluxDB 1.8 (authentication on, no users yet) started with the
+    influxdb.conf the chart renders, as the StatefulSet's pod would start."""
+    tmp = tmp_path / "chart-stack"
+    tmp.mkdir()
+    objects = render(helm, tmp, {})
+    settings = isolated_settings(tmp / "state")
+    statefulset = pod_specs(objects)[f"StatefulSet/{RELEASE}-influxdb"]
+    mounts = config_map_files(objects, statefulset, statefulset["containers"][0], tmp / "influxdb")
+    influxd = influxdb_service(settings, quiet).argv[0]
+    port = free_port(pair_offset=2)
+    env = {"PATH": os.environ["PATH"], **{k: str(v) for k, v in influx_dirs(settings.state_dir).items()},
+           "INFLUXDB_HTTP_BIND_ADDRESS": f"127.0.0.1:{port}", "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{port + 2}"}
+    proc = start_group([influxd, "-config", str(mounts["/etc/influxdb"] / "influxdb.conf")],
+                       tmp / "influxd.log", env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_until(lambda: influx.ping(url), 60), (tmp / "influxd.log").read_text()[-2000:]
+        yield {"objects": objects, "url": url, "secrets": secret_values(objects)}
+    finally:
+        stop_group(proc.pid, proc=proc)
+
+
+def run_setup_job(chart_stack, into: Path) -> subprocess.CompletedProcess:
+    objects = chart_stack["objects"]
+    job = pod_specs(objects)[f"Job/{RELEASE}-influxdb-setup"]
+    (container,) = job["containers"]
+    assert container["command"] == ["/bin/sh", "/setup/setup.sh"]  # as compose's influxdb-setup
+    env = container_env(container, chart_stack["secrets"], INFLUX_URL=chart_stack["url"])
+    mounts = config_map_files(objects, job, container, into)
+    return subprocess.run(localized(container["command"], mounts), env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def influx_state(admin: influx.Endpoint, db: str) -> dict:
+    users = {row[0]: row[1] for row in influx.query(admin, "SHOW USERS")[0]["values"]}
+    grants = {user: sorted(tuple(r) for s in influx.query(admin, f"SHOW GRANTS FOR {influx.identifier(user)}")
+                           for r in s.get("values", [])) for user in users}
+    policies = {r[0]: (r[1], r[4]) for r in influx.query(admin, f'SHOW RETENTION POLICIES ON "{db}"')[0]["values"]}
+    queries = rollups.existing_queries(admin, db)
+    lookup = {m: influx.query(admin, f'SELECT * FROM "sparkscope_meta".{influx.identifier(m)}', db)
+              for m in (rollups.RESOLUTION_MEASUREMENT, rollups.PEAK_SOURCE_MEASUREMENT,
+                        rollups.TASK_SCOPE_MEASUREMENT)}
+    return {"users": users, "grants": grants, "policies": policies, "queries": queries, "lookup": lookup}
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="influxdb/setup.sh runs curl (the influxdb image has it)")
+def test_setup_job_leaves_the_users_grants_and_rollups_up_leaves(chart_stack, tmp_path):
+    secrets, url = chart_stack["secrets"], chart_stack["url"]
+    first = run_setup_job(chart_stack, tmp_path / "first")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "created admin user sparkscope_admin" in first.stdout
+    for secret in secrets.values():
+        assert secret not in first.stdout + first.stderr
+    admin = influx.Endpoint(url, "sparkscope_admin", secrets["influxdb-admin-password"])
+    state = influx_state(admin, "spark")
+    assert state["users"] == {"sparkscope_admin": True, "sparkscope_writer": False, "sparkscope_reader": False}
+    assert state["grants"]["sparkscope_writer"] == [("spark", "WRITE")]
+    assert state["grants"]["sparkscope_reader"] == [("spark", "READ")]
+    assert state["policies"] == {"sparkscope": ("720h0m0s", True), "sparkscope_1m": ("720h0m0s", False),
+                                 "sparkscope_10m": ("720h0m0s", False), "sparkscope_30m": ("720h0m0s", False),
+                                 "sparkscope_meta": ("0s", False)}
+    assert set(state["queries"]) == set(rollups.wanted_queries("spark"))
+    assert all(series and series[0]["values"] for series in state["lookup"].values())
+    # What ./sparkscope up does on the same server changes nothing: the two agree.
+    users = influx.Users(admin, influx.Endpoint(url, "sparkscope_writer", secrets["influxdb-write-password"]),
+                         influx.Endpoint(url, "sparkscope_reader", secrets["influxdb-read-password"]))
+    influx.ensure_users(users, "spark", "30d")
+    rollups.ensure_rollups(admin, "spark", "30d")
+    assert influx_state(admin, "spark") == state
+    # post-upgrade: the hook runs again and changes nothing.
+    again = run_setup_job(chart_stack, tmp_path / "again")
+    assert again.returncode == 0 and "created" not in again.stdout, again.stdout + again.stderr
+    assert influx_state(admin, "spark") == state
+    # A volume kept from an uninstalled release, and a new random Secret: the
+    # Job fails, says why, and changes nothing.
+    wrong = run_setup_job(dict(chart_stack, secrets=dict(secrets, **{"influxdb-admin-password": "not-the-admin-0123"})),
+                          tmp_path / "wrong")
+    assert wrong.returncode == 1 and "refuses sparkscope_admin" in wrong.stderr
+    assert influx_state(admin, "spark") == state
+
+
+@pytest.fixture
+def chart_telegraf(chart_stack, tmp_path):
+    """The cached Telegraf with the config and environment the chart renders
+    (listening on free loopback ports here instead of the pod's 0.0.0.0)."""
+    objects = chart_stack["objects"]
+    spec = pod_specs(objects)[f"Deployment/{RELEASE}-telegraf"]
+    (container,) = spec["containers"]
+    mounts = config_map_files(objects, spec, container, tmp_path)
+    graphite, events = free_port(), free_port()
+    env = container_env(container, chart_stack["secrets"], INFLUX_URL=chart_stack["url"],
+                        GRAPHITE_LISTEN=f"127.0.0.1:{graphite}", EVENTS_LISTEN=f"127.0.0.1:{events}",
+                        TELEGRAF_BUFFER_DIR=str(tmp_path / "buffer"))
+    argv = [str(ensure_telegraf(load_settings().cache_dir, quiet))] + localized(container["args"][1:], mounts)
+    return {"argv": argv, "env": env, "graphite": graphite, "events": events, "log": tmp_path / "telegraf.log"}
+
+
+def test_telegraf_accepts_the_config_the_chart_renders(chart_telegraf, tmp_path):
+    test = [*chart_telegraf["argv"], "--test"]
+    done = subprocess.run(test, env=chart_telegraf["env"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Loaded inputs: cpu diskio influxdb_listener internal kernel mem net socket_listener" in done.stderr
+    # The check is not a formality: a misspelled option or a bad value is refused.
+    conf = Path(test[test.index("--config") + 1])
+    broken = tmp_path / "broken.conf"
+    broken.write_text(conf.read_text().replace("metric_batch_size", "metric_batch_sise"))
+    done = subprocess.run([*test[:test.index("--config")], "--config", str(broken), "--test"],
+                          env=chart_telegraf["env"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "metric_batch_sise" in done.stderr
+    done = subprocess.run(test, env=dict(chart_telegraf["env"], SPARKSCOPE_NO_END_GRACE_S="two minutes"),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+
+
+@pytest.mark.skipif(shutil.which("curl") is None or shutil.which("bash") is None,
+                    reason="the helm test pod runs bash and curl")
+def test_helm_test_pod_roundtrips_through_the_charts_telegraf_and_influxdb(chart_stack, chart_telegraf):
+    """The helm test pod's own script, against InfluxDB set up by the chart's Job
+    and Telegraf running the chart's config as its writer: one Graphite line in,
+    read back as the reader."""
+    setup = run_setup_job(chart_stack, chart_telegraf["log"].parent / "setup")
+    assert setup.returncode == 0, setup.stderr
+    telegraf = start_group(chart_telegraf["argv"], chart_telegraf["log"], env=chart_telegraf["env"])
+    try:
+        assert wait_until(lambda: influx.ping(f"http://127.0.0.1:{chart_telegraf['events']}"), 30), \
+            chart_telegraf["log"].read_text()[-3000:]
+        pod = pod_specs(chart_stack["objects"])[f"Pod/{RELEASE}-test"]
+        (container,) = pod["containers"]
+        env = container_env(container, chart_stack["secrets"], GRAPHITE_HOST="127.0.0.1",
+                            GRAPHITE_PORT=str(chart_telegraf["graphite"]), INFLUX_URL=chart_stack["url"])
+        assert container["command"][:2] == ["/bin/bash", "-c"]
+        done = subprocess.run(container["command"], env=env, capture_output=True, text=True, timeout=150)
+        assert done.returncode == 0, done.stdout + done.stderr + chart_telegraf["log"].read_text()[-3000:]
+        assert "read back as sparkscope_reader" in done.stdout
+        # Telegraf wrote it as the writer: the reader sees the application's tags.
+        reader = influx.Endpoint(chart_stack["url"], "sparkscope_reader",
+                                 chart_stack["secrets"]["influxdb-read-password"])
+        app = re.search(r"helmtest\.(helm-test-\d+)\.", done.stdout).group(1)
+        rows = influx.query(reader, 'SELECT "value", "executorid", "namespace", "username" FROM '
+                            f'"threadpool.activeTasks" WHERE "applicationid" = \'{app}\'', "spark")
+        assert rows[0]["values"][0][1:] == [7, "driver", "executor", "helmtest"]
+        # The events listener asks for the password the chart gave it ...
+        assert influx_status(f"http://127.0.0.1:{chart_telegraf['events']}/write?db=spark",
+                             b"sparkscope_chart_probe value=1") == 401
+        # ... but the readiness probes' paths answer without one, as the kubelet asks.
+        telegraf_probe = pod_specs(chart_stack["objects"])[f"Deployment/{RELEASE}-telegraf"]["containers"][0]
+        influx_probe = pod_specs(chart_stack["objects"])[f"StatefulSet/{RELEASE}-influxdb"]["containers"][0]
+        assert telegraf_probe["readinessProbe"]["httpGet"]["port"] == "events"
+        assert influx_status(f"http://127.0.0.1:{chart_telegraf['events']}"
+                             + telegraf_probe["readinessProbe"]["httpGet"]["path"]) == 204
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert influx_status(chart_stack["url"] + influx_probe[probe]["httpGet"]["path"]) == 204
+    finally:
+        stop_group(telegraf.pid, proc=telegraf)
+
+
+def influx_status(url: str, body: bytes | None = None) -> int:
+    """The HTTP status of a GET (or a POST of body), without credentials."""
+    request = urllib.request.Request(url, data=body, method="GET" if body is None else "POST")
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def test_values_schema_closes_every_object_of_ours():
+    """additionalProperties false on every object of the schema except the ones
+    that hold Kubernetes' own structures (resources, selectors, affinity ...)."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    open_objects = []
+
+    def walk(node: dict, path: str) -> None:
+        if node.get("type") == "object" and "properties" in node:
+            if node.get("additionalProperties") is not False:
+                open_objects.append(path)
+            for key, child in node["properties"].items():
+                walk(child, f"{path}.{key}")
+    walk(schema, "")
+    assert open_objects == []
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert set(values) == set(schema["properties"])
