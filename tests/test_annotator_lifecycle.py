@@ -81,6 +81,11 @@ def test_streaming_query_adds_no_series_per_batch_and_every_job_is_annotated(sta
     assert final <= early + 4, (early, final)
     job_ids = json.loads(next(l for l in stdout.splitlines() if l.startswith("JOBS ")).split(" ", 1)[1])
     assert len(job_ids) >= 35
+    # The query's own progress: a point per batch, all in one series (tags: application, query name).
+    progress = stack.influx(f'SELECT count("batch_id") FROM "sparkscope_streaming" WHERE "applicationid" = '
+                            f"'{run.app_id}' GROUP BY *")
+    assert len(progress) == 1 and progress[0]["tags"]["query_name"] == "counts", progress
+    assert progress[0]["values"][0][1] >= 35, progress
     # The dashboards' own "Jobs" annotation query, straight to InfluxDB: one region per job.
     dashboard = json.loads(DASHBOARD.read_text())
     annotation = next(a for a in dashboard["annotations"]["list"] if a["name"] == "Jobs")

@@ -28,6 +28,9 @@ SPARK_MEASUREMENTS = sorted({line.split(".", 4)[4] for line in
 # Panels that are empty on a healthy machine, and the test that fills them.
 EMPTY_ON_A_HEALTHY_HOST = {
     "Block I/O outliers": "only I/Os slower than 100 ms; tests/test_disks.py injects a slow disk",
+    **{title: "only runs with streaming queries; tests/test_streaming.py runs two"
+       for title in ("Input rate vs processing rate", "Batch duration vs trigger interval",
+                     "Event-time lag and source backlog", "State rows and memory per stateful operator")},
 }
 # Targets (panel, alias) empty for a run without the condition they show, and the test that has it.
 EMPTY_WITHOUT = {

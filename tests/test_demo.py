@@ -372,7 +372,8 @@ def test_through_a_pipe_the_demo_prints_plain_progress_lines(stack, demo_run):
     piped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                            stdin=subprocess.DEVNULL)
     assert piped.stdout.strip() == "plain"
-    with Terminal(stack.settings, [], 80, 24, script=script.replace("DemoOptions()", "DemoOptions(view=False)")) as term:
+    plain = script.replace("DemoOptions()", "DemoOptions(view=False)")
+    with Terminal(stack.settings, [], 80, 24, script=plain) as term:
         assert "plain" in term.wait_for(lambda s: "EXIT=" in s, "the answer")
     with Terminal(stack.settings, [], 80, 24, script=script) as term:
         assert "view" in term.wait_for(lambda s: "EXIT=" in s, "the answer")

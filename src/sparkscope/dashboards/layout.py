@@ -320,6 +320,7 @@ def _annotations(annotated: list[int]) -> list[dict[str, Any]]:
         events("Stages", "sparkscope_stage", "#73BF69", False),
         events("Straggler stages", "sparkscope_stage", "#F2495C", True,
                " AND \"straggler\" = 'true' AND \"status\" <> 'RUNNING'", everywhere=True),
+        events("Streaming queries", "sparkscope_streaming_query", "#FADE2A", True, everywhere=True),
         {"name": "Executors added/removed", "datasource": DATASOURCE, "enable": True, "hide": False,
          "iconColor": "#FF9830",
          "target": {"query": executor_query, "rawQuery": True, "fromAnnotations": True, "textColumn": "text",

@@ -8,7 +8,8 @@ from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
-                                           NEEDS_THREADPROBE, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await, disk_rate, gauge,
+                                           NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await,
+                                           disk_rate, gauge,
                                            peaks_executors_and_driver, pressure, rate, raw,
                                            recent_per_executor, target, task_threads, task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
@@ -412,5 +413,50 @@ def containers_row() -> Row:
     ], collapsed=True)
 
 
+NEEDS_STREAMING = ("Needs the sparkscope annotator (spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener): "
+                   "it reads Structured Streaming's progress events from Spark's listener bus; nothing else to set.")
+
+
+def _stream(select: str, alias: str, measurement: str = "sparkscope_streaming", group: str = '"query_name"') -> dict:
+    return target(f'SELECT {select} FROM "{measurement}" WHERE {APP} AND $timeFilter '
+                  f'GROUP BY time($bucket), {group} fill(none)', alias)
+
+
+def streaming_row() -> Row:
+    return Row("Streaming queries", [
+        Panel("Input rate vs processing rate",
+              "Per streaming query, rows per second arriving from its sources and rows per second it "
+              "processed, as each micro-batch's progress reports them. Processing below input for many "
+              "batches is a query falling behind; the two are equal when every batch takes what has "
+              "arrived, so read them with the batch duration beside. " + NEEDS_STREAMING,
+              [_stream('mean("input_rate")', "$tag_query_name input"),
+               _stream('mean("processing_rate")', "$tag_query_name processed")], "rowsps", annotated=True),
+        Panel("Batch duration vs trigger interval",
+              "Per query, each interval's longest micro-batch (triggerExecution) and the query's "
+              "processing-time trigger. Batches longer than the trigger start late, one after another: "
+              "the query cannot keep its trigger. The duration's largest part is in the summary and in "
+              "./sparkscope report (addBatch: the work and the sink; latestOffset/getBatch: the source; "
+              "walCommit/commitOffsets: the checkpoint). " + NEEDS_STREAMING,
+              [_stream('max("batch_ms")', "$tag_query_name batch"),
+               _stream('max("trigger_ms")', "$tag_query_name trigger")], "ms"),
+        Panel("Event-time lag and source backlog",
+              "Per query with a watermark: how far the newest event time of each batch is behind the "
+              "batch's start on the clock (growing: the query falls further behind its data), and the "
+              "watermark's own delay; with a source that reports it (Kafka), the offsets behind the "
+              "latest. " + NEEDS_STREAMING,
+              [_stream('max("event_time_lag_ms")', "$tag_query_name event-time lag"),
+               _stream('max("backlog")', "$tag_query_name offsets behind")], "ms"),
+        Panel("State rows and memory per stateful operator",
+              "Per query and stateful operator (aggregation, join, dedup), the rows kept in its state "
+              "store and their memory, from each batch's progress; rows that only grow mean a watermark "
+              "that does not let state go. " + NEEDS_STREAMING,
+              [_stream('last("rows_total")', "$tag_query_name $tag_operator rows", "sparkscope_streaming_state",
+                       '"query_name", "operator"'),
+               _stream('last("memory_bytes")', "$tag_query_name $tag_operator bytes",
+                       "sparkscope_streaming_state", '"query_name", "operator"')], "short"),
+    ], collapsed=True)
+
+
 def rows() -> list[Row]:
-    return [summary_row(), tasks_row(), memory_row(), containers_row(), gc_row(), shuffle_row(), host_row()]
+    return [summary_row(), tasks_row(), memory_row(), containers_row(), streaming_row(), gc_row(), shuffle_row(),
+            host_row()]

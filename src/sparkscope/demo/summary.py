@@ -37,14 +37,12 @@ def executor_peaks(settings: Settings, app_id: str) -> dict[str, dict[str, float
     return peaks
 
 
-def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [dict(zip(s["columns"], values)) for s in series for values in s.get("values", [])]
 
 
 def annotations(settings: Settings, app_id: str, measurement: str, where: str = "") -> list[dict[str, Any]]:
     statement = (f'SELECT * FROM "{measurement}" WHERE "applicationid" = {influx.string_literal(app_id)} '
                  f"AND \"status\" <> 'RUNNING'{where}")
-    return _rows(influx.query(settings.influx_reader, statement, settings.database))
+    return influx.rows(influx.query(settings.influx_reader, statement, settings.database))
 
 
 def collect_from_influx(settings: Settings, result: DemoResult, master: str, wait: bool = True) -> None:

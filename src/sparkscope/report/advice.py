@@ -223,6 +223,36 @@ def container_findings(run: RunFacts, had_heap: float) -> tuple[list[str], list[
     return lines, recs
 
 
+def _seconds(ms: Optional[float]) -> str:
+    return "n/a" if ms is None else f"{ms / 1000:.1f} s"
+
+
+def streaming_lines(run: RunFacts) -> list[str]:
+    """Each streaming query in one line: batches, whether it kept up and by
+    what measure, its state, and its slowest batch with why."""
+    lines = []
+    for q in run.streaming:
+        trigger = f"the {_seconds(q.trigger_ms)} trigger" if q.trigger_ms else "no fixed trigger"
+        verdict = "FELL BEHIND" if q.behind else "kept up"
+        parts = [f"{q.batches} batches", f"{verdict}: batches took {_seconds(q.median_batch_ms)} (median) "
+                                         f"against {trigger}"]
+        if q.first_lag_ms is not None and q.last_lag_ms is not None:
+            parts.append(f"event time {_seconds(q.last_lag_ms)} behind the clock at the end "
+                         f"({_seconds(q.first_lag_ms)} at the first batch)")
+        if q.state_rows:
+            parts.append(f"state up to {q.state_rows:.0f} rows")
+        if q.backlog:
+            parts.append(f"up to {q.backlog:.0f} offsets behind the source's latest")
+        if q.slowest_batch_ms is not None:
+            slowest = f"slowest batch {q.slowest_batch_id if q.slowest_batch_id is not None else '?'} " \
+                      f"{_seconds(q.slowest_batch_ms)}"
+            parts.append(slowest + (f" ({q.slowest_why})" if q.slowest_why else ""))
+        end = {"FAILED": f"; FAILED: {(q.exception or '').splitlines()[0][:200] if q.exception else ''}",
+               "RUNNING": "; no end seen"}.get(q.status, "")
+        lines.append(f"streaming query {q.name}: " + "; ".join(parts) + end)
+    return lines
+
+
 def memory_failures(run: RunFacts) -> list[str]:
     found = []
     for row in [*run.stages, *run.removals]:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from sparkscope.report.advice import advise, gc_share, human, spilled
+from sparkscope.report.advice import advise, gc_share, human, spilled, streaming_lines
 from sparkscope.report.run_facts import RunFacts, RunReader
 from sparkscope.stack.settings import load_settings
 
@@ -41,10 +41,12 @@ def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[P
     return path, advice, run, runs
 
 
-def print_verdict(advice, runs, path: Path, out=print) -> None:
+def print_verdict(advice, runs, path: Path, out=print, run=None) -> None:
     out(advice.summary)
     for line in advice.containers:
         out(f"  container: {line}")
+    for line in streaming_lines(run) if run is not None else []:
+        out(f"  {line}")
     for r in advice.recommendations:
         out(f"  {r.key}={r.value}: {r.reason}")
     if advice.recommendations:
@@ -63,8 +65,8 @@ def print_verdict(advice, runs, path: Path, out=print) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     settings = load_settings()
     reader = RunReader(settings.influx_reader, settings.database)
-    path, advice, _, runs = make_report(reader, args.app_id, Path(args.out))
-    print_verdict(advice, runs, path)
+    path, advice, run, runs = make_report(reader, args.app_id, Path(args.out))
+    print_verdict(advice, runs, path, run=run)
     return 0
 
 

@@ -10,7 +10,7 @@ from typing import Any, Optional
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from sparkscope.report.advice import Advice, human
+from sparkscope.report.advice import Advice, human, streaming_lines
 from sparkscope.report.run_facts import MIB, RunFacts
 
 STYLE = """
@@ -164,6 +164,8 @@ def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Opti
     notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in advice.notes)
     containers = "".join(f"<li>{html.escape(line)}</li>" for line in advice.containers)
     containers = f"<h3>Containers</h3><ul class='containers'>{containers}</ul>" if containers else ""
+    streams = "".join(f"<li>{html.escape(line)}</li>" for line in streaming_lines(run))
+    containers += f"<h3>Streaming queries</h3><ul class='streaming'>{streams}</ul>" if streams else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sparkscope report: {html.escape(run.app_name)}</title>
 <style>{STYLE}</style></head><body>

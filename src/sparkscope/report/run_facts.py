@@ -64,6 +64,34 @@ class ContainerFacts:
 
 
 @dataclass
+class StreamingFacts:
+    """One Structured Streaming query of the run (the annotator's
+    sparkscope_streaming, per batch, and sparkscope_streaming_query at its end)."""
+    name: str
+    batches: int
+    median_batch_ms: Optional[float]
+    slowest_batch_ms: Optional[float]
+    trigger_ms: Optional[float]
+    first_lag_ms: Optional[float]
+    last_lag_ms: Optional[float]
+    state_rows: Optional[float]
+    backlog: Optional[float]
+    status: str = "RUNNING"  # FINISHED, FAILED, or RUNNING while no end was seen
+    slowest_batch_id: Optional[int] = None
+    slowest_why: Optional[str] = None
+    exception: Optional[str] = None
+
+    @property
+    def behind(self) -> bool:
+        """Falling behind: batches longer than the trigger, or event time slipping
+        further behind the clock by more than a few triggers over the run."""
+        slow = bool(self.trigger_ms and self.median_batch_ms and self.median_batch_ms > self.trigger_ms)
+        slipping = (self.first_lag_ms is not None and self.last_lag_ms is not None
+                    and self.last_lag_ms - self.first_lag_ms > 3 * max(self.trigger_ms or 1000, 1000))
+        return slow or slipping
+
+
+@dataclass
 class RunFacts:
     app_id: str
     app_name: str
@@ -75,6 +103,7 @@ class RunFacts:
     stage_peaks: list[dict[str, Any]]
     queries: list[dict[str, Any]]
     removals: list[dict[str, Any]]
+    streaming: list[StreamingFacts] = field(default_factory=list)
     # How the run ended: the annotator's end status (FINISHED, FAILED, CANCELLED),
     # RUNNING while its driver still reports, or NO_END_SEEN (ended_ms is then
     # the driver's last report).
@@ -125,8 +154,6 @@ SERIES = {"JVMHeapMemory": "heap", "OnHeapUnifiedMemory": "unified", "ProcessTre
 
 
 
-def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [dict(zip(s["columns"], values), **s.get("tags", {}) or {}) for s in series for values in s.get("values", [])]
 
 
 class RunReader:
@@ -144,7 +171,7 @@ class RunReader:
     def finished_runs(self, app_name: Optional[str] = None) -> list[dict[str, Any]]:
         """Finished applications, newest first."""
         where = f" AND \"app_name\" = {influx.string_literal(app_name)}" if app_name else ""
-        rows = _rows(self.q('SELECT "app_name", "end_time_ms", "duration_ms", "applicationid" FROM '
+        rows = influx.rows(self.q('SELECT "app_name", "end_time_ms", "duration_ms", "applicationid" FROM '
                             f"\"sparkscope_application\" WHERE \"status\" = 'FINISHED'{where} GROUP BY \"applicationid\""))
         return sorted(rows, key=lambda r: r["time"], reverse=True)
 
@@ -170,7 +197,7 @@ class RunReader:
         """Each executor's highest value over the run."""
         out: dict[str, float] = {}
         for source, when in self._parts(measurement, span):
-            for row in _rows(self.q(f'SELECT max("value") FROM {source} WHERE {app} AND {when} GROUP BY "executorid"')):
+            for row in influx.rows(self.q(f'SELECT max("value") FROM {source} WHERE {app} AND {when} GROUP BY "executorid"')):
                 if row["max"] is not None:
                     out[row["executorid"]] = max(out.get(row["executorid"], row["max"]), row["max"])
         return out
@@ -210,23 +237,46 @@ class RunReader:
                 cgroup_version=int(row.get("version") or 0), last_working_set=row.get("ws_last"))
         return out
 
+    def streaming(self, app: str) -> list[StreamingFacts]:
+        """Each streaming query of the run: aggregates of its batches, one row per query."""
+        out: dict[str, StreamingFacts] = {}
+        for s in self.q('SELECT count("batch_id") AS n, median("batch_ms") AS med, max("batch_ms") AS slowest, '
+                        'last("trigger_ms") AS trig, first("event_time_lag_ms") AS lag0, '
+                        'last("event_time_lag_ms") AS lag1, max("state_rows") AS state, max("backlog") AS backlog '
+                        f'FROM "sparkscope_streaming" WHERE {app} GROUP BY "query_name"'):
+            name = (s.get("tags") or {}).get("query_name")
+            row = dict(zip(s["columns"], s["values"][0])) if s.get("values") else {}
+            if name:
+                out[name] = StreamingFacts(name, int(row.get("n") or 0), row.get("med"), row.get("slowest"),
+                                           row.get("trig"), row.get("lag0"), row.get("lag1"), row.get("state"),
+                                           row.get("backlog"))
+        for row in influx.rows(self.q(f"SELECT * FROM \"sparkscope_streaming_query\" WHERE {app} "
+                                "AND \"status\" <> 'RUNNING'")):
+            facts = out.get(row.get("name") or row.get("query_id") or "")
+            if facts is not None:
+                facts.status = row.get("status") or facts.status
+                facts.slowest_batch_id = row.get("slowest_batch_id")
+                facts.slowest_why = row.get("slowest_batch_why")
+                facts.exception = row.get("exception")
+        return sorted(out.values(), key=lambda f: f.name)
+
     def read(self, app_id: str) -> RunFacts:
         app = f"\"applicationid\" = {influx.string_literal(app_id)}"
-        apps = _rows(self.q(f'SELECT * FROM "sparkscope_application" WHERE {app}'))
+        apps = influx.rows(self.q(f'SELECT * FROM "sparkscope_application" WHERE {app}'))
         if not apps:
             raise NoRunError(f"application {app_id} is not in InfluxDB (no sparkscope_application point): check "
                              "the id (./sparkscope report without an id takes the latest run), and that the run "
                              "had the annotator (spark.extraListeners, see ./sparkscope conf)")
         ends = [a for a in apps if a.get("status") not in (None, "RUNNING")]
         head = ends[0] if ends else apps[0]
-        last = _rows(self.q(f'SELECT last("value") FROM "JVMHeapMemory" WHERE {app} AND "executorid" = \'driver\''))
+        last = influx.rows(self.q(f'SELECT last("value") FROM "JVMHeapMemory" WHERE {app} AND "executorid" = \'driver\''))
         last_report_ms = int(last[0]["time"]) if last else None
         now_ms = int(time.time() * 1000)
         ending = ending_of(head.get("status") if ends else None, last_report_ms, now_ms)
         started_ms = int(apps[0]["time"])
         ended_ms = int(head["end_time_ms"]) if head.get("end_time_ms") else (
             last_report_ms if ending == NO_END_SEEN else None)
-        settings_rows = _rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {app}'))
+        settings_rows = influx.rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {app}'))
         settings = {k: v for k, v in (settings_rows[0] if settings_rows else {}).items()
                     if k.startswith("spark.") and v is not None}
         executors: dict[str, ExecutorFacts] = {}
@@ -234,7 +284,7 @@ class RunReader:
         def executor(executor_id: str) -> ExecutorFacts:
             return executors.setdefault(executor_id, ExecutorFacts(executor_id))
 
-        for row in _rows(self.q(f'SELECT * FROM "sparkscope_executor_peaks" WHERE {app}')):
+        for row in influx.rows(self.q(f'SELECT * FROM "sparkscope_executor_peaks" WHERE {app}')):
             executor(row["executor_id"]).peaks = {k: v for k, v in row.items() if k[:1].isupper() and v is not None}
         span = (started_ms - 60_000, (ended_ms or now_ms) + 60_000)
         for executor_id, value in self.highest("heap.max", app, span).items():
@@ -252,15 +302,15 @@ class RunReader:
         for executor_id, facts in self.containers(app, span).items():
             executor(executor_id).container = facts
         removals = []
-        for row in _rows(self.q(f'SELECT * FROM "sparkscope_executor" WHERE {app}')):
+        for row in influx.rows(self.q(f'SELECT * FROM "sparkscope_executor" WHERE {app}')):
             if row.get("cores") is not None and row.get("executor_id"):
                 executor(row["executor_id"]).cores = int(row["cores"])
             if row.get("event") == "removed":
                 removals.append(row)
-        stages = _rows(self.q(f"SELECT * FROM \"sparkscope_stage\" WHERE {app} AND \"status\" <> 'RUNNING'"))
-        stage_peaks = _rows(self.q(f'SELECT * FROM "sparkscope_stage_peaks" WHERE {app}'))
-        queries = _rows(self.q(f"SELECT * FROM \"sparkscope_query\" WHERE {app} AND \"status\" <> 'RUNNING'"))
+        stages = influx.rows(self.q(f"SELECT * FROM \"sparkscope_stage\" WHERE {app} AND \"status\" <> 'RUNNING'"))
+        stage_peaks = influx.rows(self.q(f'SELECT * FROM "sparkscope_stage_peaks" WHERE {app}'))
+        queries = influx.rows(self.q(f"SELECT * FROM \"sparkscope_query\" WHERE {app} AND \"status\" <> 'RUNNING'"))
         return RunFacts(app_id=app_id, app_name=head.get("app_name") or apps[0].get("app_name") or app_id,
                         started_ms=started_ms, ending=ending, ended_ms=ended_ms,
                         settings=settings, executors=executors, stages=stages, stage_peaks=stage_peaks,
-                        queries=queries, removals=removals)
+                        queries=queries, removals=removals, streaming=self.streaming(app))

@@ -171,6 +171,19 @@ def query(base_url: Where, statement: str, database: str | None = None, epoch: s
     return first.get("series", [])
 
 
+def rows(series: list[dict]) -> list[dict]:
+    """Each value row of a query's series as a dict: its series' tags, then its
+    columns (a field named like a tag wins: the annotator's "host" field beside
+    Telegraf's "host" tag says more), and "_measurement", the series' name."""
+    out = []
+    for s in series:
+        for values in s.get("values", []):
+            row = {**(s.get("tags") or {}), **dict(zip(s["columns"], values))}
+            row["_measurement"] = s.get("name")
+            out.append(row)
+    return out
+
+
 def write(base_url: Where, database: str, lines: str, precision: str = "s", policy: str | None = None) -> None:
     params = {"db": database, "precision": precision, **({"rp": policy} if policy else {})}
     status, raw = _request(base_url, "/write?" + urllib.parse.urlencode(params), data=lines.encode())

@@ -156,16 +156,6 @@ class DisksSnapshot:
     run: Optional[Run] = None  # the run whose time it is read at (its end, once it ended)
 
 
-def _rows(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each value row as a dict, with its series' name ("_measurement") and tags."""
-    out = []
-    for s in series:
-        for values in s.get("values", []):
-            # Tags first: a field of the same name (the executor's "host" beside Telegraf's tag) wins.
-            row = {**(s.get("tags") or {}), **dict(zip(s["columns"], values))}
-            row["_measurement"] = s.get("name")
-            out.append(row)
-    return out
 
 
 def _sources(names) -> str:
@@ -194,12 +184,12 @@ class TopReader:
     def runs(self, most: int = MOST_RUNS) -> list[Run]:
         """The newest runs with the annotator, newest first: each wrote a RUNNING
         point at its start, and a FINISHED one stamped with the same start at its end."""
-        started = _rows(self.q(f'SELECT "app_name", "applicationid" FROM "sparkscope_application" '
+        started = influx.rows(self.q(f'SELECT "app_name", "applicationid" FROM "sparkscope_application" '
                                f"WHERE \"status\" = 'RUNNING' ORDER BY time DESC LIMIT {most}"))
         if not started:
             return []
         oldest = min(r["time"] for r in started)
-        ended = {r["applicationid"]: r for r in _rows(self.q(
+        ended = {r["applicationid"]: r for r in influx.rows(self.q(
             f'SELECT "end_time_ms", "applicationid", "status" FROM "sparkscope_application" '
             f"WHERE \"status\" <> 'RUNNING' AND time >= {oldest}ms"))}
         return [Run(r["applicationid"], r.get("app_name") or r["applicationid"], int(r["time"]),
@@ -219,10 +209,10 @@ class TopReader:
     def run(self, app_id: str) -> Optional[Run]:
         """The run of this id; one without annotator points is shown by its metrics alone;
         None when InfluxDB has neither."""
-        rows = _rows(self.q(f'SELECT "app_name", "end_time_ms", "status" FROM "sparkscope_application" '
+        rows = influx.rows(self.q(f'SELECT "app_name", "end_time_ms", "status" FROM "sparkscope_application" '
                             f'WHERE {quoted_app(app_id)}'))
         if not rows:
-            first = _rows(self.q(f'SELECT first("value") FROM "{HEAP}" WHERE {quoted_app(app_id)}'))
+            first = influx.rows(self.q(f'SELECT first("value") FROM "{HEAP}" WHERE {quoted_app(app_id)}'))
             return Run(app_id, app_id, int(first[0]["time"])) if first else None
         finished = [r for r in rows if r.get("status") not in (None, "RUNNING")]
         head = finished[0] if finished else rows[0]
@@ -280,7 +270,7 @@ class TopReader:
         """Each JVM's container as it last read it (sparkscope_container): working set and limit."""
         if shown == []:
             return {}
-        return {row["executorid"]: row for row in _rows(self.q(
+        return {row["executorid"]: row for row in influx.rows(self.q(
             'SELECT last("working_set_bytes") AS "ws", last("limit_bytes") AS "lim" FROM "sparkscope_container" '
             f'WHERE {app} AND {alive}{_only(shown)} GROUP BY "executorid"')) if row.get("executorid")}
 
@@ -289,7 +279,7 @@ class TopReader:
         """Each executor's last sample of each gauge in the window (sets last_ms too)."""
         if not measurements or shown == []:
             return
-        for row in _rows(self.q(f'SELECT last("value") FROM {_sources(sorted(measurements))} WHERE {app} AND '
+        for row in influx.rows(self.q(f'SELECT last("value") FROM {_sources(sorted(measurements))} WHERE {app} AND '
                                 f'{alive}{_only(shown)} GROUP BY "executorid"')):
             if create:
                 executors.setdefault(row["executorid"], ExecutorNow(row["executorid"]))
@@ -306,7 +296,7 @@ class TopReader:
         if not measurements or shown == []:
             return
         rates: dict[tuple[str, str], list[tuple[int, float]]] = {}
-        for row in _rows(self.q(f'SELECT non_negative_derivative("value", 1s) AS "r" FROM '
+        for row in influx.rows(self.q(f'SELECT non_negative_derivative("value", 1s) AS "r" FROM '
                                 f'{_sources(sorted(measurements))} WHERE {app} AND {alive}{_only(shown)} '
                                 'GROUP BY "executorid"')):
             rates.setdefault((row["executorid"], row["_measurement"]), []).append((int(row["time"]), row["r"]))
@@ -332,7 +322,7 @@ class TopReader:
         missing = [i for i in ids if i not in known]
         if missing:
             only = _only(missing) if len(missing) <= 50 else ""
-            for row in _rows(self.q(f'SELECT last("value") FROM "{HEAP_MAX}" WHERE {app} AND {alive}{only} '
+            for row in influx.rows(self.q(f'SELECT last("value") FROM "{HEAP_MAX}" WHERE {app} AND {alive}{only} '
                                     'GROUP BY "executorid"')):
                 known[row["executorid"]] = row["last"]
         return known
@@ -341,7 +331,7 @@ class TopReader:
         """Each executor's cores from the annotator's added events, read once each."""
         known = self._cores.setdefault(app_id, {})
         since = self._cores_since.get(app_id, 0)
-        for row in _rows(self.q(f'SELECT "executor_id", "cores" FROM "sparkscope_executor" WHERE '
+        for row in influx.rows(self.q(f'SELECT "executor_id", "cores" FROM "sparkscope_executor" WHERE '
                                 f"{quoted_app(app_id)} AND \"event\" = 'added' AND time >= {since}ms")):
             if row.get("executor_id") is not None and row.get("cores") is not None:
                 known[str(row["executor_id"])] = int(row["cores"])
@@ -350,7 +340,7 @@ class TopReader:
 
     def _memory_conf(self, app_id: str) -> dict[str, Any]:
         if app_id not in self._conf:
-            rows = _rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {quoted_app(app_id)} LIMIT 1'))
+            rows = influx.rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {quoted_app(app_id)} LIMIT 1'))
             if not rows:
                 return {}  # not written yet: asked again next time
             self._conf[app_id] = rows[0]
@@ -359,7 +349,7 @@ class TopReader:
     def _annotations(self, run: Run):
         """One query for the newest points of each annotator series: what runs now,
         what ran last, straggler stages and removed executors."""
-        rows = _rows(self.q(f'SELECT * FROM {_sources(ANNOTATIONS)} WHERE {quoted_app(run.app_id)} '
+        rows = influx.rows(self.q(f'SELECT * FROM {_sources(ANNOTATIONS)} WHERE {quoted_app(run.app_id)} '
                             f'GROUP BY * ORDER BY time DESC LIMIT {ANNOTATION_DEPTH}'))
         return split_annotations(rows)
 
@@ -375,18 +365,18 @@ class TopReader:
         fields = ("reads", "writes", "read_bytes", "write_bytes", "io_time", "read_time", "write_time")
         select = ", ".join(f'non_negative_derivative("{f}", 1s) AS "{f}"' for f in fields)
         latest: dict[tuple[str, str], dict[str, Any]] = {}
-        for row in _rows(self.q(f'SELECT {select} FROM "diskio" WHERE {recent} GROUP BY "host", "name"')):
+        for row in influx.rows(self.q(f'SELECT {select} FROM "diskio" WHERE {recent} GROUP BY "host", "name"')):
             latest[(row.get("host", ""), row["name"])] = row  # rows come oldest first: the last stays
         disks = [disk_now(host, name, row) for (host, name), row in latest.items()]
         # Each bucket's last two periods: the newest period is the newest time per device and
         # direction, and the one before gives the probe's period.
-        hist_rows = _rows(self.q(f'SELECT "count" FROM "block_latency_hist" WHERE {recent} '
+        hist_rows = influx.rows(self.q(f'SELECT "count" FROM "block_latency_hist" WHERE {recent} '
                                  'GROUP BY "host", "device", "direction", "le_us" ORDER BY time DESC LIMIT 2'))
         histograms, period_s = latest_histograms(hist_rows)
         outliers: list[dict[str, Any]] = []
         if histograms:
             newest = max(h.at_ms for h in histograms)
-            outliers = _rows(self.q(
+            outliers = influx.rows(self.q(
                 'SELECT "device", "direction", "latency_ms", "bytes", "pid", "comm" FROM "block_outlier" '
                 f'WHERE time > {newest - int(period_s * 1000)}ms AND time <= {newest}ms '
                 'ORDER BY time DESC LIMIT 200'))

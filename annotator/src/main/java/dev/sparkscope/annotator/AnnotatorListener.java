@@ -62,15 +62,17 @@ public class AnnotatorListener extends SparkFirehoseListener {
         final InfluxWriter writer;
         final AnnotationRecorder recorder;
         final SqlExecutionEvents sql;
+        final StreamingEvents streaming;
         final ExecutorPeakEvents peaks;
         final TaskTimeTotals taskTime;
 
         Running(AnnotatorConfig config, InfluxWriter writer, AnnotationRecorder recorder, SqlExecutionEvents sql,
-                ExecutorPeakEvents peaks, TaskTimeTotals taskTime) {
+                StreamingEvents streaming, ExecutorPeakEvents peaks, TaskTimeTotals taskTime) {
             this.config = config;
             this.writer = writer;
             this.recorder = recorder;
             this.sql = sql;
+            this.streaming = streaming;
             this.peaks = peaks;
             this.taskTime = taskTime;
         }
@@ -152,7 +154,10 @@ public class AnnotatorListener extends SparkFirehoseListener {
                     + InfluxWriter.redact(config.influxUrl) + ", database " + config.database);
             ExecutorPeakEvents peaks = new ExecutorPeakEvents(
                     new ExecutorPeaks(writer::enqueue, this::applicationId), lookup);
-            return new Running(config, writer, recorder, sql, peaks,
+            StreamingEvents streaming = new StreamingEvents(
+                    new StreamingQueries(writer::enqueue, this::applicationId, config.runningPoints),
+                    AnnotatorLog::warn);
+            return new Running(config, writer, recorder, sql, streaming, peaks,
                     new TaskTimeTotals(writer::enqueue, this::applicationId));
         } catch (Throwable t) {
             rethrowIfFatal(t);
@@ -311,8 +316,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
             r.applicationStarted(e.time(), e.appName(), e.sparkUser(), sparkVersion());
         } else if (event instanceof SparkListenerApplicationEnd) {
             onApplicationEnd((SparkListenerApplicationEnd) event, r);
-        } else {
-            running.sql.handle(event, r);
+        } else if (!running.sql.handle(event, r)) {
+            running.streaming.handle(event);
         }
     }
 

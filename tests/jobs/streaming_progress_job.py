@@ -1,0 +1,53 @@
+"""Two Structured Streaming queries side by side, each on the rate-micro-batch
+source (200 rows a batch, event time advancing 1 s a batch from now) with a
+1 s trigger:
+
+- "keeps_up": a windowed count with a watermark into a memory sink: state
+  rows, a moving watermark, each batch well under its trigger; event time
+  keeps pace with the clock.
+- "falls_behind": each batch also sleeps 2.5 s (foreachBatch): batches take
+  longer than the trigger, and event time falls 1.5 s further behind the
+  clock with every batch.
+
+Runs argv[1] seconds, stops both, prints APP_ID and `MARK <json>`."""
+
+import json
+import sys
+import time
+
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import window
+
+seconds = float(sys.argv[1])
+spark = (SparkSession.builder.appName("sparkscope-test-streaming-progress")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+print("APP_ID", spark.sparkContext.applicationId, flush=True)
+
+
+def source():
+    return (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 200)
+            .option("numPartitions", 2).option("startTimestamp", int(time.time() * 1000))
+            .option("advanceMillisPerBatch", 1000).load())
+
+
+counts = (source().withWatermark("timestamp", "2 seconds")
+          .groupBy(window("timestamp", "2 seconds"))
+          .count())
+keeps_up = (counts.writeStream.format("memory").queryName("keeps_up").outputMode("append")
+            .trigger(processingTime="1 second").start())
+
+
+def slow(batch, batch_id):
+    batch.count()
+    time.sleep(2.5)
+
+
+falls_behind = (source().withWatermark("timestamp", "1 second").writeStream.queryName("falls_behind")
+                .foreachBatch(slow).trigger(processingTime="1 second").start())
+time.sleep(seconds)
+batches = {q.name: q.lastProgress["batchId"] if q.lastProgress else None for q in (keeps_up, falls_behind)}
+keeps_up.stop()
+falls_behind.stop()
+print("MARK " + json.dumps(batches), flush=True)
+time.sleep(1)
+spark.stop()

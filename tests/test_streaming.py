@@ -1,0 +1,136 @@
+"""Structured Streaming on real Spark: two queries on the rate-micro-batch
+source with a 1 s trigger, one that keeps up (a windowed count with a
+watermark: state, a moving watermark) and one made to fall behind (2.5 s of
+sleep per batch). The annotator reads their progress from Spark's listener
+bus; the stored batches must tell the two apart, the state and watermark
+must move, the series stay one per query, and the report says which fell
+behind and why."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+import pytest
+
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.report.advice import streaming_lines
+from sparkscope.report.run_facts import RunReader
+from sparkscope.spark.conf import annotator_properties
+from sparkscope.stack import influx
+from sparkscope.stack.settings import ROOT
+
+from conftest import run_spark_job
+
+SECONDS = 25
+
+
+@pytest.fixture(scope="module")
+def streaming_run(stack, tmp_path_factory):
+    jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+    run = run_spark_job(stack, "streaming_progress_job.py", tmp_path_factory.mktemp("spark"), master="local[2]",
+                        conf=annotator_properties(stack.settings, jar), args=[str(SECONDS)], timeout_s=180)
+    stack.wait_for(f"SELECT \"batches\" FROM \"sparkscope_streaming_query\" WHERE \"applicationid\" = "
+                   f"{influx.string_literal(run.app_id)} AND \"status\" = 'FINISHED'",
+                   lambda s: bool(s) and len(s[0]["values"]) == 2)
+    return run
+
+
+def batches(stack, app_id: str) -> dict[str, list[dict]]:
+    series = stack.influx('SELECT * FROM "sparkscope_streaming" WHERE "applicationid" = '
+                          f'{influx.string_literal(app_id)} GROUP BY "query_name"')
+    return {s["tags"]["query_name"]: [dict(zip(s["columns"], v)) for v in s["values"]] for s in series}
+
+
+def test_every_batch_of_both_queries_is_stored_in_order(stack, streaming_run):
+    seen = batches(stack, streaming_run.app_id)
+    last = json.loads(re.search(r"^MARK (.*)$", streaming_run.stdout, re.M).group(1))
+    assert set(seen) == {"keeps_up", "falls_behind"}, sorted(seen)
+    for name, rows in seen.items():
+        ids = [r["batch_id"] for r in rows]
+        assert ids == list(range(len(ids))), (name, ids)
+        assert ids[-1] >= last[name], (name, ids[-1], last)  # every batch up to the last one Spark reported
+        assert all(r["trigger_ms"] == 1000 for r in rows), (name, {r["trigger_ms"] for r in rows})
+        assert all(r["input_rows"] == 200 for r in rows), name
+
+
+def test_the_stored_batches_tell_the_query_that_keeps_up_from_the_one_that_falls_behind(stack, streaming_run):
+    seen = batches(stack, streaming_run.app_id)
+    up, behind = seen["keeps_up"], seen["falls_behind"]
+    assert statistics.median(r["batch_ms"] for r in up) < 1000, [r["batch_ms"] for r in up]
+    assert statistics.median(r["batch_ms"] for r in behind) > 2500, [r["batch_ms"] for r in behind]
+    lag_up = [r["event_time_lag_ms"] for r in up[2:]]
+    lag_behind = [r["event_time_lag_ms"] for r in behind]
+    # Event time advances 1 s a batch: at a 1 s pace it keeps its distance from the clock...
+    assert max(lag_up) - min(lag_up) < 2000, lag_up
+    # ...at 2.5 s+ a batch it slips about 1.5 s further behind with each one.
+    assert all(b > a for a, b in zip(lag_behind[1:], lag_behind[2:])), lag_behind
+    assert lag_behind[-1] - lag_behind[1] > 1200 * (len(lag_behind) - 2), lag_behind
+
+
+def test_the_stateful_query_stores_its_state_and_a_moving_watermark(stack, streaming_run):
+    up = batches(stack, streaming_run.app_id)["keeps_up"]
+    marks = [r["watermark_ms"] for r in up if r["watermark_ms"] is not None]
+    assert len(marks) >= 5 and marks == sorted(marks) and marks[-1] - marks[0] >= 5000, marks
+    assert up[0]["watermark_ms"] is None  # none before the first batch: not the epoch
+    state = stack.influx('SELECT "rows_total", "memory_bytes" FROM "sparkscope_streaming_state" WHERE '
+                         f'"applicationid" = {influx.string_literal(streaming_run.app_id)} GROUP BY *')
+    assert [s["tags"]["operator"] for s in state] == ["0 stateStoreSave"], [s["tags"] for s in state]
+    assert state[0]["tags"]["query_name"] == "keeps_up"
+    assert max(v[1] for v in state[0]["values"]) >= 1 and max(v[2] for v in state[0]["values"]) > 0
+
+
+def test_series_stay_one_per_query_and_operator(stack, streaming_run):
+    app = influx.string_literal(streaming_run.app_id)
+    for measurement, expected in (("sparkscope_streaming", 2), ("sparkscope_streaming_state", 1)):
+        keys = [v[0] for s in stack.influx(f'SHOW SERIES FROM "{measurement}" WHERE "applicationid" = {app}')
+                for v in s["values"]]
+        assert len(keys) == expected, keys
+
+
+def test_start_and_end_are_annotations_with_the_slowest_batch_and_why(stack, streaming_run):
+    rows = stack.influx('SELECT "name", "status", "batches", "slowest_batch_ms", "slowest_batch_why", "text" FROM '
+                        f'"sparkscope_streaming_query" WHERE "applicationid" = '
+                        f'{influx.string_literal(streaming_run.app_id)}')[0]["values"]
+    ends = {r[1]: r for r in rows if r[2] == "FINISHED"}
+    assert {r[1] for r in rows if r[2] == "RUNNING"} == {"keeps_up", "falls_behind"}
+    seen = batches(stack, streaming_run.app_id)
+    for name, end in ends.items():
+        assert end[3] == len(seen[name]), (name, end, len(seen[name]))
+        assert end[4] == max(r["batch_ms"] for r in seen[name]), end
+        assert end[5].startswith("addBatch"), end  # the sleep is in the sink: processing the batch
+        assert f"streaming query {name} stopped after {end[3]} batches" == end[6]
+
+
+def test_the_report_says_which_query_fell_behind_and_by_how_much(stack, streaming_run):
+    facts = RunReader(stack.settings.influx_reader, stack.settings.database).read(streaming_run.app_id)
+    lines = {line.split(":")[0]: line for line in streaming_lines(facts)}
+    behind, up = lines["streaming query falls_behind"], lines["streaming query keeps_up"]
+    assert "FELL BEHIND" in behind and "against the 1.0 s trigger" in behind, behind
+    assert "kept up" in up and "state up to" in up, up
+    assert "addBatch" in behind and "processing the batch" in behind, behind
+
+
+def test_the_live_dashboards_streaming_row_reads_both_queries(stack, streaming_run):
+    """Every panel of the row as Grafana 12 sends its queries, on this run."""
+    board = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
+    dash = stack.open_dashboard(board, streaming_run.started_ms - 60_000, streaming_run.ended_ms + 60_000,
+                                url_vars={"applicationid": streaming_run.app_id})
+    row = next(p for p in board["panels"] if p["type"] == "row" and p["title"] == "Streaming queries")
+    for panel in row["panels"]:
+        results = dash.run_panel(panel)
+        for t in panel["targets"]:
+            names = {s["tags"].get("query_name") for s in results.get(t["refId"], [])
+                     if any(v[1] is not None for v in s["values"])}
+            if "backlog" in t["query"]:
+                assert names == set(), (panel["title"], names)  # the rate source reports no backlog
+            elif "sparkscope_streaming_state" in t["query"]:
+                assert names == {"keeps_up"}, (panel["title"], t["alias"], names)
+            else:
+                assert names == {"keeps_up", "falls_behind"}, (panel["title"], t["alias"], names)
+    events = dash.annotation_events(next(a for a in board["annotations"]["list"]
+                                         if a["name"] == "Streaming queries"))
+    said = " ".join(e.get("text") or "" for e in events)
+    for text in ("streaming query keeps_up started", "streaming query falls_behind stopped after"):
+        assert text in said, said
