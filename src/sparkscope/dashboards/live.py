@@ -398,17 +398,14 @@ def containers_row() -> Row:
                gauge("ProcessTreePythonRSSMemory", "$tag_executorid Python RSS", agg="max")],
               "bytes", annotated=True),
         Panel("OOM kills and limit hits in the container",
-              "Per interval: processes the kernel's OOM killer killed inside each container (a Python "
-              "worker killed leaves its executor alive and fails its task with 'Python worker exited "
-              "unexpectedly'; the JVM killed is an executor lost with exit 137), and how often usage hit "
-              "the limit (v1 failcnt, v2 memory.events max: reclaim under pressure, a warning before a "
-              "kill). " + NEEDS_CONTAINER_PLUGIN,
-              [target(f'SELECT non_negative_difference(max("oom_kills")) FROM "sparkscope_container" WHERE '
-                      f'{DRAWN} AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)',
-                      "$tag_executorid OOM kills"),
-               target(f'SELECT non_negative_difference(max("limit_hits")) FROM "sparkscope_container" WHERE '
-                      f'{DRAWN} AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)',
-                      "$tag_executorid limit hits")],
+              "Counted since each container started, so every step up is an event: processes the "
+              "kernel's OOM killer killed inside it (a Python worker killed leaves its executor alive and "
+              "fails its task with 'Python worker exited unexpectedly'; the JVM killed is an executor lost "
+              "with exit 137, which its own count no longer shows), and how often usage hit the limit "
+              "(v1 failcnt, v2 memory.events max: reclaim under pressure, a warning before a kill). "
+              + NEEDS_CONTAINER_PLUGIN,
+              [_container("oom_kills", "$tag_executorid OOM kills"),
+               _container("limit_hits", "$tag_executorid limit hits")],
               "short"),
     ], collapsed=True)
 

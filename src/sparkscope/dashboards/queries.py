@@ -40,9 +40,11 @@ OLD_GEN_POOLS = ("pools.G1-Old-Gen.used-after-gc", "pools.PS-Old-Gen.used-after-
 # hidden variables $rp and $mean_field (layout.py). A rollup keeps each
 # interval's highest value as "value", so max("value") reads the same from
 # any of them, and its mean as $mean_field.
-# Only the graphs do: numbers over the whole range (totals, peaks, tables)
-# read raw samples, since a rollup lags its samples by up to 20 minutes and a
-# run that just ended would show nothing.
+# The graphs do at every level. Numbers over the whole range read raw
+# samples (totals, tables), since a rollup lags its samples by up to 20
+# minutes and a run that just ended would show nothing; memory peaks read the
+# minute rollup for the whole minutes of the range where it is complete, raw
+# samples at its edges (PEAK_RP below).
 ROLLED = '"$rp".'
 MEAN_FIELD = '"$mean_field"'
 

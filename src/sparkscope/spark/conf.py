@@ -12,7 +12,8 @@ from sparkscope.stack.settings import Settings
 
 LISTENER_CLASS = "dev.sparkscope.annotator.AnnotatorListener"
 # JVM flame graphs on demand (./sparkscope profile); idle until asked: each
-# executor checks with its driver every 2 s over Spark's own RPC.
+# executor checks with its driver every 5 s (spark.sparkscope.profiler.pollSeconds)
+# over Spark's own RPC.
 PROFILER_PLUGIN_CLASS = "dev.sparkscope.annotator.ProfilerPlugin"
 # Each executor and the driver read their own container's memory cgroup (limit,
 # working set, OOM kills) every 5 s and write it as sparkscope_container.

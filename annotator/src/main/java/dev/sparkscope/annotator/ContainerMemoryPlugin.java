@@ -103,9 +103,12 @@ public final class ContainerMemoryPlugin implements SparkPlugin {
                     return null;
                 }
                 AnnotatorConfig config = AnnotatorConfig.parse(conf);
+                // Its own words in the log: beside the listener's writer in the driver, a reader
+                // must tell whose points could not be written.
                 InfluxWriter writer = new InfluxWriter(
                         new HttpLineSender(config.writeUrl(), config.authorizationHeader()),
-                        InfluxWriter.Settings.from(config), AnnotatorLog::warn, AnnotatorLog::info);
+                        InfluxWriter.Settings.from(config), m -> AnnotatorLog.warn(relabel(m)),
+                        m -> AnnotatorLog.info(relabel(m)));
                 writer.start();
                 String appId = ApplicationIdTag.resolve(conf);
                 Sampler s = new Sampler(cgroup, writer, config, appId != null ? appId : sparkAppId, executorId,
@@ -121,6 +124,11 @@ public final class ContainerMemoryPlugin implements SparkPlugin {
                 AnnotatorLog.warn("sparkscope container memory is off on " + executorId + ": could not start: " + t);
             }
             return null;
+        }
+
+        static String relabel(String message) {
+            return message.replace("sparkscope annotator:", "sparkscope container memory:")
+                    .replace("annotation line", "container sample");
         }
 
         static long periodSeconds(String text) {
