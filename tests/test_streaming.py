@@ -34,6 +34,8 @@ def streaming_run(stack, tmp_path_factory):
     stack.wait_for(f"SELECT \"batches\" FROM \"sparkscope_streaming_query\" WHERE \"applicationid\" = "
                    f"{influx.string_literal(run.app_id)} AND \"status\" = 'FINISHED'",
                    lambda s: bool(s) and len(s[0]["values"]) == 2)
+    stack.wait_for(f"SELECT \"exception\" FROM \"sparkscope_streaming_query\" WHERE \"applicationid\" = "
+                   f"{influx.string_literal(run.app_id)} AND \"status\" = 'FAILED'", bool)
     return run
 
 
@@ -46,8 +48,12 @@ def batches(stack, app_id: str) -> dict[str, list[dict]]:
 def test_every_batch_of_both_queries_is_stored_in_order(stack, streaming_run):
     seen = batches(stack, streaming_run.app_id)
     last = json.loads(re.search(r"^MARK (.*)$", streaming_run.stdout, re.M).group(1))
-    assert set(seen) == {"keeps_up", "falls_behind"}, sorted(seen)
+    assert set(seen) == {"keeps_up", "falls_behind", "fails"}, sorted(seen)
+    assert [r["batch_id"] for r in seen["fails"]] == [0, 1], seen["fails"]  # the third batch raised
+    assert "the third batch fails" in last["fails_exception"], last
     for name, rows in seen.items():
+        if name == "fails":
+            continue
         ids = [r["batch_id"] for r in rows]
         assert ids == list(range(len(ids))), (name, ids)
         assert ids[-1] >= last[name], (name, ids[-1], last)  # every batch up to the last one Spark reported
@@ -83,18 +89,22 @@ def test_the_stateful_query_stores_its_state_and_a_moving_watermark(stack, strea
 
 def test_series_stay_one_per_query_and_operator(stack, streaming_run):
     app = influx.string_literal(streaming_run.app_id)
-    for measurement, expected in (("sparkscope_streaming", 2), ("sparkscope_streaming_state", 1)):
+    for measurement, expected in (("sparkscope_streaming", 3), ("sparkscope_streaming_state", 1)):
         keys = [v[0] for s in stack.influx(f'SHOW SERIES FROM "{measurement}" WHERE "applicationid" = {app}')
                 for v in s["values"]]
         assert len(keys) == expected, keys
 
 
 def test_start_and_end_are_annotations_with_the_slowest_batch_and_why(stack, streaming_run):
-    rows = stack.influx('SELECT "name", "status", "batches", "slowest_batch_ms", "slowest_batch_why", "text" FROM '
+    rows = stack.influx('SELECT "name", "status", "batches", "slowest_batch_ms", "slowest_batch_why", "text", '
+                        '"exception" FROM '
                         f'"sparkscope_streaming_query" WHERE "applicationid" = '
                         f'{influx.string_literal(streaming_run.app_id)}')[0]["values"]
     ends = {r[1]: r for r in rows if r[2] == "FINISHED"}
-    assert {r[1] for r in rows if r[2] == "RUNNING"} == {"keeps_up", "falls_behind"}
+    assert {r[1] for r in rows if r[2] == "RUNNING"} == {"keeps_up", "falls_behind", "fails"}
+    failed = [r for r in rows if r[2] == "FAILED"]
+    assert [r[1] for r in failed] == ["fails"] and "the third batch fails" in failed[0][7], failed
+    assert failed[0][6].startswith("streaming query fails FAILED: "), failed
     seen = batches(stack, streaming_run.app_id)
     for name, end in ends.items():
         assert end[3] == len(seen[name]), (name, end, len(seen[name]))
@@ -110,6 +120,20 @@ def test_the_report_says_which_query_fell_behind_and_by_how_much(stack, streamin
     assert "FELL BEHIND" in behind and "against the 1.0 s trigger" in behind, behind
     assert "kept up" in up and "state up to" in up, up
     assert "addBatch" in behind and "processing the batch" in behind, behind
+    assert "FAILED:" in lines["streaming query fails"] and "the third batch fails" in lines["streaming query fails"]
+
+
+def test_an_exception_is_told_by_the_line_that_names_it():
+    from sparkscope.report.advice import exception_summary
+
+    jvm = ("org.apache.spark.SparkException: Job aborted due to stage failure\n\tat org.apache.spark.x(y.scala:1)\n"
+           "Caused by: java.io.IOException: disk full")
+    assert exception_summary(jvm) == "org.apache.spark.SparkException: Job aborted due to stage failure"
+    python = ("py4j.Py4JException: An exception was raised by the Python Proxy. Return Message: Traceback (most "
+              "recent call last):\\n  File \"job.py\", line 3, in f\\n    raise KeyError(1)\\nKeyError: 1\\n")
+    assert exception_summary(python) == "KeyError: 1"
+    assert exception_summary(None) == "no exception text"
+    assert exception_summary("boom") == "boom"
 
 
 def test_the_live_dashboards_streaming_row_reads_both_queries(stack, streaming_run):
@@ -127,10 +151,26 @@ def test_the_live_dashboards_streaming_row_reads_both_queries(stack, streaming_r
                 assert names == set(), (panel["title"], names)  # the rate source reports no backlog
             elif "sparkscope_streaming_state" in t["query"]:
                 assert names == {"keeps_up"}, (panel["title"], t["alias"], names)
+            elif "event_time_lag_ms" in t["query"]:
+                assert names == {"keeps_up", "falls_behind"}, (panel["title"], t["alias"], names)  # watermarked
             else:
-                assert names == {"keeps_up", "falls_behind"}, (panel["title"], t["alias"], names)
+                assert names == {"keeps_up", "falls_behind", "fails"}, (panel["title"], t["alias"], names)
     events = dash.annotation_events(next(a for a in board["annotations"]["list"]
                                          if a["name"] == "Streaming queries"))
     said = " ".join(e.get("text") or "" for e in events)
     for text in ("streaming query keeps_up started", "streaming query falls_behind stopped after"):
         assert text in said, said
+
+
+def test_the_falling_behind_alert_fires_for_that_query_only_and_the_failure_alert_for_the_failed_one(stack,
+                                                                                                     streaming_run):
+    """The shipped rules' queries and expressions, with shorter windows (test_alerts.SHORT), evaluated
+    every 10 s over the run as Grafana 12 would (tests/support/alerts12.py)."""
+    from test_alerts import SHORT, firing, timeline
+
+    end = streaming_run.ended_ms + 10_000
+    behind = timeline(stack.settings, "sparkscope-streaming-behind", streaming_run.started_ms, end, SHORT)
+    assert firing(behind, applicationid=streaming_run.app_id, query_name="falls_behind"), behind.describe()
+    assert not firing(behind, applicationid=streaming_run.app_id, query_name="keeps_up"), behind.describe()
+    failed = timeline(stack.settings, "sparkscope-streaming-failed", streaming_run.started_ms, end, SHORT)
+    assert firing(failed, applicationid=streaming_run.app_id), failed.describe()

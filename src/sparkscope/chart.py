@@ -32,6 +32,7 @@ SOURCES = (
     "grafana/grafana.ini",
     "grafana/provisioning/datasources/influxdb.yaml",
     "grafana/provisioning/dashboards/sparkscope.yaml",
+    "grafana/provisioning/alerting/sparkscope-rules.yaml",
     "spark-conf/spark-defaults.conf",
 )
 

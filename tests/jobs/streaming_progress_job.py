@@ -8,6 +8,8 @@ source (200 rows a batch, event time advancing 1 s a batch from now) with a
 - "falls_behind": each batch also sleeps 2.5 s (foreachBatch): batches take
   longer than the trigger, and event time falls 1.5 s further behind the
   clock with every batch.
+- "fails": no watermark; its third batch raises, which ends the query with
+  that exception while the others go on.
 
 Runs argv[1] seconds, stops both, prints APP_ID and `MARK <json>`."""
 
@@ -44,8 +46,19 @@ def slow(batch, batch_id):
 
 falls_behind = (source().withWatermark("timestamp", "1 second").writeStream.queryName("falls_behind")
                 .foreachBatch(slow).trigger(processingTime="1 second").start())
+
+
+def fail_third(batch, batch_id):
+    if batch_id == 2:
+        raise RuntimeError("sparkscope test: the third batch fails")
+    batch.count()
+
+
+fails = (source().writeStream.queryName("fails").foreachBatch(fail_third)
+         .trigger(processingTime="1 second").start())
 time.sleep(seconds)
 batches = {q.name: q.lastProgress["batchId"] if q.lastProgress else None for q in (keeps_up, falls_behind)}
+batches["fails_exception"] = str(fails.exception()) if fails.exception() else None
 keeps_up.stop()
 falls_behind.stop()
 print("MARK " + json.dumps(batches), flush=True)

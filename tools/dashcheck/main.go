@@ -8,6 +8,9 @@
 // usage errors or a file that cannot be read.
 //
 // Usage: dashcheck DASHBOARD.json...
+//
+//	dashcheck -alerting ALERTING.yaml...   (alerting.go: provisioned alert rules,
+//	                                        contact points and policies)
 package main
 
 import (
@@ -51,6 +54,10 @@ type panel struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-alerting" {
+		plugins.RegisterDefaultPlugins() // expression models are decoded by their type
+		os.Exit(runAlerting(os.Args[2:]))
+	}
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: dashcheck DASHBOARD.json...")
 		os.Exit(2)

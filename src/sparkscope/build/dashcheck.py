@@ -23,7 +23,8 @@ from sparkscope.stack.settings import ROOT
 
 SOURCE_DIR = ROOT / "tools" / "dashcheck"
 # Everything the binary is built from: go.sum pins the SDK, so a new SDK version is a new hash.
-SOURCES = ("go.mod", "go.sum", "main.go")
+# alerting.go: the alerting mode (dashcheck -alerting), for grafana/provisioning/alerting/.
+SOURCES = ("go.mod", "go.sum", "main.go", "alerting.go")
 
 
 def source_digest(source_dir: Path = SOURCE_DIR) -> str:

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from sparkscope.report.run_facts import MIB, ExecutorFacts, RunFacts
+from sparkscope.report.run_facts import MIB, MIN_BATCHES_TO_JUDGE, ExecutorFacts, RunFacts
 
 RESERVED = 300 * MIB
 DEFAULT_FRACTION = 0.6
@@ -223,6 +223,22 @@ def container_findings(run: RunFacts, had_heap: float) -> tuple[list[str], list[
     return lines, recs
 
 
+_RAISED = re.compile(r"^\s*([\w.$]+(?:Error|Exception|Exit|Interrupt)\b.*)$")
+
+
+def exception_summary(text: Optional[str], limit: int = 300) -> str:
+    """The line of an exception that names it: a JVM exception's first line, a
+    Python traceback's last "SomeError: message" (py4j wraps it in a JVM one),
+    whether its newlines are real or written as \\n."""
+    if not text:
+        return "no exception text"
+    lines = [line.strip() for line in re.split(r"\r?\n|\\n", text) if line.strip()]
+    raised = [m.group(1) for line in lines for m in [_RAISED.match(line)] if m]
+    if "Traceback (most recent call last)" in text and raised:
+        return raised[-1][:limit]
+    return (raised[0] if raised else lines[0])[:limit]
+
+
 def _seconds(ms: Optional[float]) -> str:
     return "n/a" if ms is None else f"{ms / 1000:.1f} s"
 
@@ -233,9 +249,12 @@ def streaming_lines(run: RunFacts) -> list[str]:
     lines = []
     for q in run.streaming:
         trigger = f"the {_seconds(q.trigger_ms)} trigger" if q.trigger_ms else "no fixed trigger"
-        verdict = "FELL BEHIND" if q.behind else "kept up"
-        parts = [f"{q.batches} batches", f"{verdict}: batches took {_seconds(q.median_batch_ms)} (median) "
-                                         f"against {trigger}"]
+        if q.batches < MIN_BATCHES_TO_JUDGE:
+            parts = [f"{q.batches} batches, too few to tell whether it kept up"]
+        else:
+            verdict = "FELL BEHIND" if q.behind else "kept up"
+            parts = [f"{q.batches} batches", f"{verdict}: batches took {_seconds(q.median_batch_ms)} (median "
+                                             f"after the first) against {trigger}"]
         if q.first_lag_ms is not None and q.last_lag_ms is not None:
             parts.append(f"event time {_seconds(q.last_lag_ms)} behind the clock at the end "
                          f"({_seconds(q.first_lag_ms)} at the first batch)")
@@ -247,8 +266,7 @@ def streaming_lines(run: RunFacts) -> list[str]:
             slowest = f"slowest batch {q.slowest_batch_id if q.slowest_batch_id is not None else '?'} " \
                       f"{_seconds(q.slowest_batch_ms)}"
             parts.append(slowest + (f" ({q.slowest_why})" if q.slowest_why else ""))
-        end = {"FAILED": f"; FAILED: {(q.exception or '').splitlines()[0][:200] if q.exception else ''}",
-               "RUNNING": "; no end seen"}.get(q.status, "")
+        end = {"FAILED": f"; FAILED: {exception_summary(q.exception)}", "RUNNING": "; no end seen"}.get(q.status, "")
         lines.append(f"streaming query {q.name}: " + "; ".join(parts) + end)
     return lines
 

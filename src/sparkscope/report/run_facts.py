@@ -63,6 +63,11 @@ class ContainerFacts:
     last_working_set: Optional[float] = None  # at its last sample: just before a kill, the fill
 
 
+# A query's first batch also plans the query and warms the JVMs: it is left out
+# of the median, and a query is judged on this many batches at least.
+MIN_BATCHES_TO_JUDGE = 3
+
+
 @dataclass
 class StreamingFacts:
     """One Structured Streaming query of the run (the annotator's
@@ -85,6 +90,8 @@ class StreamingFacts:
     def behind(self) -> bool:
         """Falling behind: batches longer than the trigger, or event time slipping
         further behind the clock by more than a few triggers over the run."""
+        if self.batches < MIN_BATCHES_TO_JUDGE:
+            return False
         slow = bool(self.trigger_ms and self.median_batch_ms and self.median_batch_ms > self.trigger_ms)
         slipping = (self.first_lag_ms is not None and self.last_lag_ms is not None
                     and self.last_lag_ms - self.first_lag_ms > 3 * max(self.trigger_ms or 1000, 1000))
@@ -240,16 +247,21 @@ class RunReader:
     def streaming(self, app: str) -> list[StreamingFacts]:
         """Each streaming query of the run: aggregates of its batches, one row per query."""
         out: dict[str, StreamingFacts] = {}
-        for s in self.q('SELECT count("batch_id") AS n, median("batch_ms") AS med, max("batch_ms") AS slowest, '
+        for s in self.q('SELECT count("batch_id") AS n, max("batch_ms") AS slowest, '
                         'last("trigger_ms") AS trig, first("event_time_lag_ms") AS lag0, '
                         'last("event_time_lag_ms") AS lag1, max("state_rows") AS state, max("backlog") AS backlog '
                         f'FROM "sparkscope_streaming" WHERE {app} GROUP BY "query_name"'):
             name = (s.get("tags") or {}).get("query_name")
             row = dict(zip(s["columns"], s["values"][0])) if s.get("values") else {}
             if name:
-                out[name] = StreamingFacts(name, int(row.get("n") or 0), row.get("med"), row.get("slowest"),
+                out[name] = StreamingFacts(name, int(row.get("n") or 0), None, row.get("slowest"),
                                            row.get("trig"), row.get("lag0"), row.get("lag1"), row.get("state"),
                                            row.get("backlog"))
+        for s in self.q(f'SELECT median("batch_ms") FROM "sparkscope_streaming" WHERE {app} AND "batch_id" > 0 '
+                        'GROUP BY "query_name"'):
+            name = (s.get("tags") or {}).get("query_name")
+            if name in out and s.get("values"):
+                out[name].median_batch_ms = s["values"][0][1]
         for row in influx.rows(self.q(f"SELECT * FROM \"sparkscope_streaming_query\" WHERE {app} "
                                 "AND \"status\" <> 'RUNNING'")):
             facts = out.get(row.get("name") or row.get("query_id") or "")

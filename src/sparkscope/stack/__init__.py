@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from sparkscope import http
+from sparkscope.alerts import contact_points
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
 from sparkscope.stack import influx, rollups
@@ -150,6 +151,10 @@ class Backend:
             if running.get(name) is not None and checks[name][0]():
                 progress(f"{name:9} already running  {checks[name][1]}")
         to_start = tuple(n for n in wanted if running.get(n) is None or not checks[n][0]())
+        if "grafana" in to_start:
+            # Grafana reads its contact points (.env ALERT_*) when it starts, from this file.
+            contact_points.sync(settings.root / "grafana" / "provisioning" / "alerting",
+                                dict(settings.alert_contacts), progress)
         self.prepare(to_start, progress)
         # Natively each service starts once the one before answers (InfluxDB first,
         # so its database exists before Telegraf writes); compose orders them itself.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from sparkscope import http
+from sparkscope.alerts import contact_points
 from sparkscope.build.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
 from sparkscope.blockio.probe import ATTACHED
 from sparkscope.blockio.readiness import why_not_traceable
@@ -132,6 +133,8 @@ def grafana_service(settings: Settings, progress: Progress) -> Service:
         "GF_SECURITY_ADMIN_PASSWORD": settings.grafana_password,
         "SPARKSCOPE_DASHBOARDS_DIR": str(root / "dashboards"),
         "GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH": str(root / "dashboards" / "spark-executors.json"),
+        # Where alerts go (.env ALERT_*): the contact points file names these variables.
+        **contact_points.grafana_env(dict(settings.alert_contacts)),
     }, dirs=[state / "data", state / "logs", state / "plugins"])
 
 

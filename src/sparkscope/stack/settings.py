@@ -90,6 +90,9 @@ class Settings:
     events_auth: str = "auto"
     events_user: str = "sparkscope"
     events_password: str = field(default="", repr=False)
+    # Where Grafana sends alerts: the ALERT_* keys that are set, as (key, value) pairs
+    # (sparkscope/alerts/contact_points.py).
+    alert_contacts: tuple = field(default=(), repr=False)
 
     @property
     def events_credentials(self) -> Optional[tuple[str, str]]:
@@ -141,6 +144,7 @@ class Settings:
             "INFLUXDB_READ_USER": self.influx_read_user, "INFLUXDB_READ_PASSWORD": self.influx_read_password,
             "EVENTS_AUTH": self.events_auth, "EVENTS_USER": self.events_user,
             "EVENTS_PASSWORD": self.events_password,
+            **dict(self.alert_contacts),
         }
 
     def missing_secrets(self) -> list[str]:
@@ -275,6 +279,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         no_end_grace_s=_count(values, "SPARKSCOPE_NO_END_GRACE_S", 120),
         events_user=_user(values, "EVENTS_USER", "sparkscope"),
         events_password=_secret(values, "EVENTS_PASSWORD"),
+        alert_contacts=tuple(sorted((k, v.strip()) for k, v in values.items() if k.startswith("ALERT_") and v.strip())),
     )
 
 
