@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from sparkscope.build import BuildError
 from sparkscope.build.annotator_jar import ensure_annotator_jar, jar_path
@@ -147,7 +147,19 @@ def cmd_test(args: argparse.Namespace) -> int:
                  ("helm", lambda: ensure_helm(settings.cache_dir)),  # the chart's tests (tests/test_chart.py)
                  ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
                  ("test tools", ensure_test_packages)))
-    return subprocess.call([sys.executable, "-m", "pytest", *args.pytest_args], cwd=settings.root)
+    return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
+                           cwd=settings.root)
+
+
+def test_workers(pytest_args: list[str]) -> list[str]:
+    """Two workers by default (SPARKSCOPE_TEST_WORKERS; 1: one process), a test
+    file to a worker, so a file's module fixtures (its Spark runs) run once;
+    nothing when the caller chose (-n, -p no:xdist)."""
+    workers = os.environ.get("SPARKSCOPE_TEST_WORKERS", "2").strip()
+    chosen = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in pytest_args)
+    if chosen or workers in ("", "0", "1"):
+        return []
+    return ["-n", workers, "--dist", "loadfile"]
 
 
 def service_name(text: str) -> str:
