@@ -50,9 +50,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from sparkscope.build.go import ensure_influxd  # noqa: E402
 from sparkscope.process import quiet, stop_group, wait_until  # noqa: E402
-from sparkscope.stack import influx  # noqa: E402
+from sparkscope import influx  # noqa: E402
 from sparkscope.stack.native import NativeBackend, PidFile  # noqa: E402
-from sparkscope.stack.settings import Settings  # noqa: E402
+from sparkscope.settings import Settings  # noqa: E402
 from support.sandbox import free_port, isolated_settings, throwaway_stack  # noqa: E402
 
 NAMES_FILE = ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt"

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
 from sparkscope.spark.conf import LISTENER_CLASS, annotator_properties, sparkscope_properties  # noqa: E402
 from sparkscope.spark.submit import run_submit, submit_argv  # noqa: E402
-from sparkscope.stack import influx  # noqa: E402
+from sparkscope import influx  # noqa: E402
 from support.sandbox import throwaway_stack  # noqa: E402
 
 JOB = Path(__file__).with_name("jobs") / "many_tasks.py"

@@ -82,7 +82,8 @@ from dashboard_latency import (TimedInflux, board_url_vars, opening_rows, p95, r
 from ingest import cpu_seconds, stored_by_filter  # noqa: E402
 from sparkscope.dashboards.queries import is_counter  # noqa: E402
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID  # noqa: E402
-from sparkscope.stack import influx, rollups  # noqa: E402
+from sparkscope import influx  # noqa: E402
+from sparkscope.stack import rollups  # noqa: E402
 from sparkscope.stack.native import PidFile  # noqa: E402
 from support.grafana12 import Dashboard12  # noqa: E402
 from support.sandbox import throwaway_stack  # noqa: E402

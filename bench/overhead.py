@@ -67,7 +67,7 @@ from sparkscope.demo.options import DemoOptions  # noqa: E402
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties  # noqa: E402
 from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
 from sparkscope.stack.native import PidFile  # noqa: E402
-from sparkscope.stack.settings import load_settings  # noqa: E402
+from sparkscope.settings import load_settings  # noqa: E402
 from support.sandbox import settings_environ, throwaway_stack  # noqa: E402
 
 MASTER = "local-cluster[2,1,1024]"

@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from sparkscope.report.run_facts import SERIES, TOTALS  # noqa: E402
-from sparkscope.stack import influx, rollups  # noqa: E402
+from sparkscope import influx  # noqa: E402
+from sparkscope.stack import rollups  # noqa: E402
 from support.sandbox import settings_environ, throwaway_stack  # noqa: E402
 
 MEASUREMENTS = (*SERIES, *TOTALS, "heap.max", "pools.G1-Old-Gen.used-after-gc")

@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from ingest import rss_peak_mb  # noqa: E402
 from long_window import jvm_paths  # noqa: E402
 from overhead import process_cpu_seconds  # noqa: E402
-from sparkscope.stack import influx, rollups  # noqa: E402
+from sparkscope import influx  # noqa: E402
+from sparkscope.stack import rollups  # noqa: E402
 from sparkscope.stack.native import PidFile  # noqa: E402
 from support.sandbox import throwaway_stack  # noqa: E402
 

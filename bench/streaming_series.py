@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties  # noqa: E402
 from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
-from sparkscope.stack import influx  # noqa: E402
+from sparkscope import influx  # noqa: E402
 from support.sandbox import throwaway_stack  # noqa: E402
 
 JOB = ROOT / "tests" / "jobs" / "streaming_job.py"

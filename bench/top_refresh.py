@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from sparkscope.stack import influx  # noqa: E402
+from sparkscope import influx  # noqa: E402
 from sparkscope.top import data  # noqa: E402
 from support.sandbox import throwaway_stack  # noqa: E402
 

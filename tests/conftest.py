@@ -17,9 +17,9 @@ import pytest
 from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
-from sparkscope.stack import influx
+from sparkscope import influx
 from sparkscope.stack.native import NativeBackend
-from sparkscope.stack.settings import ROOT, Settings
+from sparkscope.settings import ROOT, Settings
 from support.grafana12 import Dashboard12
 from support.sandbox import isolated_settings, reader_http
 

@@ -41,9 +41,9 @@ from sparkscope.dashboards.queries import DATASOURCE
 from sparkscope.process import quiet, wait_until
 from sparkscope.spark.conf import annotator_properties
 from sparkscope.spark.submit import spark_home
-from sparkscope.stack import influx
+from sparkscope import influx
 from sparkscope.stack.native import NativeBackend
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 from support import alerts12, slow_mount
 from support.alerts12 import ALERTING, PENDING, ModelError, Rule, every, simulate
 from support.sandbox import isolated_settings, reader_http, throwaway_stack

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from sparkscope.process import start_group, stop_group, wait_until
-from sparkscope.stack import influx, native, rollups
+from sparkscope import influx
+from sparkscope.stack import native, rollups
 from sparkscope.stack.native import NativeBackend
-from sparkscope.stack.settings import ROOT, SECRET_KEYS, ensure_env_file, load_settings, read_env_file
+from sparkscope.settings import ROOT, SECRET_KEYS, ensure_env_file, load_settings, read_env_file
 
 from support.sandbox import isolated_settings, settings_environ, throwaway_stack
 
@@ -274,7 +275,7 @@ def test_an_existing_env_file_gets_the_missing_secrets_and_loses_nothing(tmp_pat
 
 def test_a_password_that_could_quote_out_is_refused(tmp_path):
     write_template(tmp_path)
-    from sparkscope.stack.settings import SettingsError
+    from sparkscope.settings import SettingsError
     with pytest.raises(SettingsError, match="INFLUXDB_WRITE_PASSWORD"):
         load_settings(tmp_path, {"INFLUXDB_WRITE_PASSWORD": "abc' WITH ALL PRIVILEGES"})
     with pytest.raises(SettingsError, match="INFLUXDB_READ_USER"):

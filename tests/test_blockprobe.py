@@ -19,7 +19,7 @@ from sparkscope.blockio.readiness import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, ma
 from sparkscope.process import wait_until
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 from support.sandbox import isolated_settings
 
 DEV_VDA = 254 << 20  # dev_t of 254:0 as the block tracepoints give it

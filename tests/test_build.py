@@ -18,7 +18,7 @@ import pytest
 from sparkscope.build import BuildError, apt
 from sparkscope.build.go import TELEGRAF_PLUGINS, plugins_in_config
 from sparkscope.process import group_alive, run_logged, start_group, stop_group, wait_until
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 
 
 # --- apt and its lock ------------------------------------------------------------------

@@ -31,10 +31,11 @@ from sparkscope.build.go import ensure_telegraf
 from sparkscope.build.helm import ensure_helm
 from sparkscope.process import quiet, start_group, stop_group, wait_until
 from sparkscope.spark.conf import annotator_properties, conf_flags
-from sparkscope.stack import influx, rollups
+from sparkscope import influx
+from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import influx_dirs
 from sparkscope.stack.native import influxdb_service
-from sparkscope.stack.settings import ROOT, load_settings
+from sparkscope.settings import ROOT, load_settings
 
 from support.sandbox import free_port, isolated_settings
 

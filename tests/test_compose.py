@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from sparkscope.build.compose_validator import ensure_compose_validator
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 
 
 @pytest.fixture(scope="module")

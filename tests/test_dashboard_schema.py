@@ -15,7 +15,7 @@ import pytest
 from sparkscope.build import BuildError
 from sparkscope.build.dashcheck import check_dashboards
 from sparkscope.process import quiet
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 from support.sandbox import isolated_settings
 
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))

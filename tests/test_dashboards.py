@@ -14,8 +14,8 @@ import pytest
 
 from sparkscope import dashboards
 from sparkscope.dashboards.queries import WHOLE_DISKS, is_counter
-from sparkscope.stack import influx
-from sparkscope.stack.settings import ROOT
+from sparkscope import influx
+from sparkscope.settings import ROOT
 
 BOARDS = {path.name: json.loads(path.read_text()) for path in sorted((ROOT / "dashboards").glob("*.json"))}
 DATASOURCE_UIDS = {"sparkscope-influxdb", "__expr__"}

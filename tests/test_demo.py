@@ -283,7 +283,7 @@ def test_ctrl_c_stops_spark_says_what_ran_and_leaves_the_stack_up(stack):
         signal.signal(signal.SIGINT, signal.default_int_handler)
         from sparkscope.demo.options import DemoOptions
         from sparkscope.demo.run import run_demo
-        from sparkscope.stack.settings import load_settings
+        from sparkscope.settings import load_settings
         settings = load_settings(environ={json.dumps(settings_environ(stack.settings))})
         options = DemoOptions(scale={SMALLEST_SCALE}, queries="q3,q7,q19,q42,q52,q55", sink_period_s=1)
         sys.exit(run_demo(settings, options, "native").exit_code)
@@ -336,7 +336,7 @@ def test_at_a_terminal_the_demo_runs_under_top_and_q_leaves_it_for_plain_lines(s
         import sys
         from sparkscope.demo.options import DemoOptions
         from sparkscope.demo.run import run_demo
-        from sparkscope.stack.settings import load_settings
+        from sparkscope.settings import load_settings
         settings = load_settings(environ={json.dumps(settings_environ(stack.settings))})
         options = DemoOptions(scale={SMALLEST_SCALE}, queries="q3,q7,q19,q42,q52", sink_period_s=1)
         sys.exit(run_demo(settings, options, "native").exit_code)
@@ -365,7 +365,7 @@ def test_through_a_pipe_the_demo_prints_plain_progress_lines(stack, demo_run):
         import sys
         from sparkscope.demo.options import DemoOptions
         from sparkscope.demo.run import _terminal_view
-        from sparkscope.stack.settings import load_settings
+        from sparkscope.settings import load_settings
         settings = load_settings(environ={json.dumps(settings_environ(stack.settings))})
         print("view" if _terminal_view(settings, DemoOptions()) else "plain")
     """)

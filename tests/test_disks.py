@@ -341,7 +341,7 @@ def test_a_spark_job_whose_local_dir_is_on_a_slow_disk_has_its_slow_ios_stored_b
     from conftest import run_spark_job
     from sparkscope.build.annotator_jar import ensure_annotator_jar
     from sparkscope.spark.conf import annotator_properties
-    from sparkscope.stack.settings import ROOT
+    from sparkscope.settings import ROOT
 
     base = tmp_path_factory.mktemp("slow-local-dir")
     under, mnt, local_dir = base / "under", base / "mnt", base / "local"

@@ -24,7 +24,8 @@ from sparkscope import cli
 from sparkscope.process import quiet, wait_until
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
-from sparkscope.stack import StackError, influx
+from sparkscope import influx
+from sparkscope.stack import StackError
 from sparkscope.stack.native import NativeBackend, PidFile
 
 from conftest import JOBS, SINK_PERIOD_S, Stack, run_spark_job
@@ -431,7 +432,7 @@ def test_a_driver_killed_with_sigkill_is_ended_no_end_seen_and_a_finished_one_is
     import json
     from sparkscope.report.run_facts import RunReader
     from sparkscope.spark.conf import annotator_properties
-    from sparkscope.stack.settings import ROOT
+    from sparkscope.settings import ROOT
     with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"), SPARKSCOPE_NO_END_GRACE_S="5") as settings:
         stack = Stack(settings)
         props = {**sparkscope_properties(settings, period_s=SINK_PERIOD_S),

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from sparkscope import http, lineprotocol
-from sparkscope.stack import influx
+from sparkscope import influx
 
 SPECIAL = ["\n", "\r", "\t", "\f", "\v", "\x00", "\x07", "\x1b", '"', "'", "\\", ",", "=", " ", "é", "✓",
            "\ufffd", "\u2028", "$", "`", "/", "*"]

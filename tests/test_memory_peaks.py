@@ -11,7 +11,7 @@ import pytest
 from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties
 from sparkscope.spark.submit import ensure_pyspark
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 
 from conftest import run_spark_job
 

@@ -17,8 +17,8 @@ import pytest
 
 from sparkscope.demo import summary as demo_summary
 from sparkscope.report.run_facts import RunReader
-from sparkscope.stack import influx
-from sparkscope.stack.settings import ROOT
+from sparkscope import influx
+from sparkscope.settings import ROOT
 from support.sandbox import throwaway_stack
 
 NAMES_FILE = Path(__file__).parent / "data" / "spark-3.5.9-metric-names.txt"

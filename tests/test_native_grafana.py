@@ -17,7 +17,7 @@ from sparkscope import cli
 from sparkscope.process import quiet
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana
 from sparkscope.stack.native import NativeBackend, PidFile
-from sparkscope.stack.settings import ROOT, load_settings
+from sparkscope.settings import ROOT, load_settings
 from support.sandbox import settings_environ, throwaway_stack
 
 FAKE = Path(__file__).parent / "support" / "fake_grafana.py"

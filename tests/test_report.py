@@ -14,7 +14,7 @@ from sparkscope.report.advice import MIB, SHORT_GC_SHARE, advise, parse_size, sp
 from sparkscope.report.command import make_report
 from sparkscope.report.run_facts import ExecutorFacts, RunFacts, RunReader
 from sparkscope.spark.conf import annotator_properties
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 
 from conftest import run_spark_job
 from support.browser_checks import open_offline
@@ -148,7 +148,7 @@ def test_a_run_whose_driver_stopped_reporting_without_an_end_is_told_as_such(inf
     grace period the report says "no end seen" when the driver went quiet,
     not that the annotator was missing; a driver still reporting is running."""
     import time
-    from sparkscope.stack import influx
+    from sparkscope import influx
     now = int(time.time())
     for app, quiet_s in (("app-killed-no-end", 600), ("app-still-running", 5)):
         started = now - quiet_s - 300
@@ -173,7 +173,8 @@ def test_a_week_long_run_is_read_from_the_rollup_with_its_peaks_and_a_bounded_pl
     plots keep one point per bucket, not one per sample."""
     import time
     from sparkscope.report.run_facts import PLOT_POINTS
-    from sparkscope.stack import influx, rollups
+    from sparkscope import influx
+    from sparkscope.stack import rollups
     app, now = "app-week-long-0001", int(time.time()) // 600 * 600
     start, end = now - 6 * 86_400, now - 120
     spike_at = now - 4 * 86_400

@@ -12,8 +12,10 @@ import time
 
 import pytest
 
-from sparkscope.stack import influx, rollups
-from sparkscope.stack.settings import ROOT
+from sparkscope import influx
+
+from sparkscope.stack import rollups
+from sparkscope.settings import ROOT
 from support.grafana12 import Dashboard12
 from support.sandbox import reader_http, throwaway_stack
 

@@ -10,7 +10,7 @@ import pytest
 from sparkscope.process import quiet
 from sparkscope.stack import StackError
 from sparkscope.stack.native import NativeBackend
-from sparkscope.stack.settings import ROOT, SettingsError, ensure_env_file, load_settings
+from sparkscope.settings import ROOT, SettingsError, ensure_env_file, load_settings
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from sparkscope import http
-from sparkscope.stack import influx
+from sparkscope import influx
 from sparkscope.stack.influx_storage import SELFCHECK, influx_write_problem
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 from support.sandbox import throwaway_stack
 
 

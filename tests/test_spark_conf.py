@@ -9,7 +9,7 @@ import pytest
 
 from sparkscope import cli
 from sparkscope.spark.conf import SINK, ConfError, conf_flags, read_properties
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 
 DEFAULTS = ROOT / "spark-conf" / "spark-defaults.conf"
 METRICS = ROOT / "spark-conf" / "metrics.properties"

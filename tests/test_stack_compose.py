@@ -17,7 +17,7 @@ from sparkscope.demo import command as demo_command
 from sparkscope.process import quiet
 from sparkscope.stack import StackError, choose_backend, open_stack, record_backend, recorded_backend
 from sparkscope.stack.compose import containers_from_inspect, parse_ps_json
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 from support.fake_docker import FakeDocker
 from support.sandbox import isolated_settings
 

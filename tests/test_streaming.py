@@ -18,8 +18,8 @@ from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.report.advice import streaming_lines
 from sparkscope.report.run_facts import RunReader
 from sparkscope.spark.conf import annotator_properties
-from sparkscope.stack import influx
-from sparkscope.stack.settings import ROOT
+from sparkscope import influx
+from sparkscope.settings import ROOT
 
 from conftest import run_spark_job
 

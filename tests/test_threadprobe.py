@@ -29,7 +29,7 @@ from conftest import run_spark_job
 from sparkscope.dashboards import DASHBOARDS_DIR
 from sparkscope.flame.store import read_rows
 from sparkscope.process import wait_until
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
 from support.slow_mount import slow_fs_mounted
 

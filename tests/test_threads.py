@@ -18,7 +18,7 @@ import pytest
 from sparkscope.flame.nested_set import parse_collapsed
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 from sparkscope.threads import jvms, periods, procfs
 from sparkscope.threads.jvms import Discovery, SparkJvm, from_cmdline, resolve_driver
 from sparkscope.threads.periods import JvmPeriod, thread_class

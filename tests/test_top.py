@@ -21,9 +21,9 @@ import pytest
 from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
-from sparkscope.stack import influx
+from sparkscope import influx
 from sparkscope.stack.native import NativeBackend
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 from sparkscope.top import data, view
 from sparkscope.top.command import keys_of, press
 from sparkscope.top.data import Activity, DiskNow, DisksSnapshot, ExecutorNow, Histogram, Run, Snapshot

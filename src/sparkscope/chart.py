@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 
 CHART_DIR = Path("charts") / "sparkscope"
 FILES_DIR = CHART_DIR / "files"

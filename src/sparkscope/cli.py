@@ -27,7 +27,7 @@ except ImportError as _no_rich:
 from sparkscope.spark.conf import annotator_properties, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
-from sparkscope.stack.settings import Settings, ensure_env_file, is_loopback, load_settings
+from sparkscope.settings import Settings, ensure_env_file, is_loopback, load_settings
 
 
 def cmd_up(args: argparse.Namespace) -> int:

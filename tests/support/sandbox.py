@@ -13,7 +13,7 @@ from typing import Iterator
 from sparkscope.process import quiet
 from sparkscope.stack import SERVICE_NAMES
 from sparkscope.stack.native import NativeBackend
-from sparkscope.stack.settings import ROOT, Settings, load_settings
+from sparkscope.settings import ROOT, Settings, load_settings
 
 
 def free_port(pair_offset: int | None = None) -> int:

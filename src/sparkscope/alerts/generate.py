@@ -12,7 +12,7 @@ from sparkscope.alerts.rules import rules
 from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 from sparkscope.alerts.yaml_text import to_yaml
 from sparkscope.dashboards.uids import LIVE_UID
-from sparkscope.stack.settings import ROOT, load_settings
+from sparkscope.settings import ROOT, load_settings
 
 ALERTING_DIR = ROOT / "grafana" / "provisioning" / "alerting"
 RULES_FILE = "sparkscope-rules.yaml"

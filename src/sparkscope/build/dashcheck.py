@@ -19,7 +19,7 @@ from typing import Iterable
 from sparkscope.build import BuildError
 from sparkscope.build.go import go_env
 from sparkscope.process import Progress, log_tail, run_logged
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 
 SOURCE_DIR = ROOT / "tools" / "dashcheck"
 # Everything the binary is built from: go.sum pins the SDK, so a new SDK version is a new hash.

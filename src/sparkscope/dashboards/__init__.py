@@ -26,7 +26,7 @@ from typing import Any
 from sparkscope.dashboards import live, profiles, summary
 from sparkscope.dashboards.layout import dashboard
 from sparkscope.dashboards.uids import LIVE_UID, PROFILES_UID, SUMMARY_UID
-from sparkscope.stack.settings import ROOT
+from sparkscope.settings import ROOT
 
 DASHBOARDS_DIR = ROOT / "dashboards"
 

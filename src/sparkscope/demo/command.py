@@ -21,7 +21,7 @@ from sparkscope.demo.run import plan_queries, run_demo
 from sparkscope.demo.tpcds import TpcdsError
 from sparkscope.process import Progress
 from sparkscope.stack import Backend, open_stack
-from sparkscope.stack.settings import Settings, ensure_env_file, load_settings
+from sparkscope.settings import Settings, ensure_env_file, load_settings
 
 
 # --- arguments ----------------------------------------------------------------------

@@ -20,8 +20,9 @@ from sparkscope.process import log_tail, start_group, stop_group
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.dashboards.uids import LIVE_UID
-from sparkscope.stack import grafana_health, influx
-from sparkscope.stack.settings import Settings
+from sparkscope import influx
+from sparkscope.stack import grafana_health
+from sparkscope.settings import Settings
 
 Out = Callable[[str], None]
 

@@ -10,8 +10,8 @@ from typing import Any, Callable, Optional
 from sparkscope.stack.grafana_local import is_installed
 from sparkscope.dashboards import LIVE_UID, SUMMARY_UID
 from sparkscope.demo.options import DemoOptions, DemoResult, QueryResult, executor_key, expected_executors
-from sparkscope.stack import influx
-from sparkscope.stack.settings import Settings
+from sparkscope import influx
+from sparkscope.settings import Settings
 
 Out = Callable[[str], None]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from sparkscope.dashboards.uids import PROFILES_UID
 from sparkscope.flame import control, page, store
 from sparkscope.flame.nested_set import Row, widest_leaves
-from sparkscope.stack.settings import load_settings
+from sparkscope.settings import load_settings
 
 MODES = ("cpu", "wall", "alloc", "lock")
 STORED_DEADLINE_S = 60
@@ -50,7 +50,7 @@ def stage_cuts(influx_url: str, database: str, app_id: str, profile: str, kind: 
     """The per-stage cuts stored with a profile (same executor, kind, start
     and length), each with the job or SQL query the annotator recorded for
     its stage, busiest first."""
-    from sparkscope.stack import influx
+    from sparkscope import influx
 
     prefix = profile.rsplit(" all threads", 1)[0] + " "
     series = influx.query(influx_url, f"SELECT profile, stage, samples, top FROM {store.PROFILES} "

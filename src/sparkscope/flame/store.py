@@ -79,7 +79,7 @@ def lines(profile: Profile, rows_: Sequence[Row], samples: int) -> list[str]:
 
 def read_rows(influx_url: str, database: str, application_id: str, profile: str) -> list[Row]:
     """A stored profile's rows back, in depth-first order."""
-    from sparkscope.stack import influx
+    from sparkscope import influx
 
     series = influx.query(influx_url, f"SELECT level, value, self, label FROM {ROWS} "
                           f"WHERE applicationid = {influx.string_literal(application_id)} "

@@ -10,7 +10,7 @@ from typing import Any
 
 from sparkscope.report.advice import advise, gc_share, human, spilled, streaming_lines
 from sparkscope.report.run_facts import RunFacts, RunReader
-from sparkscope.stack.settings import load_settings
+from sparkscope.settings import load_settings
 
 EARLIER_RUNS = 5
 

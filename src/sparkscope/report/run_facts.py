@@ -10,7 +10,8 @@ from typing import Any, Optional
 
 from sparkscope.dashboards.queries import OLD_GEN_POOLS
 from sparkscope.errors import SparkscopeError
-from sparkscope.stack import influx, rollups
+from sparkscope import influx
+from sparkscope.stack import rollups
 
 MIB = 1024 * 1024
 # A run with no end point whose driver has not reported for this long ended

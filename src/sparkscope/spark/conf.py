@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from sparkscope.errors import SparkscopeError
-from sparkscope.stack.settings import Settings
+from sparkscope.settings import Settings
 
 LISTENER_CLASS = "dev.sparkscope.annotator.AnnotatorListener"
 # JVM flame graphs on demand (./sparkscope profile); idle until asked: each

@@ -27,9 +27,10 @@ from sparkscope import http
 from sparkscope.alerts import contact_points
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
-from sparkscope.stack import influx, rollups
+from sparkscope import influx
+from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import human_size, influx_write_problem
-from sparkscope.stack.settings import Settings
+from sparkscope.settings import Settings
 
 SERVICE_NAMES = ("influxdb", "telegraf", "grafana")
 BACKENDS = ("native", "compose")

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from sparkscope.process import Progress
 from sparkscope.stack import SERVICE_NAMES, Backend, StackError
-from sparkscope.stack.settings import Settings
+from sparkscope.settings import Settings
 
 TIMEOUT_S = 300.0  # pulling the images on a first up takes a while
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from sparkscope.stack import influx
-from sparkscope.stack.settings import Settings
+from sparkscope import influx
+from sparkscope.settings import Settings
 
 
 def influx_dirs(state: Path) -> dict[str, Path]:

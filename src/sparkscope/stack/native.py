@@ -28,7 +28,7 @@ from sparkscope.process import Progress, is_zombie, log_tail, start_group, start
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
-from sparkscope.stack.settings import Settings, read_env_file
+from sparkscope.settings import Settings, read_env_file
 
 
 @dataclass

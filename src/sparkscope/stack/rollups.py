@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkscope.stack import influx
+from sparkscope import influx
 
 RAW_POLICY = "sparkscope"  # the database's default policy (influx.database_statements)
 META_POLICY = "sparkscope_meta"  # the resolution lookup: three points, kept forever

@@ -18,8 +18,8 @@ import tty
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
 
-from sparkscope.stack.influx import InfluxError
-from sparkscope.stack.settings import load_settings
+from sparkscope.influx import InfluxError
+from sparkscope.settings import load_settings
 from sparkscope.top.data import Run, TopReader
 from sparkscope.top.view import SORTABLE, Screen, as_text, frame
 

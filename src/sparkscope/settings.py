@@ -16,9 +16,9 @@ from typing import Optional
 
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress
-from sparkscope.stack.influx import Endpoint, Users
+from sparkscope.influx import Endpoint, Users
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PLACEHOLDER_PASSWORD = "change-me"
 _RETENTION = re.compile(r"^(INF|(\d+(ns|u|µ|ms|s|m|h|d|w))+)$")
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+$")
