@@ -82,7 +82,7 @@ from dashboard_latency import (TimedInflux, board_url_vars, opening_rows, p95, r
 from ingest import cpu_seconds, stored_by_filter  # noqa: E402
 from sparkscope.dashboards.queries import is_counter  # noqa: E402
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID  # noqa: E402
-from sparkscope import influx  # noqa: E402
+from sparkscope import influx, schema  # noqa: E402
 from sparkscope.stack import rollups  # noqa: E402
 from sparkscope.stack.native import PidFile  # noqa: E402
 from support.grafana12 import Dashboard12  # noqa: E402
@@ -147,8 +147,8 @@ def write_big_app(w: Writer, app: str, executors: int, period: int, raw_s: int, 
             for e, ps in jvms for ns, m, _ in ps}
     counters = {(e, m) for e, ps in jvms for _, m, c in ps if c}
     # The annotator's per-application totals (annotator TaskTimeTotals), as often as the sink reports.
-    for counter in rollups.TASK_TIME_COUNTERS:
-        keys["app", counter] = f"{rollups.TASK_TOTALS_PREFIX}{counter},applicationid={app}"
+    for counter in schema.TASK_TIME_COUNTERS:
+        keys["app", counter] = f"{schema.TASK_TOTALS_PREFIX}{counter},applicationid={app}"
         base["app", counter] = 0
         counters.add(("app", counter))
 
@@ -263,7 +263,7 @@ def time_windows(sender: TimedInflux, boards: dict[str, dict], app: str, now: in
         # policy as ?var- values in the URL would (same $bucket, so the same points).
         arms: list[tuple[str, dict[str, str]]] = [("lookup", {})]
         if args.compare_raw and hours <= args.raw_hours:
-            arms.append(("raw", {"rp": rollups.RAW_POLICY, "mean_field": "value", "peak_rp": rollups.RAW_POLICY}))
+            arms.append(("raw", {"rp": schema.RAW_POLICY, "mean_field": "value", "peak_rp": schema.RAW_POLICY}))
         for arm, forced in arms:
             for name, board in boards.items():
                 wanted = {"applicationid": app, "top": str(args.top), **forced}
@@ -349,7 +349,7 @@ def main() -> int:
             # In windows the server's query timeout (60 s) allows on a busy machine.
             # The small applications' raw heap spans the whole window.
             start = now - total_s
-            step = 600 if level.source == rollups.RAW_POLICY else 7200
+            step = 600 if level.source == schema.RAW_POLICY else 7200
             written = 0
             for chunk in range(start // step * step, now + 60, step):
                 for statement in rollups.backfill_statements(db, level, chunk * 1000,

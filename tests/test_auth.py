@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from sparkscope.process import start_group, stop_group, wait_until
-from sparkscope import influx
+from sparkscope import influx, schema
 from sparkscope.stack import native, rollups
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, SECRET_KEYS, ensure_env_file, load_settings, read_env_file
@@ -147,8 +147,8 @@ def users_and_grants(admin: influx.Endpoint) -> dict:
     policies = [tuple(r) for r in influx.query(admin, 'SHOW RETENTION POLICIES ON "spark"')[0]["values"]]
     queries = {name: text.replace('"', "") for name, text in rollups.existing_queries(admin, "spark").items()}
     lookup = {m: influx.query(admin, f'SELECT * FROM "sparkscope_meta".{influx.identifier(m)}', "spark")
-              for m in (rollups.RESOLUTION_MEASUREMENT, rollups.PEAK_SOURCE_MEASUREMENT,
-                        rollups.TASK_SCOPE_MEASUREMENT)}
+              for m in (schema.RESOLUTION_MEASUREMENT, schema.PEAK_SOURCE_MEASUREMENT,
+                        schema.TASK_SCOPE_MEASUREMENT)}
     return {"users": users, "grants": grants, "policies": policies, "queries": queries, "lookup": lookup}
 
 

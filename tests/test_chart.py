@@ -31,7 +31,7 @@ from sparkscope.build.go import ensure_telegraf
 from sparkscope.build.helm import ensure_helm
 from sparkscope.process import quiet, start_group, stop_group, wait_until
 from sparkscope.spark.conf import annotator_properties, conf_flags
-from sparkscope import influx
+from sparkscope import influx, schema
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import influx_dirs
 from sparkscope.stack.native import influxdb_service
@@ -602,8 +602,8 @@ def influx_state(admin: influx.Endpoint, db: str) -> dict:
     policies = {r[0]: (r[1], r[4]) for r in influx.query(admin, f'SHOW RETENTION POLICIES ON "{db}"')[0]["values"]}
     queries = rollups.existing_queries(admin, db)
     lookup = {m: influx.query(admin, f'SELECT * FROM "sparkscope_meta".{influx.identifier(m)}', db)
-              for m in (rollups.RESOLUTION_MEASUREMENT, rollups.PEAK_SOURCE_MEASUREMENT,
-                        rollups.TASK_SCOPE_MEASUREMENT)}
+              for m in (schema.RESOLUTION_MEASUREMENT, schema.PEAK_SOURCE_MEASUREMENT,
+                        schema.TASK_SCOPE_MEASUREMENT)}
     return {"users": users, "grants": grants, "policies": policies, "queries": queries, "lookup": lookup}
 
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sparkscope import influx
+from sparkscope import influx, schema
 
 from sparkscope.stack import rollups
 from sparkscope.settings import ROOT
@@ -58,7 +58,7 @@ def test_up_creates_policies_and_continuous_queries_once(influx_only):
     assert {"sparkscope", "sparkscope_1m", "sparkscope_10m", "sparkscope_30m", "sparkscope_meta"} <= policies
     queries = rollups.existing_queries(influx_only.influx_admin, influx_only.database)
     assert sorted(queries) == sorted(f"{level.policy}:{m}" for level in rollups.LEVELS[1:]
-                                     for m in rollups.ROLLED_MEASUREMENTS)
+                                     for m in schema.ROLLED_MEASUREMENTS)
     # Each names its measurement: no regex source, no :MEASUREMENT back-reference.
     assert not any("/.*/" in text or ":MEASUREMENT" in text for text in queries.values())
     assert len(q(influx_only, 'SELECT * FROM "sparkscope_meta"."sparkscope_resolution"')[0]["values"]) == len(
@@ -81,12 +81,12 @@ def test_a_changed_continuous_query_is_replaced_and_an_older_regex_one_dropped(i
 
 
 def test_every_measurement_the_dashboards_and_report_read_through_a_rollup_is_rolled_up():
-    from sparkscope.dashboards.queries import OLD_GEN_POOLS
+    from sparkscope.schema import OLD_GEN_POOLS
     from sparkscope.report.run_facts import SERIES, TOTALS
     read = {*SERIES, *TOTALS, *OLD_GEN_POOLS, "heap.max"}
     for path in sorted((ROOT / "dashboards").glob("*.json")):
         read |= set(re.findall(r'"\$(?:peak_)?rp"\."([^"]+)"', json.dumps(json.load(path.open())).replace('\\"', '"')))
-    assert read == set(rollups.ROLLED_MEASUREMENTS)
+    assert read == set(schema.ROLLED_MEASUREMENTS)
 
 
 def test_one_sample_spike_survives_into_the_minute_rollup_the_dashboard_reads(influx_only):
@@ -187,7 +187,7 @@ def test_peaks_read_the_minute_rollup_only_where_it_holds_every_raw_sample(influ
         return "\n".join(lines)
 
     influx.write(url, db, samples(PEAKS_APP))
-    minute = next(level for level in rollups.LEVELS if level.policy == rollups.PEAK_LEVEL)
+    minute = next(level for level in rollups.LEVELS if level.policy == schema.PEAK_LEVEL)
     for statement in rollups.backfill_statements(db, minute, (start - 60) * 1000, (now + 60) * 1000):
         q(influx_only, statement)
     from_ms, to_ms = start * 1000 + 5000, now * 1000 + 1000

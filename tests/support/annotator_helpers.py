@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties
-from sparkscope.stack.rollups import TASK_TIME_COUNTERS, TASK_TOTALS_PREFIX
+from sparkscope.schema import TASK_TIME_COUNTERS, TASK_TOTALS_PREFIX
 from sparkscope.settings import ROOT
 
 MEASUREMENTS = ("sparkscope_application", "sparkscope_query", "sparkscope_job", "sparkscope_stage",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from sparkscope import http, lineprotocol
+from sparkscope.schema import BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER, BLOCK_OUTLIER_DROPPED
 
 SCRIPT = Path(__file__).with_name("latency.bt")
 DEFAULT_PERIOD_S = 10
@@ -176,7 +177,7 @@ class Reports:
         ms = int(us) / 1000
         who = f"pid {pid} ({comm})" if int(pid) else "pid unknown"
         text = f"{device} {way} {ms:.1f} ms, {int(size)} B, {who}"
-        return (f"block_outlier,device={escape_tag(device)},direction={way} latency_ms={ms},"
+        return (f"{BLOCK_OUTLIER},device={escape_tag(device)},direction={way} latency_ms={ms},"
                 f"bytes={int(size)}i,pid={int(pid)}i,comm={escape_string(comm)},text={escape_string(text)} "
                 f"{int(done_ns) + self.clock_offset_ns}")
 
@@ -186,13 +187,13 @@ class Reports:
             if not hist.count:
                 continue
             tags = f"device={escape_tag(device)},direction={way}"
-            lines.append(f"block_latency,{tags} count={hist.count}i,mean_ms={hist.sum_us / hist.count / 1000},"
+            lines.append(f"{BLOCK_LATENCY},{tags} count={hist.count}i,mean_ms={hist.sum_us / hist.count / 1000},"
                          f"p50_ms={hist.quantile_us(0.5) / 1000},p99_ms={hist.quantile_us(0.99) / 1000},"
                          f"max_ms={hist.max_us / 1000} {at_ns}")
             for lower, n in sorted(hist.buckets.items()):
-                lines.append(f"block_latency_hist,{tags},le_us={max(lower * 2, 1)} count={n}i {at_ns}")
+                lines.append(f"{BLOCK_LATENCY_HIST},{tags},le_us={max(lower * 2, 1)} count={n}i {at_ns}")
         if self.dropped_outliers:
-            lines.append(f"block_outlier_dropped count={self.dropped_outliers}i {at_ns}")
+            lines.append(f"{BLOCK_OUTLIER_DROPPED} count={self.dropped_outliers}i {at_ns}")
         self.period, self.outliers, self.dropped_outliers = {}, 0, 0
         self.period_closed = True
         return lines

@@ -7,33 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkscope.stack.rollups import TASK_TOTALS_PREFIX
+from sparkscope.schema import CONTAINER_COUNTER_FIELDS, CONTAINER_MEASUREMENT, COUNTER_MEASUREMENTS, TASK_TOTALS_PREFIX
 
 DATASOURCE = {"type": "influxdb", "uid": "sparkscope-influxdb"}
 EXPRESSION = {"type": "__expr__", "uid": "__expr__"}
 
-# Counters: cumulative since the executor started. Read with
-# non_negative_derivative (rates) or max (totals), never mean.
+# Counters (schema.COUNTER_MEASUREMENTS): cumulative since the executor
+# started. Read with non_negative_derivative (rates) or max (totals), never
+# mean. Spark's task metrics (.count) and Hadoop's FileSystem statistics (Dropwizard
+# gauges whose value only grows) by their names' shape too, for a user's own
+# panels over metrics kept with SPARKSCOPE_UNREAD_METRICS=pass.
 COUNTER_SUFFIXES = (".count",)
-COUNTER_MEASUREMENTS = {
-    "jvmCpuTime", "MinorGCCount", "MinorGCTime", "MajorGCCount", "MajorGCTime", "TotalGCTime",
-    "G1-Young-Generation.count", "G1-Young-Generation.time", "G1-Old-Generation.count",
-    "G1-Old-Generation.time",
-    "net",  # Telegraf: bytes_recv and bytes_sent are cumulative per interface
-    "diskio",  # Telegraf: /proc/diskstats counters per device (reads, io_time, weighted_io_time...)
-    "pressure",  # Telegraf: PSI "total", microseconds stalled since boot
-}
-# Hadoop FileSystem statistics: Dropwizard gauges whose value only grows.
 COUNTER_PATTERNS = ("filesystem.",)
-
-# The old generation's use after the last collection (the live set), per
-# collector: G1 (Java's default), Parallel, CMS. Read by name, one query each,
-# never through a measurement regex: InfluxDB 1.8 dies when a query over a
-# measurement regex is interrupted after a matched measurement had no series
-# (coordinator.LocalShardMapping.CreateIterator closes a nil iterator), as
-# the collectors this run did not use have none.
-OLD_GEN_POOLS = ("pools.G1-Old-Gen.used-after-gc", "pools.PS-Old-Gen.used-after-gc",
-                 "pools.CMS-Old-Gen.used-after-gc")
 
 # Spark's metrics are read at the resolution the time range needs: raw samples
 # or a per-minute or per-10-minute rollup (stack/rollups.py), picked by the
@@ -104,7 +89,7 @@ CONSTANT_GAUGES = {"heap.max"}
 
 # Measurements of sparkscope's own writers that hold gauges and counters side
 # by side: their counter fields (cumulative, read with differences or max).
-COUNTER_FIELDS = {"sparkscope_container": {"oom_kills", "limit_hits"}}
+COUNTER_FIELDS = {CONTAINER_MEASUREMENT: CONTAINER_COUNTER_FIELDS}
 
 
 def is_counter(measurement: str, field: str = "value") -> bool:

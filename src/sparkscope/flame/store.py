@@ -22,9 +22,10 @@ from typing import Sequence
 
 from sparkscope import lineprotocol
 from sparkscope.flame.nested_set import Row, widest_leaves
+from sparkscope.schema import FLAME_MEASUREMENT, PROFILES_MEASUREMENT
 
-ROWS = "sparkscope_flame"
-PROFILES = "sparkscope_profiles"
+ROWS = FLAME_MEASUREMENT
+PROFILES = PROFILES_MEASUREMENT
 SLOT_NS = 100_000_000  # rows of one profile must fit in 100 ms of nanoseconds
 KINDS = ("cpu", "wall", "alloc", "lock", "offcpu", "python")
 UNIT = {"alloc": "bytes"}  # everything else is time, in ns

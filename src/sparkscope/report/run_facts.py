@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope.dashboards.queries import OLD_GEN_POOLS
-from sparkscope.errors import SparkscopeError
 from sparkscope import influx
+from sparkscope.errors import SparkscopeError
+from sparkscope.schema import OLD_GEN_POOLS, ROLLED_MEASUREMENTS
 from sparkscope.stack import rollups
 
 MIB = 1024 * 1024
@@ -195,7 +195,7 @@ class RunReader:
         long one the 10-minute rollup, then raw samples for its last TAIL_MS."""
         start, end = span
         name = influx.identifier(measurement)
-        if end - start <= LONG_RUN_MS or measurement not in rollups.ROLLED_MEASUREMENTS:
+        if end - start <= LONG_RUN_MS or measurement not in ROLLED_MEASUREMENTS:
             return [(name, f"time >= {start}ms AND time <= {end}ms")]
         cut = (end - TAIL_MS) // 600_000 * 600_000
         return [(f'"{ROLLUP.policy}".{name}', f"time >= {start}ms AND time < {cut}ms"),

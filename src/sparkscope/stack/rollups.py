@@ -8,7 +8,7 @@ $mean_field, see dashboards/layout.py).
 Each rolled measurement has continuous queries of its own, one per level
 (ROLLED_MEASUREMENTS): no `FROM /.*/` and no `INTO ...:MEASUREMENT`. InfluxDB
 1.8 can crash on a measurement regex whose query is interrupted after a
-matched measurement had no series (dashboards/queries.py, OLD_GEN_POOLS), and
+matched measurement had no series (schema.py, OLD_GEN_POOLS), and
 per-measurement statements are what InfluxQL-compatible cluster engines
 (openGemini) accept, where a user who outgrows one machine goes. Metrics kept
 with SPARKSCOPE_UNREAD_METRICS=pass and read by no panel are not rolled up.
@@ -26,55 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparkscope import influx
+from sparkscope.schema import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT, RAW_POLICY,
+                               RESOLUTION_MEASUREMENT, ROLLED_MEASUREMENTS, TASK_SCOPE_MEASUREMENT)
 
-RAW_POLICY = "sparkscope"  # the database's default policy (influx.database_statements)
-META_POLICY = "sparkscope_meta"  # the resolution lookup: three points, kept forever
-RESOLUTION_MEASUREMENT = "sparkscope_resolution"
-# Where the highest value over a range is read (dashboards' $peak_rp): the
-# minute rollup when it holds exactly as many samples as the raw data over
-# the same minutes, raw samples otherwise. Two points, picked by the gap
-# (raw minus rolled samples): 0 -> the rollup, anything else -> raw. A
-# continuous query does not run again over a time InfluxDB was down or
-# busy (nor at all where ./sparkscope up never created it), and Telegraf
-# replays its buffer afterwards: the gap shows exactly those holes.
-PEAK_SOURCE_MEASUREMENT = "sparkscope_peak_source"
-PEAK_LEVEL = "sparkscope_1m"
-# Where the live dashboard's "Task time by component" reads (its hidden
-# $task_scope): with every executor picked, the annotator's per-application
-# totals of the same counters (annotator TaskTimeTotals: measurements
-# TASK_TOTALS_PREFIX + counter, no executorid tag), one series per counter
-# instead of one per executor; otherwise, or for a run without them, each
-# executor's own counters. $task_scope is a regex on executorid: "(?:)"
-# matches only the totals (a missing tag reads as ""), "(?:.+)" only
-# executors. The first point is taken when the Executor picker's regex
-# matches ALL_EXECUTORS (only "All", i.e. .*, does: no executor id has a
-# space) and the range holds totals; the second otherwise.
-TASK_SCOPE_MEASUREMENT = "sparkscope_task_scope"
-TASK_TOTALS_PREFIX = "sparkscope_app."
-# The counters the totals keep: annotator TaskTimeTotals.COUNTERS, in the same order.
-TASK_TIME_COUNTERS = ("runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
-                      "shuffleFetchWaitTime.count", "shuffleWriteTime.count")
-ALL_EXECUTORS = "all executors"
-
-# The measurements the dashboards read through "$rp" or "$peak_rp", and those
-# the report reads from the 10-minute rollup for a long run (report/run_facts.py):
-# every one of them, and nothing else (tests/test_rollups.py compares).
-ROLLED_MEASUREMENTS = (
-    "JVMHeapMemory", "heap.max", "jvmCpuTime", "threadpool.activeTasks",
-    "OnHeapExecutionMemory", "OnHeapStorageMemory", "OnHeapUnifiedMemory",
-    "OffHeapExecutionMemory", "OffHeapStorageMemory", "OffHeapUnifiedMemory",
-    "ProcessTreeJVMRSSMemory", "ProcessTreePythonRSSMemory", "ProcessTreeOtherRSSMemory",
-    "MinorGCCount", "MinorGCTime", "MajorGCCount", "MajorGCTime",
-    "pools.G1-Old-Gen.used-after-gc", "pools.PS-Old-Gen.used-after-gc", "pools.CMS-Old-Gen.used-after-gc",
-    "runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
-    "shuffleFetchWaitTime.count", "shuffleWriteTime.count", "shuffleBytesWritten.count",
-    "shuffleLocalBytesRead.count", "shuffleRemoteBytesRead.count",
-    "memoryBytesSpilled.count", "diskBytesSpilled.count", "bytesRead.count", "bytesWritten.count",
-    "resultSerializationTime.count", "succeededTasks.count",
-    *(f"filesystem.{scheme}.{way}_bytes" for scheme in ("file", "hdfs", "s3a", "gs", "abfs")
-      for way in ("read", "write")),
-    *(TASK_TOTALS_PREFIX + counter for counter in TASK_TIME_COUNTERS),
-)
 # Continuous queries by these names were the single regex queries of older
 # versions: ensure_rollups drops them.
 LEGACY_QUERIES = ("sparkscope_1m", "sparkscope_10m", "sparkscope_30m")

@@ -31,12 +31,13 @@ from typing import Sequence
 
 from sparkscope.flame import nested_set, store
 from sparkscope.flame.store import escape_tag
+from sparkscope.schema import THREAD_WAITS_MEASUREMENT, THREADS_MEASUREMENT
 
 CLASSES = ("task", "gc", "jit", "other")
 STATE_FIELDS = ("running", "disk", "sleeping", "other")
 TOP_WAITS = 5
-THREADS = "sparkscope_threads"
-WAITS = "sparkscope_thread_waits"
+THREADS = THREADS_MEASUREMENT
+WAITS = THREAD_WAITS_MEASUREMENT
 # Thread names as /proc shows them: the JVM's name cut to 15 characters.
 TASK_PREFIX = "Executor task l"  # "Executor task launch worker for task 12.0 in stage 3.0"
 GC_PREFIXES = ("GC Thread", "G1 ", "VM Thread", "ParGC", "Shenandoah", "ZWorker", "ZDirector", "ZDriver")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from sparkscope import http
+from sparkscope.schema import THREAD_SAMPLER_MEASUREMENT
 from sparkscope.threads import procfs
 from sparkscope.threads.jvms import Discovery, SparkJvm
 from sparkscope.threads.periods import STATE_FRAME, JvmPeriod, lines, thread_class, wait_kind
@@ -34,7 +35,7 @@ from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
 DEFAULT_RATE_HZ = 4.0
 DEFAULT_PERIOD_S = 10
 DISCOVERY_S = 2.0  # new executors are sampled within this
-SELF = "sparkscope_threadprobe"
+SELF = THREAD_SAMPLER_MEASUREMENT
 STARTED = "sampling thread states"
 
 
