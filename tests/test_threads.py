@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkscope import procstat
 from sparkscope.flame.nested_set import parse_collapsed
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
@@ -51,13 +52,16 @@ DRIVER_ARGV = ["/usr/lib/jvm/java-17-openjdk-amd64/bin/java", "-cp", "/opt/spark
 
 
 def test_state_is_read_after_the_last_parenthesis_whatever_the_thread_name_holds():
-    assert procfs.parse_stat_state(GC_STAT) == "S"
+    assert procstat.state(GC_STAT) == "S"
     tricky = GC_STAT.replace("(GC Thread#0) S", "(a) D (b) R) D")  # a name may hold ") " itself
-    assert procfs.parse_stat_state(tricky) == "D"
-    assert procfs.parse_stat_start(GC_STAT) == 1139344
-    assert procfs.parse_stat_ppid(GC_STAT) == procfs.parse_stat_ppid(tricky) == 25934
-    assert procfs.parse_stat_start(tricky) == 1139344 and procfs.parse_stat_ppid("26093 (cut") is None
-    assert procfs.parse_stat_state("") is None and procfs.parse_stat_state("26093 (cut") is None
+    assert procstat.state(tricky) == "D"
+    assert procstat.start_ticks(GC_STAT) == 1139344
+    assert procstat.ppid(GC_STAT) == procstat.ppid(tricky) == 25934
+    assert procstat.start_ticks(tricky) == 1139344 and procstat.ppid("26093 (cut") is None
+    assert procstat.state("") is None and procstat.state("26093 (cut") is None
+    assert procstat.state_of(tricky.encode()) == "D" and procstat.state_of(b"26093 (cut") is None
+    assert procstat.cpu_seconds(GC_STAT) == sum(int(f) for f in GC_STAT.rsplit(")", 1)[1].split()[11:13]) / procstat.CLOCK_TICKS
+    assert procstat.cpu_seconds("26093 (cut) S 1") is None
 
 
 def test_kernel_stack_reads_outermost_first_without_offsets():

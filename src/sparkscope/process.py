@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Optional
 
+from sparkscope import procstat
+
 Progress = Callable[[str], None]
 
 HEARTBEAT_S = 20.0
@@ -40,19 +42,15 @@ def wait_until(check: Callable[[], bool], deadline_s: float, interval_s: float =
 
 def start_ticks(pid: int) -> Optional[str]:
     """The process start time from /proc, so a recycled pid is never mistaken for ours."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    stat = procstat.read(pid)
+    ticks = procstat.start_ticks(stat) if stat else None
+    return None if ticks is None else str(ticks)
 
 
 def is_zombie(pid: int) -> bool:
     """Exited but not reaped yet (or gone): not running either way."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    stat = procstat.read(pid)
+    return stat is None or procstat.state(stat) in ("Z", None)
 
 
 def _answers(send: Callable[[int, int], None], target: int) -> bool:

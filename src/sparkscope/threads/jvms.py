@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from sparkscope import http
+from sparkscope import http, procstat
 from sparkscope.threads import procfs
 
 SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
@@ -159,7 +159,7 @@ class Discovery:
                 seen[pid] = cached
                 continue
             stat = procfs.read_text(f"{self.proc}/{pid}/stat")
-            start = procfs.parse_stat_start(stat) if stat else None
+            start = procstat.start_ticks(stat) if stat else None
             if start is None:
                 continue
             argv = procfs.cmdline(pid, self.proc)
@@ -202,7 +202,7 @@ class Discovery:
         workers), and each is a copy of the JVM for a moment. Taken for the
         JVM, it would be sampled under the same executor and its period's
         point, written at the same time, would overwrite the JVM's."""
-        ppid = procfs.parse_stat_ppid(stat)
+        ppid = procstat.ppid(stat)
         return ppid is not None and ppid > 1 and procfs.cmdline(ppid, self.proc) == argv
 
     def _name(self, pid: int) -> str:

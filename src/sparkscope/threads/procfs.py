@@ -56,39 +56,6 @@ def read_all(path: str) -> Optional[str]:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def parse_stat_state(stat: str) -> Optional[str]:
-    """The state letter of a /proc/<pid>/stat line. The name in parentheses
-    may itself hold spaces and ')' ("(Executor task l)"), so the state is
-    the first field after the last ')'."""
-    _, sep, rest = stat.rpartition(")")
-    if not sep:
-        return None
-    fields = rest.split(None, 1)
-    return fields[0] if fields else None
-
-
-def _stat_field(stat: str, index: int) -> Optional[int]:
-    """A number of a /proc/<pid>/stat line, counted from the state (0) after
-    the name in parentheses, which may itself hold spaces and ')'."""
-    _, sep, rest = stat.rpartition(")")
-    fields = rest.split()
-    try:
-        return int(fields[index]) if sep else None
-    except (IndexError, ValueError):
-        return None
-
-
-def parse_stat_start(stat: str) -> Optional[int]:
-    """starttime (clock ticks since boot): with the pid, it tells a process
-    from a later one that got the same pid."""
-    return _stat_field(stat, 19)
-
-
-def parse_stat_ppid(stat: str) -> Optional[int]:
-    """The parent's pid, the field after the state."""
-    return _stat_field(stat, 1)
-
-
 def parse_schedstat(text: str) -> Optional[tuple[int, int]]:
     """/proc/.../schedstat: ns on a CPU, ns waiting in the run queue."""
     parts = text.split()

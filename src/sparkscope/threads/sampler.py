@@ -25,7 +25,7 @@ import urllib.error
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from sparkscope import http
+from sparkscope import http, procstat
 from sparkscope.schema import THREAD_SAMPLER_MEASUREMENT
 from sparkscope.threads import procfs
 from sparkscope.threads.jvms import Discovery, SparkJvm
@@ -131,7 +131,7 @@ class Sampler:
                 self.open_files += 1
             else:
                 try:
-                    return _letter(os.read(fd, 1024))
+                    return procstat.state_of(os.read(fd, 1024))
                 except OSError:
                     return None
                 finally:
@@ -144,7 +144,7 @@ class Sampler:
             os.close(fds.pop(tid))
             self.open_files -= 1
             return self._state_letter(fds, base, tid, retry=False) if retry else None
-        return _letter(data)
+        return procstat.state_of(data)
 
     def close_files(self, state: JvmState, keep: Optional[set[int]] = None) -> None:
         for tid in [t for t in state.stat_fds if keep is None or t not in keep]:
@@ -192,13 +192,6 @@ class Sampler:
             state.period.cpu_ns[cls] += max(got[0] - before[0], 0)
             state.period.wait_ns[cls] += max(got[1] - before[1], 0)
         state.sched = now
-
-
-def _letter(stat: bytes) -> Optional[str]:
-    """The state letter: after the last ")" and a space (see
-    procfs.parse_stat_state), read on bytes, as this runs per thread sample."""
-    end = stat.rfind(b")")
-    return chr(stat[end + 2]) if 0 <= end < len(stat) - 2 else None
 
 
 def open_files_budget(reserve: int = 64) -> int:
