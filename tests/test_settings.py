@@ -3,14 +3,16 @@ are refused with a message that names the key."""
 
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
 from sparkscope.process import quiet
 from sparkscope.stack import StackError
 from sparkscope.stack.native import NativeBackend
-from sparkscope.settings import ROOT, SettingsError, ensure_env_file, load_settings
+from sparkscope.settings import ROOT, SettingsError, ensure_env_file, load_settings, shipped_defaults
 
 
 @pytest.fixture
@@ -81,3 +83,71 @@ def test_settings_written_as_env_read_back_the_same(tmp_path):
                                  TELEGRAF_BUFFER_STRATEGY="disk", TELEGRAF_BUFFER_LIMIT="1234",
                                  SPARKSCOPE_NO_END_GRACE_S="7", INFLUXDB_READ_USER="someone_else")
     assert load_settings(ROOT, settings.as_env()) == settings
+
+
+# --- every default written once: .env.example ---------------------------------------------
+
+SUBSTITUTION = re.compile(r"\$\{([A-Z_]+):-([^}]*)\}")
+# Variables of the programs' own environment that the runners compute from
+# settings (never set in .env): their fallback, from the defaults.
+DERIVED = {
+    "GRAPHITE_LISTEN": lambda d: {f":{d['GRAPHITE_PORT']}"},  # Telegraf in its container: every interface of it
+    "EVENTS_LISTEN": lambda d: {f":{d['EVENTS_PORT']}"},
+    # Natively on loopback; for compose's setup service, the influxdb service by name.
+    "INFLUX_URL": lambda d: {f"http://127.0.0.1:{d['INFLUXDB_PORT']}", f"http://influxdb:{d['INFLUXDB_PORT']}"},
+    "TELEGRAF_BUFFER_DIR": lambda d: {"/var/lib/telegraf/buffer"},  # the compose volume's mount
+    "ROLLUPS_FILE": lambda d: {'$(dirname "$0")/rollups.setup'},  # beside setup.sh
+    # Telegraf's listener credentials: set only when EVENTS_AUTH is on, so none by default.
+    **{key: (lambda d: {""}) for key in ("EVENTS_USER", "EVENTS_PASSWORD", "EVENTS_LISTENER_USER",
+                                         "EVENTS_LISTENER_PASSWORD")},
+}
+FILES_WITH_FALLBACKS = ("docker-compose.yml", "telegraf/telegraf.conf", "influxdb/setup.sh")
+
+
+def fallback_problems(texts: dict[str, str], defaults: dict[str, str]) -> list[str]:
+    problems = []
+    for name, text in texts.items():
+        for key, fallback in SUBSTITUTION.findall(text):
+            if key in DERIVED:
+                expected = DERIVED[key](defaults)
+            elif key in defaults:
+                expected = {defaults[key]}
+            else:
+                problems.append(f"{name}: ${{{key}}} is neither a setting of .env.example nor derived from one")
+                continue
+            if fallback not in expected:
+                problems.append(f"{name}: ${{{key}:-{fallback}}}, but the default is {' or '.join(sorted(map(repr, expected)))}")
+    return problems
+
+
+def test_every_fallback_in_compose_telegraf_and_setup_is_the_default_of_env_example():
+    texts = {name: (ROOT / name).read_text() for name in FILES_WITH_FALLBACKS}
+    assert sum(len(SUBSTITUTION.findall(t)) for t in texts.values()) > 40  # the scan sees them at all
+    assert fallback_problems(texts, shipped_defaults()) == []
+
+
+def test_a_fallback_that_differs_from_the_default_is_found():
+    compose = (ROOT / "docker-compose.yml").read_text()
+    assert "${GRAPHITE_PORT:-2003}" in compose
+    drifted = compose.replace("${GRAPHITE_PORT:-2003}", "${GRAPHITE_PORT:-2004}", 1)
+    assert fallback_problems({"c": drifted}, shipped_defaults()) == [
+        "c: ${GRAPHITE_PORT:-2004}, but the default is '2003'"]
+    assert fallback_problems({"c": "${NEW_KNOB:-1}"}, shipped_defaults()) == [
+        "c: ${NEW_KNOB} is neither a setting of .env.example nor derived from one"]
+
+
+def test_the_probes_spark_conf_and_settings_defaults_are_env_examples():
+    from sparkscope.blockio import probe
+    from sparkscope.threads import sampler
+    d = shipped_defaults()
+    assert probe.DEFAULT_PERIOD_S == int(d["BLOCKPROBE_PERIOD_S"])
+    assert probe.DEFAULT_THRESHOLD_MS == float(d["BLOCKPROBE_THRESHOLD_MS"])
+    assert sampler.DEFAULT_RATE_HZ == float(d["THREADPROBE_RATE_HZ"])
+    assert sampler.DEFAULT_PERIOD_S == int(d["THREADPROBE_PERIOD_S"])
+    for name in ("spark-conf/metrics.properties", "spark-conf/spark-defaults.conf"):
+        ports = re.findall(r"^[^#]*sink\.graphite\.port=(\d+)", (ROOT / name).read_text(), re.M)
+        assert ports == [d["GRAPHITE_PORT"]], name
+    # With neither a .env nor a template in its root, a checkout reads the shipped defaults.
+    s = load_settings(Path("/nonexistent-root"), {})
+    assert (s.graphite_port, s.events_port, s.database, s.no_end_grace_s) == (
+        int(d["GRAPHITE_PORT"]), int(d["EVENTS_PORT"]), d["SPARKSCOPE_DB"], int(d["SPARKSCOPE_NO_END_GRACE_S"]))

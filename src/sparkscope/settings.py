@@ -192,15 +192,15 @@ def _port(values: dict[str, str], key: str) -> int:
     return int(raw)
 
 
-def _count(values: dict[str, str], key: str, default: int) -> int:
-    raw = values.get(key, str(default)).strip()
+def _count(values: dict[str, str], key: str) -> int:
+    raw = values.get(key, "").strip()
     if not raw.isdigit() or int(raw) < 1:
         raise SettingsError(f"{key}={raw!r} is not a positive whole number; fix it in .env")
     return int(raw)
 
 
 def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
-    value = values.get(key, choices[0]).strip()
+    value = values.get(key, "").strip()
     if value not in choices:
         raise SettingsError(f"{key}={value!r}: use {' or '.join(choices)}")
     return value
@@ -208,15 +208,15 @@ def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
 
 def _bind(values: dict[str, str], key: str) -> str:
     """A listen address; empty is refused: the programs behind it read "" (":2003") as every interface."""
-    value = values.get(key, "127.0.0.1").strip()
+    value = values.get(key, "").strip()
     if not value:
         raise SettingsError(f"{key} is empty: set 127.0.0.1 (this machine only), this machine's address, or "
                             f"0.0.0.0 (every interface, behind a firewall) in .env")
     return value
 
 
-def _user(values: dict[str, str], key: str, default: str) -> str:
-    value = values.get(key, "").strip() or default
+def _user(values: dict[str, str], key: str) -> str:
+    value = values.get(key, "").strip() or shipped_defaults()[key]
     if not _NAME.match(value):
         raise SettingsError(f"{key}={value!r}: use letters, digits, '_' or '-'")
     return value
@@ -231,21 +231,30 @@ def _secret(values: dict[str, str], key: str) -> str:
     return value
 
 
+def shipped_defaults() -> dict[str, str]:
+    """The defaults of every setting: the repository's .env.example."""
+    return read_env_file(ROOT / ".env.example")
+
+
 def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> Settings:
     env = dict(os.environ if environ is None else environ)
-    values = read_env_file(root / ".env.example")
+    # Every default is the shipped .env.example's (the one place they are
+    # written; compose, telegraf.conf and the probes are checked against it
+    # by tests/test_settings.py), then the root's own template and .env.
+    values = shipped_defaults()
+    values.update(read_env_file(root / ".env.example"))
     values.update(read_env_file(root / ".env"))
     values.update({k: v for k, v in env.items() if k in values or k.startswith("SPARKSCOPE_")})
 
-    database = values.get("SPARKSCOPE_DB", "spark")
+    database = values["SPARKSCOPE_DB"]
     if not _NAME.match(database):
         raise SettingsError(f"SPARKSCOPE_DB={database!r}: use letters, digits, '_' or '-'")
-    retention = values.get("SPARKSCOPE_RETENTION", "30d")
+    retention = values["SPARKSCOPE_RETENTION"]
     if not _RETENTION.match(retention):
         raise SettingsError(
             f"SPARKSCOPE_RETENTION={retention!r} is not an InfluxQL duration (e.g. 7d, 30d, 52w, INF)"
         )
-    unread = values.get("SPARKSCOPE_UNREAD_METRICS", "drop")
+    unread = values["SPARKSCOPE_UNREAD_METRICS"]
     if unread not in UNREAD_METRICS_ACTIONS:
         raise SettingsError(f"SPARKSCOPE_UNREAD_METRICS={unread!r}: use drop (store what the dashboards and "
                             f"report read) or pass (keep every metric Spark sends)")
@@ -254,8 +263,8 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         root=root,
         state_dir=Path(values.get("SPARKSCOPE_STATE_DIR") or root / ".state"),
         cache_dir=Path(values.get("SPARKSCOPE_CACHE_DIR") or cache_default),
-        grafana_user=values.get("GRAFANA_ADMIN_USER", "admin"),
-        grafana_password=values.get("GRAFANA_ADMIN_PASSWORD", ""),
+        grafana_user=values["GRAFANA_ADMIN_USER"],
+        grafana_password=values["GRAFANA_ADMIN_PASSWORD"],
         http_bind=_bind(values, "SPARKSCOPE_HTTP_BIND"),
         grafana_port=_port(values, "GRAFANA_PORT"),
         influxdb_port=_port(values, "INFLUXDB_PORT"),
@@ -265,19 +274,19 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         database=database,
         retention=retention,
         unread_metrics=unread,
-        grafana_home=values.get("GRAFANA_HOME", ""),
-        telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT", 1_000_000),
+        grafana_home=values["GRAFANA_HOME"],
+        telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT"),
         telegraf_buffer_strategy=_choice(values, "TELEGRAF_BUFFER_STRATEGY", ("memory", "disk")),
         influxdb_bind=_bind(values, "INFLUXDB_BIND"),
-        influx_admin_user=_user(values, "INFLUXDB_ADMIN_USER", "sparkscope_admin"),
+        influx_admin_user=_user(values, "INFLUXDB_ADMIN_USER"),
         influx_admin_password=_secret(values, "INFLUXDB_ADMIN_PASSWORD"),
-        influx_write_user=_user(values, "INFLUXDB_WRITE_USER", "sparkscope_writer"),
+        influx_write_user=_user(values, "INFLUXDB_WRITE_USER"),
         influx_write_password=_secret(values, "INFLUXDB_WRITE_PASSWORD"),
-        influx_read_user=_user(values, "INFLUXDB_READ_USER", "sparkscope_reader"),
+        influx_read_user=_user(values, "INFLUXDB_READ_USER"),
         influx_read_password=_secret(values, "INFLUXDB_READ_PASSWORD"),
         events_auth=_choice(values, "EVENTS_AUTH", EVENTS_AUTH_CHOICES),
-        no_end_grace_s=_count(values, "SPARKSCOPE_NO_END_GRACE_S", 120),
-        events_user=_user(values, "EVENTS_USER", "sparkscope"),
+        no_end_grace_s=_count(values, "SPARKSCOPE_NO_END_GRACE_S"),
+        events_user=_user(values, "EVENTS_USER"),
         events_password=_secret(values, "EVENTS_PASSWORD"),
         alert_contacts=tuple(sorted((k, v.strip()) for k, v in values.items() if k.startswith("ALERT_") and v.strip())),
     )
