@@ -280,94 +280,99 @@ def memory_failures(run: RunFacts) -> list[str]:
     return found
 
 
-def advise(run: RunFacts) -> Advice:
-    workers = run.workers()
-    local = run.local_mode
-    role = "driver" if local else "executor"
-    heap_key = f"spark.{role}.memory"
-    had_heap = parse_size(run.settings.get(heap_key)) or _max(e.heap_max for e in workers.values()) or DEFAULT_HEAP
-    fraction = float(run.settings.get("spark.memory.fraction") or DEFAULT_FRACTION)
-    notes = ["Advice is only as good as the run it saw: a run on more data, or with more tasks per executor "
-             "(spark.executor.cores), needs more."]
-    if not any(e.peaks for e in workers.values()) and run.no_end_seen:
+@dataclass
+class _Pools:
+    """What the exact peaks say the heap must hold, over every executor."""
+    slots: dict[str, int]
+    needs: dict[str, float]  # execution per executor: one task's own peak x its task slots
+    execution: float
+    storage: float
+    unified: float
+    polled_execution: float
+    live: Optional[float]
+    heap_peak: float
+
+
+def _pools(run: RunFacts, workers: dict[str, ExecutorFacts]) -> _Pools:
+    slots = {k: task_slots(run, e) for k, e in workers.items()}
+    needs = {k: execution_need(e, slots[k]) for k, e in workers.items()}
+    return _Pools(
+        slots, needs,
+        execution=_max(needs.values()) or 0,
+        storage=_max(e.peaks.get("OnHeapStorageMemory") for e in workers.values()) or 0,
+        unified=_max(max(e.peaks.get("OnHeapUnifiedMemory") or 0, needs[k] + (e.peaks.get("OnHeapStorageMemory") or 0))
+                     for k, e in workers.items()) or 0,
+        polled_execution=_max(e.peaks.get("OnHeapExecutionMemory") for e in workers.values()) or 0,
+        live=_max(e.live_set for e in workers.values()),
+        heap_peak=_max(e.peaks.get("JVMHeapMemory") for e in workers.values()) or 0)
+
+
+def _without_peaks(run: RunFacts, role: str, notes: list[str]) -> Advice:
+    if run.no_end_seen:
         when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(run.ended_ms / 1000)) if run.ended_ms
                 else "an unknown time")
         return Advice("UNKNOWN", f"no end seen for {run.app_id}: its driver stopped reporting at {when} without "
                       "the application's end (killed by SIGKILL or the kernel's OOM killer, or its host was lost), "
                       "so the annotator never wrote the exact peaks it keeps until the end. The dashboards show "
                       "what was sampled until then.", notes=notes)
-    if not any(e.peaks for e in workers.values()):
-        return Advice("UNKNOWN", f"no exact peaks for the {role}s of {run.app_id}: was the annotator attached "
-                      "(spark.extraListeners, see ./sparkscope conf) and did the application end?", notes=notes)
+    return Advice("UNKNOWN", f"no exact peaks for the {role}s of {run.app_id}: was the annotator attached "
+                  "(spark.extraListeners, see ./sparkscope conf) and did the application end?", notes=notes)
 
-    slots = {k: task_slots(run, e) for k, e in workers.items()}
-    needs = {k: execution_need(e, slots[k]) for k, e in workers.items()}
-    execution = _max(needs.values()) or 0
-    storage = _max(e.peaks.get("OnHeapStorageMemory") for e in workers.values()) or 0
-    unified = _max(max(e.peaks.get("OnHeapUnifiedMemory") or 0, needs[k] + (e.peaks.get("OnHeapStorageMemory") or 0))
-                   for k, e in workers.items()) or 0
-    polled_execution = _max(e.peaks.get("OnHeapExecutionMemory") for e in workers.values()) or 0
-    live = _max(e.live_set for e in workers.values())
-    heap_peak = _max(e.peaks.get("JVMHeapMemory") for e in workers.values()) or 0
-    share = gc_share(run)
-    spill = spilled(run)
-    failures = memory_failures(run)
 
-    for_unified = unified * HEADROOM_UNIFIED / fraction + RESERVED
-    for_live = (live or 0) * HEADROOM_LIVE
+def _heap_need(pools: _Pools, fraction: float, notes: list[str]) -> tuple[float, str]:
+    """The heap the run needed, and how it was reckoned."""
+    for_unified = pools.unified * HEADROOM_UNIFIED / fraction + RESERVED
+    for_live = (pools.live or 0) * HEADROOM_LIVE
     need = max(for_unified, for_live, 512 * MIB)
-    why = (f"peak unified {human(unified)} (execution {human(execution)}, storage {human(storage)}) x "
-           f"{HEADROOM_UNIFIED} / fraction {fraction:g} + 300 MiB = {human(for_unified)}")
-    if execution > polled_execution:
-        most = slots[max(needs, key=needs.get)]
+    why = (f"peak unified {human(pools.unified)} (execution {human(pools.execution)}, storage "
+           f"{human(pools.storage)}) x {HEADROOM_UNIFIED} / fraction {fraction:g} + 300 MiB = {human(for_unified)}")
+    if pools.execution > pools.polled_execution:
+        most = pools.slots[max(pools.needs, key=pools.needs.get)]
         why += (f" (execution: one task's own peak x {most} task slot{'s' if most > 1 else ''}; "
-                f"the polls saw {human(polled_execution)})")
-    if live is not None:
-        why += f"; live set {human(live)} x {HEADROOM_LIVE} = {human(for_live)}"
+                f"the polls saw {human(pools.polled_execution)})")
+    if pools.live is not None:
+        why += f"; live set {human(pools.live)} x {HEADROOM_LIVE} = {human(for_live)}"
     else:
         notes.append("No live-set samples (old generation after GC; Graphite jvm source): the heap advice "
                      "rests on the unified pool alone.")
+    return need, why
 
-    short_because = []
-    if spill > 0:
-        short_because.append(f"spilled {human(spill)} to disk")
-    if share is not None and share >= SHORT_GC_SHARE:
-        short_because.append(f"GC took {share:.0%} of task time")
-    if failures:
-        short_because.append(f"memory failure: {failures[0]}")
-    container_lines, container_recs = container_findings(run, had_heap)
+
+def _verdict(run: RunFacts, role: str, pools: _Pools, had_heap: float, need: float, why: str,
+             short_because: list[str], container_lines: list[str],
+             share: Optional[float]) -> tuple[str, str, float, str]:
+    """SHORT, GENEROUS or RIGHT, its sentence, and the need and its reason as the verdict changes them."""
+    name = run.app_name
     if short_because:
         need = max(need, had_heap * 1.5)
         why = f"the run was short ({'; '.join(short_because)}): at least 1.5 x its {human(had_heap)} heap; " + why
-        verdict = "SHORT"
-        summary = (f"memory was SHORT for {run.app_name}: {'; '.join(short_because)}. Give the {role}s more "
-                   f"heap (execution memory peaked at {human(execution)}).")
-    elif container_lines:
+        return ("SHORT", f"memory was SHORT for {name}: {'; '.join(short_because)}. Give the {role}s more "
+                f"heap (execution memory peaked at {human(pools.execution)}).", need, why)
+    if container_lines:
         # The heap held; the container did not: more heap would only fill it sooner.
-        verdict = "SHORT"
-        summary = (f"memory was SHORT for {run.app_name}, in the container rather than the heap: "
-                   f"{container_lines[0].split(':')[0]}. Give the {role}s' containers more room (what filled them and "
-                   f"what to change: below); the heap needed about {spark_size(need)}.")
-    elif need <= had_heap * GENEROUS_BELOW:
-        verdict = "GENEROUS"
-        summary = (f"memory was GENEROUS for {run.app_name}: the {role}s needed about {spark_size(need)} of "
-                   f"{human(had_heap)} heap (peak heap used {human(heap_peak)}, garbage included); about "
-                   f"{human(had_heap - need)} per {role} can be given back.")
-    elif need > had_heap:
+        return ("SHORT", f"memory was SHORT for {name}, in the container rather than the heap: "
+                f"{container_lines[0].split(':')[0]}. Give the {role}s' containers more room (what filled them and "
+                f"what to change: below); the heap needed about {spark_size(need)}.", need, why)
+    if need <= had_heap * GENEROUS_BELOW:
+        return ("GENEROUS", f"memory was GENEROUS for {name}: the {role}s needed about {spark_size(need)} of "
+                f"{human(had_heap)} heap (peak heap used {human(pools.heap_peak)}, garbage included); about "
+                f"{human(had_heap - need)} per {role} can be given back.", need, why)
+    if need > had_heap:
         # No spill and little GC, yet the live set leaves little headroom: say so,
         # rather than calling it right and advising more in the same breath.
-        verdict = "RIGHT"
         gc = f", GC {share:.0%} of task time" if share is not None else ""
-        summary = (f"memory was enough for {run.app_name} (no spill{gc}) but with little headroom: the "
-                   f"advice, {spark_size(need)}, adds some to the {human(had_heap)} heap.")
-    else:
-        verdict = "RIGHT"
-        summary = (f"memory was about RIGHT for {run.app_name}: needed about {spark_size(need)} of "
-                   f"{human(had_heap)} heap, no spill, GC {share:.0%} of task time." if share is not None else
-                   f"memory was about RIGHT for {run.app_name}: needed about {spark_size(need)} of {human(had_heap)} heap.")
-    recs = [Recommendation(heap_key, spark_size(need), why, run.settings.get(heap_key))]
+        return ("RIGHT", f"memory was enough for {name} (no spill{gc}) but with little headroom: the "
+                f"advice, {spark_size(need)}, adds some to the {human(had_heap)} heap.", need, why)
+    return ("RIGHT", f"memory was about RIGHT for {name}: needed about {spark_size(need)} of "
+            f"{human(had_heap)} heap, no spill, GC {share:.0%} of task time." if share is not None else
+            f"memory was about RIGHT for {name}: needed about {spark_size(need)} of {human(had_heap)} heap.",
+            need, why)
 
-    # Off-heap: what the container holds beyond the heap.
+
+def _beyond_heap(run: RunFacts, role: str, workers: dict[str, ExecutorFacts], had_heap: float,
+                 notes: list[str]) -> list[Recommendation]:
+    """Off-heap: what the container holds beyond the heap (memoryOverhead), and the Python workers."""
+    recs = []
     rss = _max(e.peaks.get("ProcessTreeJVMRSSMemory") for e in workers.values())
     other = _max(e.peaks.get("ProcessTreeOtherRSSMemory") for e in workers.values()) or 0
     native = _max((e.peaks.get("JVMOffHeapMemory") or 0) + (e.peaks.get("DirectPoolMemory") or 0)
@@ -383,30 +388,62 @@ def advise(run: RunFacts) -> Advice:
     else:
         notes.append("No process-tree RSS (spark.executor.processTreeMetrics.enabled=true, Linux only): "
                      "memoryOverhead cannot be advised from this run.")
-
     python = _max(e.peaks.get("ProcessTreePythonRSSMemory") for e in workers.values())
     if python:
         recs.append(Recommendation("spark.executor.pyspark.memory", spark_size(python * HEADROOM_NATIVE),
                                    f"Python workers peaked at {human(python)} RSS together x {HEADROOM_NATIVE}",
                                    run.settings.get("spark.executor.pyspark.memory")))
+    return recs
 
+
+def _fraction(run: RunFacts, pools: _Pools, need: float, fraction: float, verdict: str) -> Recommendation:
+    live, storage = pools.live, pools.storage
     user = max(0.0, (live or 0) - storage)
     user_region = (need - RESERVED) * (1 - fraction)
+    had = run.settings.get("spark.memory.fraction")
     # A short run's live set is swollen by the pressure itself: judge the
     # split of the heap again on a run that had enough of it.
     if live is not None and user > user_region and verdict != "SHORT":
         new_fraction = max(0.3, min(0.8, 1 - user * 1.3 / (need - RESERVED)))
-        recs.append(Recommendation("spark.memory.fraction", f"{new_fraction:.2f}",
-                                   f"objects outside Spark's pools (live set {human(live)} - storage "
-                                   f"{human(storage)}) exceed the user region (1 - {fraction:g}) of the heap",
-                                   run.settings.get("spark.memory.fraction")))
-    else:
-        recs.append(Recommendation("spark.memory.fraction", f"{fraction:g}",
-                                   "keep: judge the split again on a run with enough heap" if verdict == "SHORT"
-                                   else "keep: execution and storage fit the unified pool and user objects fit "
-                                   "the rest" if live is not None else "keep: no live-set samples to judge by",
-                                   run.settings.get("spark.memory.fraction")))
+        return Recommendation("spark.memory.fraction", f"{new_fraction:.2f}",
+                              f"objects outside Spark's pools (live set {human(live)} - storage "
+                              f"{human(storage)}) exceed the user region (1 - {fraction:g}) of the heap", had)
+    return Recommendation("spark.memory.fraction", f"{fraction:g}",
+                          "keep: judge the split again on a run with enough heap" if verdict == "SHORT"
+                          else "keep: execution and storage fit the unified pool and user objects fit "
+                          "the rest" if live is not None else "keep: no live-set samples to judge by", had)
 
+
+def advise(run: RunFacts) -> Advice:
+    workers = run.workers()
+    local = run.local_mode
+    role = "driver" if local else "executor"
+    heap_key = f"spark.{role}.memory"
+    had_heap = parse_size(run.settings.get(heap_key)) or _max(e.heap_max for e in workers.values()) or DEFAULT_HEAP
+    fraction = float(run.settings.get("spark.memory.fraction") or DEFAULT_FRACTION)
+    notes = ["Advice is only as good as the run it saw: a run on more data, or with more tasks per executor "
+             "(spark.executor.cores), needs more."]
+    if not any(e.peaks for e in workers.values()):
+        return _without_peaks(run, role, notes)
+
+    pools = _pools(run, workers)
+    share = gc_share(run)
+    spill = spilled(run)
+    failures = memory_failures(run)
+    need, why = _heap_need(pools, fraction, notes)
+    short_because = []
+    if spill > 0:
+        short_because.append(f"spilled {human(spill)} to disk")
+    if share is not None and share >= SHORT_GC_SHARE:
+        short_because.append(f"GC took {share:.0%} of task time")
+    if failures:
+        short_because.append(f"memory failure: {failures[0]}")
+    container_lines, container_recs = container_findings(run, had_heap)
+    verdict, summary, need, why = _verdict(run, role, pools, had_heap, need, why, short_because, container_lines,
+                                           share)
+    recs = [Recommendation(heap_key, spark_size(need), why, run.settings.get(heap_key)),
+            *_beyond_heap(run, role, workers, had_heap, notes),
+            _fraction(run, pools, need, fraction, verdict)]
     driver = run.executors.get("driver")
     if not local and driver and driver.peaks.get("JVMHeapMemory"):
         driver_heap = driver.peaks["JVMHeapMemory"]
