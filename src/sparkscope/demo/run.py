@@ -141,61 +141,48 @@ def _watch_while(top, reader: threading.Thread) -> bool:
     return watch(top, top.screen.interval_s, until=lambda: not reader.is_alive()) != "quit"
 
 
-def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native", out: Out = print) -> DemoResult:
-    """Generate data, run the queries, print progress and the summary.
+class _Voice:
+    """Where the demo's lines go: the terminal, or, while the top view covers
+    it, the view's foot, kept to be printed again when the view ends (it used
+    the alternate screen, so the record comes back)."""
 
-    At a terminal (stdout and stdin), the workload runs under `sparkscope top`
-    for its run, with the progress lines at its foot and printed again when it
-    ends; q leaves the view and the lines go on as plain text. The stack must be
-    up (bring_up); stack_kind only changes where-to-look hints.
-    """
-    view = _terminal_view(settings, options) if out is print else None
-    hidden: list[str] = []  # lines said while the view covers the terminal
+    def __init__(self, out: Out, view) -> None:
+        self.out, self.view = out, view
+        self.covered = threading.Event()
+        self.hidden: list[str] = []
 
-    def say(text: str) -> None:
-        if view is not None and view_on.is_set():
-            hidden.append(text)
-            view.screen.messages.append(text)
+    def __call__(self, text: str) -> None:
+        if self.view is not None and self.covered.is_set():
+            self.hidden.append(text)
+            self.view.screen.messages.append(text)
             return
-        out(text)
-        if out is print:
+        self.out(text)
+        if self.out is print:
             sys.stdout.flush()
 
-    view_on = threading.Event()
-    queries = plan_queries(options)
-    if not influx.ping(settings.influx_url):
-        raise DemoError(f"InfluxDB does not answer at {settings.influx_url}: is the stack up? "
-                        "run ./sparkscope up")
-    data = tpcds.ensure_data(settings.cache_dir, options.scale, progress=say)
-    jar = ensure_annotator_jar(settings.root, progress=say)
-    master = options.spark_master
-    if not master.startswith("local"):
-        say(f"note: executors of {master} read the data at {data}: it must be on a filesystem they share")
+    def uncover(self) -> None:
+        self.covered.clear()
+        for text in self.hidden:
+            self(text)
+        self.hidden.clear()
 
-    logs = settings.state_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    result = DemoResult(exit_code=0, planned=len(queries) * options.repetitions,
-                        order=[q.name for _ in range(options.repetitions) for q in queries],
-                        log=logs / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.log")
-    plan = {"data_dir": str(data), "tables": list(tpcds.TABLES), "repetitions": options.repetitions,
+
+def _plan_file(data: Path, queries: list, repetitions: int) -> str:
+    """The driver script's plan (data, tables, queries), in a private temporary file."""
+    plan = {"data_dir": str(data), "tables": list(tpcds.TABLES), "repetitions": repetitions,
             "schema_cache": str(tpcds.schema_cache(data)),
             "queries": [{"name": q.name, "sql": q.sql} for q in queries]}
     plan_file = tempfile.NamedTemporaryFile("w", suffix=".json", prefix="sparkscope-demo-", delete=False)
     with plan_file:
         json.dump(plan, plan_file)
-    argv = submit_argv(DRIVER_SCRIPT, master, spark_conf(settings, options, jar), [plan_file.name])
+    return plan_file.name
 
-    say(f"\nTPC-DS sf={tpcds.scale_label(options.scale)}: {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"
-        f"{f' x {options.repetitions}' if options.repetitions > 1 else ''} on {master}; Spark's log: {result.log}")
-    started = time.monotonic()
 
-    def on_app(app_id: str) -> None:
-        if view is not None:
-            view.app_id = app_id
-            view.waiting = (f"application {app_id} started: it shows here once its executors' first metrics "
-                            "arrive (one sink period)")
-
-    events = _Events(settings, options, result, say, started, on_app)
+def _run_workload(argv: list[str], settings: Settings, options: DemoOptions, result: DemoResult,
+                  events: "_Events", view, say: _Voice) -> None:
+    """spark-submit in its own session, followed line by line (under the top
+    view at a terminal), stopped in order on Ctrl-C or past the time limit.
+    Sets the result's spark_exit, interrupted and timed_out."""
     proc: Optional[subprocess.Popen] = None
     timer: Optional[threading.Timer] = None
     timed_out = threading.Event()
@@ -215,15 +202,12 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
             events.follow(proc.stdout)
         else:
             reader = threading.Thread(target=events.follow, args=(proc.stdout,), name="demo-progress", daemon=True)
-            view_on.set()
+            say.covered.set()
             reader.start()
             try:
                 _watch_while(view, reader)
             finally:
-                view_on.clear()
-                for text in hidden:  # the view used the alternate screen: the record comes back
-                    say(text)
-                hidden.clear()
+                say.uncover()
             reader.join()
         result.spark_exit = proc.wait()
     except KeyboardInterrupt:
@@ -237,11 +221,55 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
             timer.cancel()
         if proc is not None and proc.poll() is None:
             stop_group(proc.pid, STOP_GRACE_S, proc=proc, progress=say)
-        Path(plan_file.name).unlink(missing_ok=True)
-    result.wall_s = time.monotonic() - started
     if timed_out.is_set():
         result.timed_out = True
         say(f"\nstopped: the workload ran past its {options.timeout_s:.0f} s limit")
+
+
+def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native", out: Out = print) -> DemoResult:
+    """Generate data, run the queries, print progress and the summary.
+
+    At a terminal (stdout and stdin), the workload runs under `sparkscope top`
+    for its run, with the progress lines at its foot and printed again when it
+    ends; q leaves the view and the lines go on as plain text. The stack must be
+    up (bring_up); stack_kind only changes where-to-look hints.
+    """
+    view = _terminal_view(settings, options) if out is print else None
+    say = _Voice(out, view)
+    queries = plan_queries(options)
+    if not influx.ping(settings.influx_url):
+        raise DemoError(f"InfluxDB does not answer at {settings.influx_url}: is the stack up? "
+                        "run ./sparkscope up")
+    data = tpcds.ensure_data(settings.cache_dir, options.scale, progress=say)
+    jar = ensure_annotator_jar(settings.root, progress=say)
+    master = options.spark_master
+    if not master.startswith("local"):
+        say(f"note: executors of {master} read the data at {data}: it must be on a filesystem they share")
+
+    logs = settings.state_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    result = DemoResult(exit_code=0, planned=len(queries) * options.repetitions,
+                        order=[q.name for _ in range(options.repetitions) for q in queries],
+                        log=logs / f"demo-{time.strftime('%Y%m%d-%H%M%S')}.log")
+    plan = _plan_file(data, queries, options.repetitions)
+    argv = submit_argv(DRIVER_SCRIPT, master, spark_conf(settings, options, jar), [plan])
+
+    say(f"\nTPC-DS sf={tpcds.scale_label(options.scale)}: {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"
+        f"{f' x {options.repetitions}' if options.repetitions > 1 else ''} on {master}; Spark's log: {result.log}")
+    started = time.monotonic()
+
+    def on_app(app_id: str) -> None:
+        if view is not None:
+            view.app_id = app_id
+            view.waiting = (f"application {app_id} started: it shows here once its executors' first metrics "
+                            "arrive (one sink period)")
+
+    try:
+        _run_workload(argv, settings, options, result, _Events(settings, options, result, say, started, on_app),
+                      view, say)
+    finally:
+        Path(plan).unlink(missing_ok=True)
+    result.wall_s = time.monotonic() - started
 
     if result.app_id is None:
         if result.interrupted:
