@@ -25,6 +25,7 @@ from typing import Any
 
 from sparkscope.dashboards import live, profiles, summary
 from sparkscope.dashboards.layout import dashboard
+from sparkscope.dashboards.queries import raw_samples
 from sparkscope.dashboards.uids import LIVE_UID, PROFILES_UID, SUMMARY_UID
 from sparkscope.settings import ROOT
 
@@ -39,12 +40,12 @@ def build() -> dict[str, dict[str, Any]]:
             "One Spark application while it runs, per executor: tasks, CPU, memory, GC, shuffle, spill "
             "and I/O, with SQL queries, jobs and stages as annotations.",
             live.rows(), with_executors=True, time_from="now-30m", refresh="10s"),
-        "spark-application.json": raw_samples_only(dashboard(
+        "spark-application.json": dashboard(
             SUMMARY_UID, "Spark application summary",
             "One Spark application over its whole run: peak memory per executor against its configured "
             "size, where task time went, the slowest stages and those that waited longest on one task. Set the time range to cover "
             "the run.",
-            summary.rows(), with_executors=False, time_from="now-6h", refresh="", top_shown=True)),
+            summary_rows(), with_executors=False, time_from="now-6h", refresh="", top_shown=True, rolled=False),
         "spark-profiles.json": dashboard(
             PROFILES_UID, "Spark profiles",
             "Flame graphs of an application's executors: where on-CPU time, waiting time or allocations "
@@ -54,16 +55,14 @@ def build() -> dict[str, dict[str, Any]]:
     }
 
 
-def raw_samples_only(board: dict[str, Any]) -> dict[str, Any]:
+def summary_rows() -> list:
     """The summary's graphs and totals read raw samples only: it is opened on
     a run that often ended minutes ago, before the rollups of its range exist
     (their lag is up to 20 minutes), and it draws one run, not a day of many.
     Its peaks read the minute rollup where $peak_rp vouches for it
     (queries.range_max), untouched here."""
-    text = json.dumps(board).replace('\\"$rp\\".', "").replace('\\"$mean_field\\"', '\\"value\\"')
-    out = json.loads(text)
-    out["templating"]["list"] = [v for v in out["templating"]["list"] if v["name"] not in ("rp", "mean_field")]
-    return out
+    with raw_samples():
+        return summary.rows()
 
 
 def render(board: dict[str, Any]) -> str:

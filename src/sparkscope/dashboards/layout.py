@@ -223,13 +223,15 @@ def _top_by_heap(label: str, description: str, peaks: str, drawn_description: st
         current={"selected": True, "text": ["All"], "value": ["$__all"]}, description=drawn_description)]
 
 
-def _variables(with_executors: bool, top_shown: bool = False) -> list[dict[str, Any]]:
+def _variables(with_executors: bool, top_shown: bool = False, rolled: bool = True) -> list[dict[str, Any]]:
     """with_executors: the live dashboard's Executor, Executors drawn and
-    Device; top_shown: the summary's Executors shown."""
+    Device; top_shown: the summary's Executors shown; rolled: the graphs read
+    the rollups through $rp and $mean_field (queries.raw_samples)."""
     out = [
-        _resolution("rp", "rp", "Retention policy the Spark panels read for this time range: raw samples, or "
-                                "per-minute, 10-minute or 30-minute rollups of them (highest value and mean)."),
-        _resolution("mean_field", "mean_field", "The field holding each interval's mean at that resolution."),
+        *([_resolution("rp", "rp", "Retention policy the Spark panels read for this time range: raw samples, or "
+                                   "per-minute, 10-minute or 30-minute rollups of them (highest value and mean)."),
+           _resolution("mean_field", "mean_field", "The field holding each interval's mean at that resolution.")]
+          if rolled else []),
         _resolution("bucket", "bucket", "The graphs' bucket for this time range, never finer than the resolution "
                                         "they read: 10 s up to 1 h, 30 s up to 2 h, then 1, 10 or 30 minutes."),
         _variable("username", "Prefix",
@@ -341,7 +343,7 @@ def _io_outlier_annotation(panel_ids: list[int]) -> dict[str, Any]:
 
 def dashboard(uid: str, title: str, description: str, rows: list[Row], with_executors: bool,
               time_from: str, refresh: str, variables: Optional[list[dict[str, Any]]] = None,
-              annotations: bool = True, top_shown: bool = False) -> dict[str, Any]:
+              annotations: bool = True, top_shown: bool = False, rolled: bool = True) -> dict[str, Any]:
     panels, annotated, io_marked = _layout(rows)
     marks = (_annotations(annotated) if annotations else []) + (
         [_io_outlier_annotation(io_marked)] if io_marked else [])
@@ -357,7 +359,7 @@ def dashboard(uid: str, title: str, description: str, rows: list[Row], with_exec
         "graphTooltip": 1,
         "refresh": refresh,
         "time": {"from": time_from, "to": "now"},
-        "templating": {"list": variables if variables is not None else _variables(with_executors, top_shown)},
+        "templating": {"list": variables if variables is not None else _variables(with_executors, top_shown, rolled)},
         "annotations": {"list": marks},
         "links": [{"title": "Spark dashboards", "type": "dashboards", "tags": ["sparkscope"], "asDropdown": False,
                    "includeVars": True, "keepTime": True}],

@@ -5,7 +5,9 @@ executor."""
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 from sparkscope.schema import CONTAINER_COUNTER_FIELDS, CONTAINER_MEASUREMENT, COUNTER_MEASUREMENTS, TASK_TOTALS_PREFIX
 
@@ -30,8 +32,23 @@ COUNTER_PATTERNS = ("filesystem.",)
 # minutes and a run that just ended would show nothing; memory peaks read the
 # minute rollup for the whole minutes of the range where it is complete, raw
 # samples at its edges (PEAK_RP below).
-ROLLED = '"$rp".'
-MEAN_FIELD = '"$mean_field"'
+# (policy, mean field) of the graphs: by the range through the hidden
+# variables, or raw samples (raw_samples below).
+BY_RANGE = ('"$rp".', '"$mean_field"')
+RAW = ("", '"value"')
+_read_from: ContextVar[tuple[str, str]] = ContextVar("read_from", default=BY_RANGE)
+
+
+@contextmanager
+def raw_samples() -> Iterator[None]:
+    """The graphs built inside read raw samples only, for a dashboard that
+    has no $rp and $mean_field (the summary: it is opened on a run that often
+    ended minutes ago, before the rollups of its range exist)."""
+    token = _read_from.set(RAW)
+    try:
+        yield
+    finally:
+        _read_from.reset(token)
 
 APP = '"applicationid" =~ /^${applicationid:regex}$/'
 EXECUTORS = f'{APP} AND "executorid" =~ /^${{executorid:regex}}$/'
@@ -116,15 +133,17 @@ def highest(measurement: str) -> str:
 def gauge(measurement: str, alias: str = "$tag_executorid", agg: str = "mean",
           where: str = DRAWN) -> dict[str, Any]:
     """A gauge per executor: mean (or max) of each interval."""
-    field = MEAN_FIELD if agg == "mean" else '"value"'
-    return target(f'SELECT {agg}({field}) FROM {ROLLED}{source(measurement)} WHERE {where} AND $timeFilter '
+    rolled, mean_field = _read_from.get()
+    field = mean_field if agg == "mean" else '"value"'
+    return target(f'SELECT {agg}({field}) FROM {rolled}{source(measurement)} WHERE {where} AND $timeFilter '
                    f'GROUP BY time($bucket), "executorid" fill(none)', alias)
 
 
 def rate(measurement: str, alias: str = "$tag_executorid", per: str = "1s", scale: str = "",
          where: str = DRAWN) -> dict[str, Any]:
     """A counter per executor as a rate: its increase per `per`, times `scale`."""
-    return target(f'SELECT non_negative_derivative(max("value"), {per}){scale} FROM {ROLLED}{source(measurement)} '
+    rolled = _read_from.get()[0]
+    return target(f'SELECT non_negative_derivative(max("value"), {per}){scale} FROM {rolled}{source(measurement)} '
                    f'WHERE {where} AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)',
                    alias)
 
@@ -132,7 +151,8 @@ def rate(measurement: str, alias: str = "$tag_executorid", per: str = "1s", scal
 def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
                 where: str = EXECUTORS) -> dict[str, Any]:
     """A counter's rate summed over the selected executors."""
-    inner = (f'SELECT non_negative_derivative(max("value"), {per}){scale} AS "r" FROM {ROLLED}{source(measurement)} '
+    rolled = _read_from.get()[0]
+    inner = (f'SELECT non_negative_derivative(max("value"), {per}){scale} AS "r" FROM {rolled}{source(measurement)} '
              f'WHERE {where} AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)')
     return target(f'SELECT sum("r") FROM ({inner}) WHERE $timeFilter GROUP BY time($bucket) fill(none)',
                    alias)
