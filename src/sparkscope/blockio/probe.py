@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from sparkscope import http, lineprotocol
+from sparkscope.probe_cli import add_url_argument
 from sparkscope.schema import BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER, BLOCK_OUTLIER_DROPPED
 
 SCRIPT = Path(__file__).with_name("latency.bt")
@@ -262,8 +263,7 @@ def run(url: str, period_s: int, threshold_ms: float, backoff_s: tuple = RESTART
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkscope.blockio",
                                      description="Trace block I/O latency with eBPF and send it to Telegraf.")
-    parser.add_argument("--url", default=os.environ.get("BLOCKPROBE_URL", "http://127.0.0.1:8186"),
-                        help="Telegraf's line-protocol listener (EVENTS_PORT); default %(default)s")
+    add_url_argument(parser, "BLOCKPROBE_URL")
     parser.add_argument("--period", type=int, default=int(os.environ.get("BLOCKPROBE_PERIOD_S", DEFAULT_PERIOD_S)),
                         help="seconds per histogram and percentile report (default %(default)s)")
     parser.add_argument("--threshold-ms", type=float,

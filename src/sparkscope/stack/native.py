@@ -24,6 +24,7 @@ from sparkscope.blockio.readiness import why_not_traceable
 from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
 from sparkscope.threads.sampler import STARTED as THREADPROBE_STARTED
 from sparkscope.privilege import why_untrusted
+from sparkscope.probe_cli import switched_on
 from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
@@ -143,7 +144,6 @@ BLOCKPROBE_ATTACH_S = 30.0  # bpftrace compiles and attaches in 1-3 s; more on a
 
 THREADPROBE = "threadprobe"
 THREADPROBE_START_S = 15.0  # it says it started before its first /proc scan
-OFF_WORDS = ("false", "0", "no", "off")  # a probe's <NAME>_ENABLED that switches it off
 
 SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
 
@@ -246,7 +246,7 @@ class NativeBackend(Backend):
         if pidfile.running_pid() is not None:
             progress(f"{name} already running  pid {pidfile.running_pid()}")
             return True, None, env
-        if env.get(prefix + "ENABLED", "true").lower() in OFF_WORDS:
+        if not switched_on(prefix + "ENABLED", env):
             progress(f"{name} off ({prefix}ENABLED={env[prefix + 'ENABLED']})")
             return False, None, env
         reason = why_not() or self.why_untrusted_python()
@@ -298,7 +298,7 @@ class NativeBackend(Backend):
             extras = [f"{what} off: {reason}" for what, reason, key in (
                 ("kernel stacks", why_no_kernel_stacks(), "THREADPROBE_KERNEL_STACKS"),
                 ("PySpark worker profiles", why_no_py_spy(), "THREADPROBE_PYSPY"))
-                if reason and env.get(key, "true").lower() not in OFF_WORDS]
+                if reason and switched_on(key, env)]
             progress(f"{THREADPROBE:9} up  pid {pid}{' as root' if os.geteuid() == 0 else ''}  "
                      f"thread states of Spark JVMs -> {self.settings.events_url}"
                      + "".join(f"\n          {extra}" for extra in extras))

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from sparkscope import http, procstat
+from sparkscope.probe_cli import add_url_argument, switched_on
 from sparkscope.schema import THREAD_SAMPLER_MEASUREMENT
 from sparkscope.threads import procfs
 from sparkscope.threads.jvms import Discovery, SparkJvm
@@ -328,28 +329,23 @@ def run(url: str, rate_hz: float, period_s: float, kernel_stacks: bool, python: 
             time.sleep(delay)
 
 
-def _env_on(name: str, default: str = "true") -> bool:
-    return os.environ.get(name, default).lower() not in ("false", "0", "no", "off")
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkscope.threads",
                                      description="Sample thread states of Spark JVMs from /proc and send them "
                                                  "to Telegraf.")
-    parser.add_argument("--url", default=os.environ.get("THREADPROBE_URL", "http://127.0.0.1:8186"),
-                        help="Telegraf's line-protocol listener (EVENTS_PORT); default %(default)s")
+    add_url_argument(parser, "THREADPROBE_URL")
     parser.add_argument("--rate", type=float, default=float(os.environ.get("THREADPROBE_RATE_HZ", DEFAULT_RATE_HZ)),
                         help="samples per second of every thread (default %(default)s)")
     parser.add_argument("--period", type=float,
                         default=float(os.environ.get("THREADPROBE_PERIOD_S", DEFAULT_PERIOD_S)),
                         help="seconds per written average (default %(default)s)")
     parser.add_argument("--kernel-stacks", action=argparse.BooleanOptionalAction,
-                        default=_env_on("THREADPROBE_KERNEL_STACKS"),
+                        default=switched_on("THREADPROBE_KERNEL_STACKS"),
                         help="off-CPU kernel stacks of task threads (needs root; default on where allowed)")
-    parser.add_argument("--python", action=argparse.BooleanOptionalAction, default=_env_on("THREADPROBE_PYSPY"),
+    parser.add_argument("--python", action=argparse.BooleanOptionalAction, default=switched_on("THREADPROBE_PYSPY"),
                         help="py-spy profiles of PySpark workers (needs ptrace; default on where allowed)")
     args = parser.parse_args(argv)
-    if not _env_on("THREADPROBE_ENABLED"):
+    if not switched_on("THREADPROBE_ENABLED"):
         say(f"off (THREADPROBE_ENABLED={os.environ['THREADPROBE_ENABLED']})")
         return 0
     if not os.path.isdir(f"{procfs.PROC}/self/task"):
