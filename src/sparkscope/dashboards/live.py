@@ -276,7 +276,12 @@ def shuffle_row() -> Row:
 
 
 def host_row() -> Row:
-    return Row("Host: the machine running the stack (Telegraf)", [
+    return Row("Host: the machine running the stack (Telegraf)",
+               [*_machine_panels(), *_disk_panels(), *_block_probe_panels()])
+
+
+def _machine_panels() -> list[Panel]:
+    return [
         Panel("CPU busy",
               "CPU time of the host by state, percent of all cores: user, system, iowait (waiting on disk), "
               "steal (taken by the hypervisor). " + NEEDS_TELEGRAF,
@@ -303,6 +308,12 @@ def host_row() -> Row:
               "one task waited on storage; full means nothing ran. Executors waiting on spill or shuffle "
               "files show here before anything else. " + NEEDS_TELEGRAF,
               [pressure()], "percent", width=6),
+    ]
+
+
+def _disk_panels() -> list[Panel]:
+    """Telegraf's /proc/diskstats per device, as iostat reads it."""
+    return [
         Panel("Disk busy",
               "Share of time each device had I/O in flight (io_time from /proc/diskstats, the %util of "
               "iostat). 100% saturates a single disk; SSDs and NVMe serve many I/Os at once and can do more "
@@ -331,7 +342,12 @@ def host_row() -> Row:
               + NEEDS_TELEGRAF,
               [disk_await("read_time", "reads", "$tag_name read"),
                disk_await("write_time", "writes", "$tag_name write")], "ms", width=6, io_outliers=True),
-        # The probe's panels: percentiles and heatmap beside the await they explain.
+    ]
+
+
+def _block_probe_panels() -> list[Panel]:
+    """The eBPF probe's panels: percentiles and heatmap beside the await they explain."""
+    return [
         Panel("Block I/O latency: p50, p99, max",
               "Per device and direction, from the eBPF probe: time from issue to the device to completion "
               "(scheduler queueing excluded). max is exact; p50 and p99 are read off log2 buckets, right "
@@ -369,7 +385,7 @@ def host_row() -> Row:
                           "properties": [{"id": "unit", "value": "bytes"}, {"id": "displayName", "value": "size"}]},
                          {"matcher": {"id": "byName", "options": "Time"},
                           "properties": [{"id": "unit", "value": "dateTimeAsLocal"}]}]),
-    ])
+    ]
 
 
 NEEDS_CONTAINER_PLUGIN = ("Needs the sparkscope annotator jar with "
