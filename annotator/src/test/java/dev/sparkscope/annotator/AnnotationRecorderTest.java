@@ -2,7 +2,6 @@ package dev.sparkscope.annotator;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -138,9 +137,7 @@ class AnnotationRecorderTest {
         r.stageSubmitted(7, 0, "sum at job.py:26", 2, 150);
         r.stageCompleted(7, 0, "sum at job.py:26", 2, 150L, 250L, null, 0);
         InfluxLineReader p = line(0);
-        assertEquals("4i", p.fields.get("job_id"));
-        assertEquals("2i", p.fields.get("execution_id"));
-        assertEquals("nightly skewed join", p.fields.get("job_description"));
+        p.assertFields("job_id", "4i", "execution_id", "2i", "job_description", "nightly skewed join");
         assertTrue(p.fields.get("text").startsWith("stage 7.0: sum at job.py:26 [job 4: nightly skewed join] (100 ms"),
                 p.fields.get("text"));
     }
@@ -164,21 +161,12 @@ class AnnotationRecorderTest {
         InfluxLineReader p = line(0);
         assertEquals("sparkscope_stage", p.measurement);
         assertEquals(10_000 * MS + 7 * 16 + 1, p.time);
-        assertEquals("7i", p.fields.get("stage_id"));
-        assertEquals("1i", p.fields.get("attempt"));
         assertEquals("SUCCEEDED", p.tags.get("status"));
         assertEquals("true", p.tags.get("straggler"));
-        assertEquals("6000i", p.fields.get("duration_ms"));
-        assertEquals("8i", p.fields.get("task_count_seen"));
-        assertEquals("5400i", p.fields.get("task_max_ms"));
-        assertEquals("402i", p.fields.get("task_p50_ms")); // 400..403 share a 4 ms bucket: midpoint
-        assertEquals("0i", p.fields.get("slowest_partition"));
-        assertEquals("2", p.fields.get("slowest_executor"));
-        assertEquals("10.0.0.2", p.fields.get("slowest_host"));
-        assertEquals("12i", p.fields.get("slowest_gc_ms"));
-        assertEquals("40i", p.fields.get("slowest_fetch_wait_ms"));
-        assertEquals("10000i", p.fields.get("slowest_input_bytes"));
-        assertEquals("2125i", p.fields.get("task_mean_input_bytes"));
+        p.assertFields("stage_id", "7i", "attempt", "1i", "duration_ms", "6000i", "task_count_seen", "8i",
+                "task_max_ms", "5400i", "task_p50_ms", "402i", // 400..403 share a 4 ms bucket: midpoint
+                "slowest_partition", "0i", "slowest_executor", "2", "slowest_host", "10.0.0.2", "slowest_gc_ms", "12i",
+                "slowest_fetch_wait_ms", "40i", "slowest_input_bytes", "10000i", "task_mean_input_bytes", "2125i");
         assertEquals("stage 7.1: count at job.py:12 (6.0 s, 8 tasks, median task 402 ms); STRAGGLER: slowest task "
                 + "5.4 s = 13.4x the median, partition 0 on executor 2 (host 10.0.0.2), read 9.8 KiB = 4.7x the "
                 + "average task, GC 12 ms, fetch wait 40 ms", p.fields.get("text"));
@@ -210,11 +198,8 @@ class AnnotationRecorderTest {
         r.taskEnded(2, 0, TaskOutcome.KILLED, task(900, 300, 3, "2"));      // losing speculative copy
         r.stageCompleted(2, 0, "map", 4, 0L, 300L, null, 0);
         InfluxLineReader p = line(0);
-        assertEquals("5i", p.fields.get("task_count_seen"));
-        assertEquals("1i", p.fields.get("task_resubmitted_count"));
-        assertEquals("1i", p.fields.get("task_killed_count"));
-        assertEquals("0i", p.fields.get("task_failed_count"));
-        assertEquals("120i", p.fields.get("task_max_ms"));
+        p.assertFields("task_count_seen", "5i", "task_resubmitted_count", "1i", "task_killed_count", "1i",
+                "task_failed_count", "0i", "task_max_ms", "120i");
     }
 
     @Test
@@ -229,8 +214,7 @@ class AnnotationRecorderTest {
         InfluxLineReader p = line(0);
         assertEquals("FAILED", p.tags.get("status"));
         assertEquals("false", p.tags.get("straggler"));
-        assertEquals("Task failed\\nstack", p.fields.get("failure_reason"));
-        assertEquals("1i", p.fields.get("task_failed_count"));
+        p.assertFields("failure_reason", "Task failed\\nstack", "task_failed_count", "1i");
     }
 
     @Test
@@ -267,8 +251,7 @@ class AnnotationRecorderTest {
         }
         assertEquals(java.util.Arrays.asList("sparkscope_stage/CANCELLED", "sparkscope_job/CANCELLED",
                 "sparkscope_query/CANCELLED", "sparkscope_application/FINISHED"), kinds);
-        assertEquals("7i", line(0).fields.get("task_count_seen"));
-        assertEquals("8700i", line(0).fields.get("duration_ms"));
+        line(0).assertFields("task_count_seen", "7i", "duration_ms", "8700i");
         assertEquals("streaming batch", line(1).fields.get("description"));
         assertEquals(0, r.trackedStages());
         lines.clear();
@@ -282,9 +265,7 @@ class AnnotationRecorderTest {
         r.stageCompleted(9, 0, "never submitted", 3, null, null, null, 42_000);
         InfluxLineReader p = line(0);
         assertEquals(42_000, p.time / MS);
-        assertEquals("0i", p.fields.get("task_count_seen"));
-        assertNull(p.fields.get("task_max_ms"));
-        assertNull(p.fields.get("skew_ratio"));
+        p.assertFields("task_count_seen", "0i", "task_max_ms", null, "skew_ratio", null);
     }
 
     @Test
