@@ -35,7 +35,8 @@ class ApplicationIdTagTest {
                             "spark.metrics.namespace", "${spark.app.name}-${spark.app.id}"}),
                 Arguments.of("system property references are resolved and unknown ones stay as written",
                         "data_${spark.no.such.key}",
-                        new String[] {"spark.metrics.namespace", "${system:sparkscope.test.team}_${spark.no.such.key}"}));
+                        new String[] {"spark.metrics.namespace",
+                            "${system:sparkscope.test.team}_${spark.no.such.key}"}));
     }
 
     @ParameterizedTest(name = "{0}")

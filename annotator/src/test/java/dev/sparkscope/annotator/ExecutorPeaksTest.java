@@ -37,8 +37,8 @@ class ExecutorPeaksTest {
         peaks.stageCompleted(3, 0, "sum at job.py:9", "SUCCEEDED", 5_000);
         peaks.executorRemoved("1", 6_000);
 
-        points(ExecutorPeaks.STAGE_PEAKS).get(0).assertFields("JVMHeapMemory", "500i",
-                "OnHeapExecutionMemory", "80i", "ProcessTreeJVMRSSMemory", "950i", "execution_id", "7i", "stage_id", "3i");
+        points(ExecutorPeaks.STAGE_PEAKS).get(0).assertFields("JVMHeapMemory", "500i", "OnHeapExecutionMemory", "80i",
+                "ProcessTreeJVMRSSMemory", "950i", "execution_id", "7i", "stage_id", "3i");
         InfluxLineReader executor = points(ExecutorPeaks.EXECUTOR_PEAKS).get(0);
         executor.assertFields("ProcessTreeJVMRSSMemory", "990i", "executor_id", "1", "written_at", "removed");
         assertFalse(executor.fields.containsKey("MajorGCTime"), "a metric never reported is not written as a number");
