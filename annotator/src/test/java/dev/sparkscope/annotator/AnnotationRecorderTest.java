@@ -15,11 +15,12 @@ import org.junit.jupiter.api.Test;
 class AnnotationRecorderTest {
 
     private static final long MS = 1_000_000L;
+    private static final String APP_ID = "app-20260101-0001";
     private final List<String> lines = new ArrayList<>();
     private final List<String> warnings = new ArrayList<>();
 
     private AnnotationRecorder recorder(boolean runningPoints, int maxStages) {
-        return new AnnotationRecorder(lines::add, () -> "app-20260101-0001", runningPoints,
+        return new AnnotationRecorder(lines::add, () -> APP_ID, runningPoints,
                 StragglerRule.defaults(), maxStages, warnings::add);
     }
 
@@ -37,15 +38,19 @@ class AnnotationRecorderTest {
         return InfluxLineReader.read(lines.get(i));
     }
 
+    /** Asserts line i to the letter: measurement, its tag after applicationid, its fields, its time (ns). */
+    private void assertLine(int i, String measurement, String tag, String fields, long timeNs) {
+        assertEquals(measurement + ",applicationid=" + APP_ID + "," + tag + " " + fields + " " + timeNs, lines.get(i));
+    }
+
     @Test
     void finished_query_is_one_point_at_its_start_with_its_id_as_a_field() {
         AnnotationRecorder r = recorder(false, 10);
         r.queryStarted(3, 1_000, "SELECT \"a\", b\nFROM t");
         r.queryEnded(3, 13_300, null);
         assertEquals(1, lines.size());
-        assertEquals("sparkscope_query,applicationid=app-20260101-0001,status=SUCCEEDED "
-                + "execution_id=3i,description=\"SELECT \\\"a\\\", b\\\\nFROM t\",end_time_ms=13300i,duration_ms=12300i,"
-                + "text=\"query 3: SELECT \\\"a\\\", b FROM t (12.3 s)\" " + (1000 * MS + 3), lines.get(0));
+        assertLine(0, "sparkscope_query", "status=SUCCEEDED", "execution_id=3i,description=\"SELECT \\\"a\\\", b\\\\nFROM t\","
+                + "end_time_ms=13300i,duration_ms=12300i,text=\"query 3: SELECT \\\"a\\\", b FROM t (12.3 s)\"", 1000 * MS + 3);
     }
 
     @Test
@@ -63,13 +68,12 @@ class AnnotationRecorderTest {
     void running_points_carry_ids_but_not_the_description_again() {
         AnnotationRecorder r = recorder(true, 10);
         r.jobStarted(5, 2_000, "nightly load", null, null, "etl", 3L, new int[0]);
-        assertEquals("sparkscope_job,applicationid=app-20260101-0001,status=RUNNING "
-                + "job_id=5i,execution_id=3i,text=\"job 5 running [group etl]: nightly load\" " + (2000 * MS + 5),
-                lines.get(0));
+        assertLine(0, "sparkscope_job", "status=RUNNING",
+                "job_id=5i,execution_id=3i,text=\"job 5 running [group etl]: nightly load\"", 2000 * MS + 5);
         r.jobEnded(5, 3_000, true, null);
-        assertEquals("sparkscope_job,applicationid=app-20260101-0001,status=SUCCEEDED "
-                + "job_id=5i,job_group=\"etl\",description=\"nightly load\",execution_id=3i,end_time_ms=3000i,"
-                + "duration_ms=1000i,text=\"job 5 [group etl]: nightly load (1.0 s)\" " + (2000 * MS + 5), lines.get(1));
+        assertLine(1, "sparkscope_job", "status=SUCCEEDED", "job_id=5i,job_group=\"etl\",description=\"nightly load\","
+                + "execution_id=3i,end_time_ms=3000i,duration_ms=1000i,text=\"job 5 [group etl]: nightly load (1.0 s)\"",
+                2000 * MS + 5);
     }
 
     @Test
@@ -298,12 +302,11 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(true, 10);
         r.applicationStarted(1_000, "etl nightly", "alice", "3.5.9");
         r.applicationEnded(64_000, null);
-        assertEquals("sparkscope_application,applicationid=app-20260101-0001,status=RUNNING app_name=\"etl nightly\","
-                + "spark_user=\"alice\",spark_version=\"3.5.9\",text=\"application etl nightly started\" "
-                + 1000 * MS, lines.get(0));
-        assertEquals("sparkscope_application,applicationid=app-20260101-0001,status=FINISHED app_name=\"etl nightly\","
-                + "spark_user=\"alice\",spark_version=\"3.5.9\",end_time_ms=64000i,duration_ms=63000i,"
-                + "text=\"application etl nightly finished after 1 min 3 s\" " + 1000 * MS, lines.get(1));
+        String app = "app_name=\"etl nightly\",spark_user=\"alice\",spark_version=\"3.5.9\",";
+        assertLine(0, "sparkscope_application", "status=RUNNING", app + "text=\"application etl nightly started\"",
+                1000 * MS);
+        assertLine(1, "sparkscope_application", "status=FINISHED", app + "end_time_ms=64000i,duration_ms=63000i,"
+                + "text=\"application etl nightly finished after 1 min 3 s\"", 1000 * MS);
     }
 
     @Test
@@ -311,12 +314,10 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(true, 10);
         r.executorAdded(5_000, "1", "10.0.0.9", 4);
         r.executorRemoved(9_000, "1", "Executor killed, \"idle\"");
-        assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=added "
-                + "executor_id=\"1\",host=\"10.0.0.9\",cores=4i,text=\"executor 1 added on 10.0.0.9 (4 cores)\" "
-                + (5000 * MS + 1), lines.get(0));
-        assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=removed "
-                + "executor_id=\"1\",reason=\"Executor killed, \\\"idle\\\"\",cause=\"other\","
-                + "text=\"executor 1 removed: Executor killed, \\\"idle\\\"\" " + (9000 * MS + 1), lines.get(1));
+        assertLine(0, "sparkscope_executor", "event=added", "executor_id=\"1\",host=\"10.0.0.9\",cores=4i,"
+                + "text=\"executor 1 added on 10.0.0.9 (4 cores)\"", 5000 * MS + 1);
+        assertLine(1, "sparkscope_executor", "event=removed", "executor_id=\"1\",reason=\"Executor killed, \\\"idle\\\"\","
+                + "cause=\"other\",text=\"executor 1 removed: Executor killed, \\\"idle\\\"\"", 9000 * MS + 1);
     }
 
     @Test
