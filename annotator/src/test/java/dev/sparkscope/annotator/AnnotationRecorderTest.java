@@ -2,7 +2,6 @@ package dev.sparkscope.annotator;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
-import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -16,11 +15,12 @@ import org.junit.jupiter.api.Test;
 class AnnotationRecorderTest {
 
     private static final long MS = 1_000_000L;
+    private static final String APP_ID = "app-20260101-0001";
     private final List<String> lines = new ArrayList<>();
     private final List<String> warnings = new ArrayList<>();
 
     private AnnotationRecorder recorder(boolean runningPoints, int maxStages) {
-        return new AnnotationRecorder(lines::add, () -> "app-20260101-0001", runningPoints,
+        return new AnnotationRecorder(lines::add, () -> APP_ID, runningPoints,
                 StragglerRule.defaults(), maxStages, warnings::add);
     }
 
@@ -38,15 +38,19 @@ class AnnotationRecorderTest {
         return InfluxLineReader.read(lines.get(i));
     }
 
+    /** Asserts line i to the letter: measurement, its tag after applicationid, its fields, its time (ns). */
+    private void assertLine(int i, String measurement, String tag, String fields, long timeNs) {
+        assertEquals(measurement + ",applicationid=" + APP_ID + "," + tag + " " + fields + " " + timeNs, lines.get(i));
+    }
+
     @Test
     void finished_query_is_one_point_at_its_start_with_its_id_as_a_field() {
         AnnotationRecorder r = recorder(false, 10);
         r.queryStarted(3, 1_000, "SELECT \"a\", b\nFROM t");
         r.queryEnded(3, 13_300, null);
         assertEquals(1, lines.size());
-        assertEquals("sparkscope_query,applicationid=app-20260101-0001,status=SUCCEEDED "
-                + "execution_id=3i,description=\"SELECT \\\"a\\\", b\\\\nFROM t\",end_time_ms=13300i,duration_ms=12300i,"
-                + "text=\"query 3: SELECT \\\"a\\\", b FROM t (12.3 s)\" " + (1000 * MS + 3), lines.get(0));
+        assertLine(0, "sparkscope_query", "status=SUCCEEDED", "execution_id=3i,description=\"SELECT \\\"a\\\", b\\\\nFROM t\","
+                + "end_time_ms=13300i,duration_ms=12300i,text=\"query 3: SELECT \\\"a\\\", b FROM t (12.3 s)\"", 1000 * MS + 3);
     }
 
     @Test
@@ -64,13 +68,12 @@ class AnnotationRecorderTest {
     void running_points_carry_ids_but_not_the_description_again() {
         AnnotationRecorder r = recorder(true, 10);
         r.jobStarted(5, 2_000, "nightly load", null, null, "etl", 3L, new int[0]);
-        assertEquals("sparkscope_job,applicationid=app-20260101-0001,status=RUNNING "
-                + "job_id=5i,execution_id=3i,text=\"job 5 running [group etl]: nightly load\" " + (2000 * MS + 5),
-                lines.get(0));
+        assertLine(0, "sparkscope_job", "status=RUNNING",
+                "job_id=5i,execution_id=3i,text=\"job 5 running [group etl]: nightly load\"", 2000 * MS + 5);
         r.jobEnded(5, 3_000, true, null);
-        assertEquals("sparkscope_job,applicationid=app-20260101-0001,status=SUCCEEDED "
-                + "job_id=5i,job_group=\"etl\",description=\"nightly load\",execution_id=3i,end_time_ms=3000i,"
-                + "duration_ms=1000i,text=\"job 5 [group etl]: nightly load (1.0 s)\" " + (2000 * MS + 5), lines.get(1));
+        assertLine(1, "sparkscope_job", "status=SUCCEEDED", "job_id=5i,job_group=\"etl\",description=\"nightly load\","
+                + "execution_id=3i,end_time_ms=3000i,duration_ms=1000i,text=\"job 5 [group etl]: nightly load (1.0 s)\"",
+                2000 * MS + 5);
     }
 
     @Test
@@ -138,9 +141,7 @@ class AnnotationRecorderTest {
         r.stageSubmitted(7, 0, "sum at job.py:26", 2, 150);
         r.stageCompleted(7, 0, "sum at job.py:26", 2, 150L, 250L, null, 0);
         InfluxLineReader p = line(0);
-        assertEquals("4i", p.fields.get("job_id"));
-        assertEquals("2i", p.fields.get("execution_id"));
-        assertEquals("nightly skewed join", p.fields.get("job_description"));
+        p.assertFields("job_id", "4i", "execution_id", "2i", "job_description", "nightly skewed join");
         assertTrue(p.fields.get("text").startsWith("stage 7.0: sum at job.py:26 [job 4: nightly skewed join] (100 ms"),
                 p.fields.get("text"));
     }
@@ -164,21 +165,12 @@ class AnnotationRecorderTest {
         InfluxLineReader p = line(0);
         assertEquals("sparkscope_stage", p.measurement);
         assertEquals(10_000 * MS + 7 * 16 + 1, p.time);
-        assertEquals("7i", p.fields.get("stage_id"));
-        assertEquals("1i", p.fields.get("attempt"));
         assertEquals("SUCCEEDED", p.tags.get("status"));
         assertEquals("true", p.tags.get("straggler"));
-        assertEquals("6000i", p.fields.get("duration_ms"));
-        assertEquals("8i", p.fields.get("task_count_seen"));
-        assertEquals("5400i", p.fields.get("task_max_ms"));
-        assertEquals("402i", p.fields.get("task_p50_ms")); // 400..403 share a 4 ms bucket: midpoint
-        assertEquals("0i", p.fields.get("slowest_partition"));
-        assertEquals("2", p.fields.get("slowest_executor"));
-        assertEquals("10.0.0.2", p.fields.get("slowest_host"));
-        assertEquals("12i", p.fields.get("slowest_gc_ms"));
-        assertEquals("40i", p.fields.get("slowest_fetch_wait_ms"));
-        assertEquals("10000i", p.fields.get("slowest_input_bytes"));
-        assertEquals("2125i", p.fields.get("task_mean_input_bytes"));
+        p.assertFields("stage_id", "7i", "attempt", "1i", "duration_ms", "6000i", "task_count_seen", "8i",
+                "task_max_ms", "5400i", "task_p50_ms", "402i", // 400..403 share a 4 ms bucket: midpoint
+                "slowest_partition", "0i", "slowest_executor", "2", "slowest_host", "10.0.0.2", "slowest_gc_ms", "12i",
+                "slowest_fetch_wait_ms", "40i", "slowest_input_bytes", "10000i", "task_mean_input_bytes", "2125i");
         assertEquals("stage 7.1: count at job.py:12 (6.0 s, 8 tasks, median task 402 ms); STRAGGLER: slowest task "
                 + "5.4 s = 13.4x the median, partition 0 on executor 2 (host 10.0.0.2), read 9.8 KiB = 4.7x the "
                 + "average task, GC 12 ms, fetch wait 40 ms", p.fields.get("text"));
@@ -210,11 +202,8 @@ class AnnotationRecorderTest {
         r.taskEnded(2, 0, TaskOutcome.KILLED, task(900, 300, 3, "2"));      // losing speculative copy
         r.stageCompleted(2, 0, "map", 4, 0L, 300L, null, 0);
         InfluxLineReader p = line(0);
-        assertEquals("5i", p.fields.get("task_count_seen"));
-        assertEquals("1i", p.fields.get("task_resubmitted_count"));
-        assertEquals("1i", p.fields.get("task_killed_count"));
-        assertEquals("0i", p.fields.get("task_failed_count"));
-        assertEquals("120i", p.fields.get("task_max_ms"));
+        p.assertFields("task_count_seen", "5i", "task_resubmitted_count", "1i", "task_killed_count", "1i",
+                "task_failed_count", "0i", "task_max_ms", "120i");
     }
 
     @Test
@@ -229,8 +218,7 @@ class AnnotationRecorderTest {
         InfluxLineReader p = line(0);
         assertEquals("FAILED", p.tags.get("status"));
         assertEquals("false", p.tags.get("straggler"));
-        assertEquals("Task failed\\nstack", p.fields.get("failure_reason"));
-        assertEquals("1i", p.fields.get("task_failed_count"));
+        p.assertFields("failure_reason", "Task failed\\nstack", "task_failed_count", "1i");
     }
 
     @Test
@@ -267,8 +255,7 @@ class AnnotationRecorderTest {
         }
         assertEquals(java.util.Arrays.asList("sparkscope_stage/CANCELLED", "sparkscope_job/CANCELLED",
                 "sparkscope_query/CANCELLED", "sparkscope_application/FINISHED"), kinds);
-        assertEquals("7i", line(0).fields.get("task_count_seen"));
-        assertEquals("8700i", line(0).fields.get("duration_ms"));
+        line(0).assertFields("task_count_seen", "7i", "duration_ms", "8700i");
         assertEquals("streaming batch", line(1).fields.get("description"));
         assertEquals(0, r.trackedStages());
         lines.clear();
@@ -282,9 +269,7 @@ class AnnotationRecorderTest {
         r.stageCompleted(9, 0, "never submitted", 3, null, null, null, 42_000);
         InfluxLineReader p = line(0);
         assertEquals(42_000, p.time / MS);
-        assertEquals("0i", p.fields.get("task_count_seen"));
-        assertNull(p.fields.get("task_max_ms"));
-        assertNull(p.fields.get("skew_ratio"));
+        p.assertFields("task_count_seen", "0i", "task_max_ms", null, "skew_ratio", null);
     }
 
     @Test
@@ -317,12 +302,11 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(true, 10);
         r.applicationStarted(1_000, "etl nightly", "alice", "3.5.9");
         r.applicationEnded(64_000, null);
-        assertEquals("sparkscope_application,applicationid=app-20260101-0001,status=RUNNING app_name=\"etl nightly\","
-                + "spark_user=\"alice\",spark_version=\"3.5.9\",text=\"application etl nightly started\" "
-                + 1000 * MS, lines.get(0));
-        assertEquals("sparkscope_application,applicationid=app-20260101-0001,status=FINISHED app_name=\"etl nightly\","
-                + "spark_user=\"alice\",spark_version=\"3.5.9\",end_time_ms=64000i,duration_ms=63000i,"
-                + "text=\"application etl nightly finished after 1 min 3 s\" " + 1000 * MS, lines.get(1));
+        String app = "app_name=\"etl nightly\",spark_user=\"alice\",spark_version=\"3.5.9\",";
+        assertLine(0, "sparkscope_application", "status=RUNNING", app + "text=\"application etl nightly started\"",
+                1000 * MS);
+        assertLine(1, "sparkscope_application", "status=FINISHED", app + "end_time_ms=64000i,duration_ms=63000i,"
+                + "text=\"application etl nightly finished after 1 min 3 s\"", 1000 * MS);
     }
 
     @Test
@@ -330,12 +314,10 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(true, 10);
         r.executorAdded(5_000, "1", "10.0.0.9", 4);
         r.executorRemoved(9_000, "1", "Executor killed, \"idle\"");
-        assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=added "
-                + "executor_id=\"1\",host=\"10.0.0.9\",cores=4i,text=\"executor 1 added on 10.0.0.9 (4 cores)\" "
-                + (5000 * MS + 1), lines.get(0));
-        assertEquals("sparkscope_executor,applicationid=app-20260101-0001,event=removed "
-                + "executor_id=\"1\",reason=\"Executor killed, \\\"idle\\\"\",cause=\"other\","
-                + "text=\"executor 1 removed: Executor killed, \\\"idle\\\"\" " + (9000 * MS + 1), lines.get(1));
+        assertLine(0, "sparkscope_executor", "event=added", "executor_id=\"1\",host=\"10.0.0.9\",cores=4i,"
+                + "text=\"executor 1 added on 10.0.0.9 (4 cores)\"", 5000 * MS + 1);
+        assertLine(1, "sparkscope_executor", "event=removed", "executor_id=\"1\",reason=\"Executor killed, \\\"idle\\\"\","
+                + "cause=\"other\",text=\"executor 1 removed: Executor killed, \\\"idle\\\"\"", 9000 * MS + 1);
     }
 
     @Test

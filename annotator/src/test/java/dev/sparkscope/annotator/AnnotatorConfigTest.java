@@ -5,8 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 
 import org.junit.jupiter.api.Test;
 
@@ -18,60 +21,71 @@ class AnnotatorConfigTest {
         return AnnotatorConfig.parse(conf::get);
     }
 
+    /** A setting read as it is: its key after spark.sparkscope., a value to give, what that reads as, its default. */
+    private static final class Setting {
+        final String key;
+        final String given;
+        final Object read;
+        final Object byDefault;
+        final Function<AnnotatorConfig, Object> field;
+
+        Setting(String key, String given, Object read, Object byDefault, Function<AnnotatorConfig, Object> field) {
+            this.key = key;
+            this.given = given;
+            this.read = read;
+            this.byDefault = byDefault;
+            this.field = field;
+        }
+    }
+
+    /**
+     * Every key, in one row each. Values are boxed as the fields are (Integer
+     * for int, Long for long), so equals compares as assertEquals(long, long) did.
+     */
+    private static final List<Setting> SETTINGS = Arrays.asList(
+            new Setting("enabled", "TRUE", true, true, c -> c.enabled),
+            new Setting("influx.url", "https://influx.example:8443/proxy/", "https://influx.example:8443/proxy",
+                    AnnotatorConfig.DEFAULT_URL, c -> c.influxUrl),
+            new Setting("influx.database", "my db", "my db", "spark", c -> c.database),
+            new Setting("influx.username", "u", "u", null, c -> c.username),
+            new Setting("influx.password", "p", "p", null, c -> c.password),
+            new Setting("influx.connectTimeoutMs", "250", 250, 1000, c -> c.connectTimeoutMs),
+            new Setting("influx.readTimeoutMs", "750", 750, 5000, c -> c.readTimeoutMs),
+            new Setting("batchSize", "50", 50, 500, c -> c.batchSize),
+            new Setting("flushIntervalMs", "200", 200L, 1000L, c -> c.flushIntervalMs),
+            new Setting("queueMaxBytes", "1048576", 1L << 20, 16L << 20, c -> c.queueMaxBytes),
+            new Setting("maxAttempts", "5", 5, 3, c -> c.maxAttempts),
+            new Setting("shutdownTimeoutMs", "0", 0L, 5000L, c -> c.shutdownTimeoutMs),
+            new Setting("runningPoints", "false", false, true, c -> c.runningPoints),
+            new Setting("maxTrackedStages", "7", 7, 500, c -> c.maxTrackedStages),
+            new Setting("straggler.ratio", "2.5", 2.5, 3.0, c -> c.straggler.ratio),
+            new Setting("straggler.minTasks", "10", 10, 4, c -> c.straggler.minTasks),
+            new Setting("straggler.minExcessMs", "500", 500L, 2000L, c -> c.straggler.minExcessMs));
+
+    /** Each setting as read: its default, or the value the table gives it. */
+    private static void assertSettings(AnnotatorConfig c, boolean given) {
+        for (Setting s : SETTINGS) {
+            assertEquals(given ? s.read : s.byDefault, s.field.apply(c), s.key);
+        }
+    }
+
     @Test
     void defaults_write_to_a_local_influxdb_database_spark() {
         AnnotatorConfig c = parse();
-        assertTrue(c.enabled);
         assertEquals("http://127.0.0.1:8186/write?db=spark&precision=ns", c.writeUrl().toString());
         assertNull(c.authorizationHeader());
-        assertEquals(500, c.batchSize);
-        assertEquals(1000, c.flushIntervalMs);
-        assertEquals(16L << 20, c.queueMaxBytes);
-        assertEquals(5000, c.shutdownTimeoutMs);
-        assertEquals(3, c.maxAttempts);
-        assertEquals(1000, c.connectTimeoutMs);
-        assertEquals(5000, c.readTimeoutMs);
-        assertTrue(c.runningPoints);
-        assertEquals(500, c.maxTrackedStages);
-        assertEquals(3.0, c.straggler.ratio);
-        assertEquals(4, c.straggler.minTasks);
-        assertEquals(2000, c.straggler.minExcessMs);
+        assertSettings(c, false);
     }
 
     @Test
     void every_key_is_read() {
-        conf.put("spark.sparkscope.enabled", "TRUE");
-        conf.put("spark.sparkscope.influx.url", "https://influx.example:8443/proxy/");
-        conf.put("spark.sparkscope.influx.database", "my db");
-        conf.put("spark.sparkscope.influx.username", "u");
-        conf.put("spark.sparkscope.influx.password", "p");
-        conf.put("spark.sparkscope.influx.connectTimeoutMs", "250");
-        conf.put("spark.sparkscope.influx.readTimeoutMs", "750");
-        conf.put("spark.sparkscope.batchSize", "50");
-        conf.put("spark.sparkscope.flushIntervalMs", "200");
-        conf.put("spark.sparkscope.queueMaxBytes", "1048576");
-        conf.put("spark.sparkscope.maxAttempts", "5");
-        conf.put("spark.sparkscope.shutdownTimeoutMs", "0");
-        conf.put("spark.sparkscope.runningPoints", "false");
-        conf.put("spark.sparkscope.maxTrackedStages", "7");
-        conf.put("spark.sparkscope.straggler.ratio", "2.5");
-        conf.put("spark.sparkscope.straggler.minTasks", "10");
-        conf.put("spark.sparkscope.straggler.minExcessMs", "500");
+        for (Setting s : SETTINGS) {
+            conf.put("spark.sparkscope." + s.key, s.given);
+        }
         AnnotatorConfig c = parse();
         assertEquals("https://influx.example:8443/proxy/write?db=my+db&precision=ns", c.writeUrl().toString());
         assertEquals("Basic dTpw", c.authorizationHeader());
-        assertEquals(250, c.connectTimeoutMs);
-        assertEquals(750, c.readTimeoutMs);
-        assertEquals(50, c.batchSize);
-        assertEquals(200, c.flushIntervalMs);
-        assertEquals(1L << 20, c.queueMaxBytes);
-        assertEquals(5, c.maxAttempts);
-        assertEquals(0, c.shutdownTimeoutMs);
-        assertEquals(false, c.runningPoints);
-        assertEquals(7, c.maxTrackedStages);
-        assertEquals(2.5, c.straggler.ratio);
-        assertEquals(10, c.straggler.minTasks);
-        assertEquals(500, c.straggler.minExcessMs);
+        assertSettings(c, true);
     }
 
     @Test

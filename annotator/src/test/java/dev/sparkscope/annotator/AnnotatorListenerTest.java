@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 
 import org.apache.spark.Success$;
 import org.apache.spark.scheduler.JobSucceeded$;
@@ -41,11 +42,8 @@ class AnnotatorListenerTest {
     @Test
     void a_run_of_events_arrives_as_annotations_with_the_app_id_on_every_point() throws Exception {
         try (FakeInflux influx = FakeInflux.answering(204)) {
-            conf.put("spark.app.id", "local-42");
-            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
-            conf.put("spark.sparkscope.flushIntervalMs", "20");
-            conf.put("spark.sparkscope.runningPoints", "false");
-            AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
+            AnnotatorListener listener = listenerWritingTo(influx, "spark.app.id", "local-42",
+                    "spark.sparkscope.flushIntervalMs", "20", "spark.sparkscope.runningPoints", "false");
             assertTrue(listener.isActive());
 
             // Before ApplicationStart, as in Spark; a real ExecutorInfo needs log4j-core, absent here.
@@ -101,10 +99,8 @@ class AnnotatorListenerTest {
     @Test
     void task_time_totals_add_up_successful_tasks_only_and_end_with_the_application() throws Exception {
         try (FakeInflux influx = FakeInflux.answering(204)) {
-            conf.put("spark.app.id", "local-7");
-            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
-            conf.put("spark.sparkscope.flushIntervalMs", "20");
-            AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
+            AnnotatorListener listener = listenerWritingTo(influx, "spark.app.id", "local-7",
+                    "spark.sparkscope.flushIntervalMs", "20");
             listener.onEvent(new SparkListenerApplicationStart("etl", Option.apply("local-7"), 1000, "alice",
                     Option.empty(), Option.empty(), Option.empty()));
             listener.onEvent(taskEnd(1, 0, 700, "1", Success$.MODULE$, metrics(600, 500_000_000L, 40, 9, 25, 3_000)));
@@ -151,24 +147,14 @@ class AnnotatorListenerTest {
     @Test
     void an_api_mismatch_in_one_event_type_never_reaches_spark_and_that_type_is_skipped_after() throws Exception {
         try (FakeInflux influx = FakeInflux.answering(204)) {
-            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
-            AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
+            AnnotatorListener listener = listenerWritingTo(influx);
             int[] calls = {0};
-            class MismatchedJobStart extends SparkListenerJobStart {
-                private static final long serialVersionUID = 1L;
-
-                MismatchedJobStart() {
-                    super(1, 1, seq(), new Properties());
-                }
-
-                @Override
-                public Properties properties() {
-                    calls[0]++;
-                    throw new NoSuchMethodError("properties() as in another Spark version");
-                }
-            }
-            listener.onEvent(new MismatchedJobStart());
-            listener.onEvent(new MismatchedJobStart());
+            Supplier<Error> mismatch = () -> {
+                calls[0]++;
+                return new NoSuchMethodError("properties() as in another Spark version");
+            };
+            listener.onEvent(new JobStartFailing(mismatch));
+            listener.onEvent(new JobStartFailing(mismatch));
             assertEquals(1, calls[0], "the second event of the broken type is not even looked at");
             listener.onEvent(new SparkListenerSQLExecutionStart(1, 1, null)); // accessor throws: this event is lost
             listener.onEvent(new SparkListenerSQLExecutionStart(2, 1, "ok"));  // the next one is annotated
@@ -200,22 +186,9 @@ class AnnotatorListenerTest {
     @Test
     void a_fatal_jvm_error_is_not_swallowed() {
         try (FakeInflux influx = FakeInflux.answering(204)) {
-            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
-            AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet);
-            class OutOfMemoryJobStart extends SparkListenerJobStart {
-                private static final long serialVersionUID = 1L;
-
-                OutOfMemoryJobStart() {
-                    super(1, 1, seq(), new Properties());
-                }
-
-                @Override
-                public Properties properties() {
-                    throw new OutOfMemoryError("test");
-                }
-            }
+            AnnotatorListener listener = listenerWritingTo(influx);
             org.junit.jupiter.api.Assertions.assertThrows(OutOfMemoryError.class,
-                    () -> listener.onEvent(new OutOfMemoryJobStart()));
+                    () -> listener.onEvent(new JobStartFailing(() -> new OutOfMemoryError("test"))));
             listener.onEvent(new SparkListenerApplicationEnd(10));
         } catch (Exception e) {
             throw new AssertionError(e);
@@ -252,6 +225,31 @@ class AnnotatorListenerTest {
     @Test
     void spark_version_is_read_from_spark_itself() {
         assertEquals("3.5.9", AnnotatorListener.sparkVersion());
+    }
+
+    /** A listener writing to influx, with these settings (key, value, key, value, ...) besides its URL. */
+    private AnnotatorListener listenerWritingTo(FakeInflux influx, String... keysAndValues) {
+        conf.put("spark.sparkscope.influx.url", influx.baseUrl());
+        for (int i = 0; i < keysAndValues.length; i += 2) {
+            conf.put(keysAndValues[i], keysAndValues[i + 1]);
+        }
+        return new AnnotatorListener(conf::get, conf::keySet);
+    }
+
+    /** A job start whose properties() throws what it is given: another Spark's API, or a JVM in trouble. */
+    private static final class JobStartFailing extends SparkListenerJobStart {
+        private static final long serialVersionUID = 1L;
+        private final transient Supplier<Error> failure;
+
+        JobStartFailing(Supplier<Error> failure) {
+            super(1, 1, seq(), new Properties());
+            this.failure = failure;
+        }
+
+        @Override
+        public Properties properties() {
+            throw failure.get();
+        }
     }
 
     @SuppressWarnings("unchecked")

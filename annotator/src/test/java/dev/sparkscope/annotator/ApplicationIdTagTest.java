@@ -5,41 +5,47 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 
 import java.util.HashMap;
 import java.util.Map;
+import java.util.stream.Stream;
 
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /** The applicationid tag must equal the id in Spark's Graphite metric names. */
 class ApplicationIdTagTest {
 
     private final Map<String, String> conf = new HashMap<>();
 
-    @Test
-    void without_a_namespace_it_is_spark_app_id() {
-        conf.put("spark.app.id", "app-20261122123158-0000");
-        conf.put("spark.app.name", "etl");
-        assertEquals("app-20261122123158-0000", ApplicationIdTag.resolve(conf::get));
-    }
-
-    @Test
-    void a_metrics_namespace_replaces_the_app_id() {
-        conf.put("spark.app.id", "local-1");
-        conf.put("spark.metrics.namespace", "nightly_etl");
-        assertEquals("nightly_etl", ApplicationIdTag.resolve(conf::get));
-    }
-
-    @Test
-    void namespace_references_to_app_name_and_app_id_are_resolved() {
-        conf.put("spark.app.id", "local-1");
-        conf.put("spark.app.name", "etl");
-        conf.put("spark.metrics.namespace", "${spark.app.name}-${spark.app.id}");
-        assertEquals("etl-local-1", ApplicationIdTag.resolve(conf::get));
-    }
-
-    @Test
-    void system_property_references_are_resolved_and_unknown_ones_stay_as_written() {
+    @BeforeAll
+    static void systemProperties() {
         System.setProperty("sparkscope.test.team", "data");
-        conf.put("spark.metrics.namespace", "${system:sparkscope.test.team}_${spark.no.such.key}");
-        assertEquals("data_${spark.no.such.key}", ApplicationIdTag.resolve(conf::get));
+    }
+
+    /** What a Spark conf (key, value, key, value, ...) resolves to. */
+    static Stream<Arguments> resolved() {
+        return Stream.of(
+                Arguments.of("without a namespace it is spark.app.id", "app-20261122123158-0000",
+                        new String[] {"spark.app.id", "app-20261122123158-0000", "spark.app.name", "etl"}),
+                Arguments.of("a metrics namespace replaces the app id", "nightly_etl",
+                        new String[] {"spark.app.id", "local-1", "spark.metrics.namespace", "nightly_etl"}),
+                Arguments.of("namespace references to app name and app id are resolved", "etl-local-1",
+                        new String[] {"spark.app.id", "local-1", "spark.app.name", "etl",
+                            "spark.metrics.namespace", "${spark.app.name}-${spark.app.id}"}),
+                Arguments.of("system property references are resolved and unknown ones stay as written",
+                        "data_${spark.no.such.key}",
+                        new String[] {"spark.metrics.namespace",
+                            "${system:sparkscope.test.team}_${spark.no.such.key}"}));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("resolved")
+    void resolves(String why, String expected, String[] keysAndValues) {
+        for (int i = 0; i < keysAndValues.length; i += 2) {
+            conf.put(keysAndValues[i], keysAndValues[i + 1]);
+        }
+        assertEquals(expected, ApplicationIdTag.resolve(conf::get));
     }
 
     @Test

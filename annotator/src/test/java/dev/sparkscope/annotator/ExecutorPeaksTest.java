@@ -25,14 +25,7 @@ class ExecutorPeaksTest {
     }
 
     private List<InfluxLineReader> points(String measurement) {
-        List<InfluxLineReader> out = new ArrayList<>();
-        for (String line : lines) {
-            InfluxLineReader p = InfluxLineReader.read(line);
-            if (p.measurement.equals(measurement)) {
-                out.add(p);
-            }
-        }
-        return out;
+        return InfluxLineReader.points(lines, measurement);
     }
 
     @Test
@@ -44,16 +37,10 @@ class ExecutorPeaksTest {
         peaks.stageCompleted(3, 0, "sum at job.py:9", "SUCCEEDED", 5_000);
         peaks.executorRemoved("1", 6_000);
 
-        InfluxLineReader stage = points(ExecutorPeaks.STAGE_PEAKS).get(0);
-        assertEquals("500i", stage.fields.get("JVMHeapMemory"));
-        assertEquals("80i", stage.fields.get("OnHeapExecutionMemory"));
-        assertEquals("950i", stage.fields.get("ProcessTreeJVMRSSMemory"));
-        assertEquals("7i", stage.fields.get("execution_id"));
-        assertEquals("3i", stage.fields.get("stage_id"));
+        points(ExecutorPeaks.STAGE_PEAKS).get(0).assertFields("JVMHeapMemory", "500i", "OnHeapExecutionMemory", "80i",
+                "ProcessTreeJVMRSSMemory", "950i", "execution_id", "7i", "stage_id", "3i");
         InfluxLineReader executor = points(ExecutorPeaks.EXECUTOR_PEAKS).get(0);
-        assertEquals("990i", executor.fields.get("ProcessTreeJVMRSSMemory"));
-        assertEquals("1", executor.fields.get("executor_id"));
-        assertEquals("removed", executor.fields.get("written_at"));
+        executor.assertFields("ProcessTreeJVMRSSMemory", "990i", "executor_id", "1", "written_at", "removed");
         assertFalse(executor.fields.containsKey("MajorGCTime"), "a metric never reported is not written as a number");
     }
 
@@ -89,11 +76,8 @@ class ExecutorPeaksTest {
         peaks.stageCompleted(4, 1, "join", "SUCCEEDED", 5_000);
 
         InfluxLineReader stage = points(ExecutorPeaks.STAGE_PEAKS).get(0);
-        assertEquals("700i", stage.fields.get("JVMHeapMemory"));
-        assertEquals("30i", stage.fields.get("OnHeapExecutionMemory"));
-        assertEquals("2", stage.fields.get("heap_peak_executor"));
-        assertEquals("1", stage.fields.get("execution_peak_executor"));
-        assertEquals("2i", stage.fields.get("executors"));
+        stage.assertFields("JVMHeapMemory", "700i", "OnHeapExecutionMemory", "30i", "heap_peak_executor", "2",
+                "execution_peak_executor", "1", "executors", "2i");
         assertFalse(stage.fields.containsKey("execution_id"));
         List<InfluxLineReader> perExecutor = points(ExecutorPeaks.STAGE_EXECUTOR_PEAKS);
         assertEquals(2, perExecutor.size());
@@ -144,9 +128,7 @@ class ExecutorPeaksTest {
         conf.put("spark.sql.shuffle.partitions", "7");
         peaks.applicationStarted(1_000, conf::get);
         InfluxLineReader p = points(ExecutorPeaks.MEMORY_CONF).get(0);
-        assertEquals("2g", p.fields.get("spark.executor.memory"));
-        assertEquals("0.5", p.fields.get("spark.memory.fraction"));
-        assertEquals("2i", p.fields.get("settings_set"));
+        p.assertFields("spark.executor.memory", "2g", "spark.memory.fraction", "0.5", "settings_set", "2i");
         assertFalse(p.fields.containsKey("spark.sql.shuffle.partitions"));
     }
 }

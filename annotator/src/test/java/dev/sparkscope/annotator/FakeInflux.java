@@ -40,21 +40,14 @@ final class FakeInflux implements AutoCloseable {
         }
     }
 
-    /** What to answer to the n-th request (0-based): status and body. */
-    static final class Answer {
-        final int status;
-        final String body;
-
-        Answer(int status, String body) {
-            this.status = status;
-            this.body = body;
-        }
-    }
-
     private final HttpServer server;
     private final List<Request> requests = new ArrayList<>();
 
-    FakeInflux(IntFunction<Answer> answers) throws IOException {
+    /**
+     * answers gives what to answer to the n-th request (0-based): the same
+     * status and body that HttpLineSender then reads back as its Response.
+     */
+    FakeInflux(IntFunction<HttpLineSender.Response> answers) throws IOException {
         server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
         server.setExecutor(Executors.newFixedThreadPool(2, r -> {
             Thread t = new Thread(r, "fake-influx");
@@ -70,7 +63,7 @@ final class FakeInflux implements AutoCloseable {
                         exchange.getRequestHeaders().getFirst("Content-Type"),
                         exchange.getRequestHeaders().getFirst("Authorization"), body, System.nanoTime()));
             }
-            Answer a = answers.apply(n);
+            HttpLineSender.Response a = answers.apply(n);
             byte[] out = a.body.getBytes(StandardCharsets.UTF_8);
             exchange.sendResponseHeaders(a.status, out.length == 0 ? -1 : out.length);
             if (out.length > 0) {
@@ -84,7 +77,7 @@ final class FakeInflux implements AutoCloseable {
     }
 
     static FakeInflux answering(int status) throws IOException {
-        return new FakeInflux(n -> new Answer(status, ""));
+        return new FakeInflux(n -> new HttpLineSender.Response(status, ""));
     }
 
     String baseUrl() {

@@ -1,5 +1,7 @@
 package dev.sparkscope.annotator;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -154,6 +156,31 @@ final class InfluxLineReader {
             r.fields.put(key, value);
         }
         return r;
+    }
+
+    /** The lines of one measurement, read, in the order they were written. */
+    static List<InfluxLineReader> points(List<String> lines, String measurement) {
+        List<InfluxLineReader> out = new ArrayList<>();
+        for (String line : lines) {
+            InfluxLineReader p = read(line);
+            if (p.measurement.equals(measurement)) {
+                out.add(p);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Asserts fields by name, one assertEquals each, in the order given:
+     * name, value, name, value, ... (values as {@link #fields} holds them; null: no such field).
+     */
+    void assertFields(String... namesAndValues) {
+        if (namesAndValues.length % 2 != 0) {
+            throw new IllegalArgumentException("names and values come in pairs");
+        }
+        for (int i = 0; i < namesAndValues.length; i += 2) {
+            assertEquals(namesAndValues[i + 1], fields.get(namesAndValues[i]), namesAndValues[i]);
+        }
     }
 
     private static int indexOfUnescaped(String s, char c) {

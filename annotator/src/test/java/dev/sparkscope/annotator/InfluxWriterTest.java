@@ -173,7 +173,7 @@ class InfluxWriterTest {
         assertEquals(1, InfluxWriter.rejectedLines(new HttpLineSender.Response(400, influxBody), 5));
         assertEquals(3, InfluxWriter.rejectedLines(new HttpLineSender.Response(400, telegrafBody), 5));
         assertEquals(-1, InfluxWriter.rejectedLines(new HttpLineSender.Response(400, "{\"error\":\"bad\"}"), 5));
-        try (FakeInflux influx = new FakeInflux(n -> new FakeInflux.Answer(400, influxBody))) {
+        try (FakeInflux influx = new FakeInflux(n -> new HttpLineSender.Response(400, influxBody))) {
             InfluxWriter w = writer(influx.writeUrl(), null, settings(5, 10));
             w.start();
             for (int i = 0; i < 5; i++) {
@@ -214,7 +214,7 @@ class InfluxWriterTest {
 
     @Test
     void a_temporary_server_error_is_retried_and_the_batch_arrives() throws Exception {
-        try (FakeInflux influx = new FakeInflux(n -> new FakeInflux.Answer(n == 0 ? 503 : 204, ""))) {
+        try (FakeInflux influx = new FakeInflux(n -> new HttpLineSender.Response(n == 0 ? 503 : 204, ""))) {
             InfluxWriter w = writer(influx.writeUrl(), null, settings(10, 10));
             w.start();
             w.enqueue("m f=1i 1");
@@ -229,7 +229,7 @@ class InfluxWriterTest {
     @Test
     void a_client_error_is_not_retried_and_the_warning_says_what_to_do() throws Exception {
         String body = "{\"error\":\"database not found: \\\"spark\\\"\"}";
-        try (FakeInflux influx = new FakeInflux(n -> new FakeInflux.Answer(404, body))) {
+        try (FakeInflux influx = new FakeInflux(n -> new HttpLineSender.Response(404, body))) {
             InfluxWriter w = writer(influx.writeUrl(), null, settings(10, 10));
             w.start();
             w.enqueue("m f=1i 1");

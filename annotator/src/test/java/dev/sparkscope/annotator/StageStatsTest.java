@@ -15,12 +15,18 @@ class StageStatsTest {
         return t;
     }
 
+    /** The stage after these tasks ended with this outcome, in order. */
+    private static StageStats ended(StageStats s, TaskOutcome outcome, StageStats.Task... tasks) {
+        for (StageStats.Task t : tasks) {
+            s.record(outcome, t);
+        }
+        return s;
+    }
+
     @Test
     void slowest_task_keeps_its_own_gc_and_fetch_wait_not_the_stage_maxima() {
-        StageStats s = new StageStats(3, 0, 0);
-        s.record(TaskOutcome.SUCCEEDED, task(100, 5, 0, "1", "host-a"));
-        s.record(TaskOutcome.SUCCEEDED, task(900, 1, 7, "2", "host-b"));
-        s.record(TaskOutcome.SUCCEEDED, task(200, 50, 30, "3", "host-c"));
+        StageStats s = ended(new StageStats(3, 0, 0), TaskOutcome.SUCCEEDED,
+                task(100, 5, 0, "1", "host-a"), task(900, 1, 7, "2", "host-b"), task(200, 50, 30, "3", "host-c"));
         assertEquals(900, s.maxMs());
         assertEquals("2", s.slowest().executorId);
         assertEquals("host-b", s.slowest().host);
@@ -30,12 +36,10 @@ class StageStatsTest {
 
     @Test
     void failed_killed_and_resubmitted_tasks_are_counted_apart_and_kept_out_of_the_distribution() {
-        StageStats s = new StageStats(1, 0, 0);
-        s.record(TaskOutcome.SUCCEEDED, task(100, 0, 0, "1", "h"));
-        s.record(TaskOutcome.FAILED, task(5000, 0, 0, "1", "h"));
-        s.record(TaskOutcome.FAILED, task(5000, 0, 0, "1", "h"));
-        s.record(TaskOutcome.KILLED, task(7000, 0, 0, "1", "h"));
-        s.record(TaskOutcome.RESUBMITTED, task(100, 0, 0, "1", "h"));
+        StageStats s = ended(new StageStats(1, 0, 0), TaskOutcome.SUCCEEDED, task(100, 0, 0, "1", "h"));
+        ended(s, TaskOutcome.FAILED, task(5000, 0, 0, "1", "h"), task(5000, 0, 0, "1", "h"));
+        ended(s, TaskOutcome.KILLED, task(7000, 0, 0, "1", "h"));
+        ended(s, TaskOutcome.RESUBMITTED, task(100, 0, 0, "1", "h"));
         assertEquals(1, s.taskCount());
         assertEquals(2, s.failedTaskCount());
         assertEquals(1, s.killedTaskCount());
@@ -67,10 +71,8 @@ class StageStatsTest {
 
     @Test
     void skew_ratio_of_zero_ms_tasks_stays_finite() {
-        StageStats s = new StageStats(1, 0, 0);
-        s.record(TaskOutcome.SUCCEEDED, task(0, 0, 0, "1", "h"));
-        s.record(TaskOutcome.SUCCEEDED, task(0, 0, 0, "1", "h"));
-        s.record(TaskOutcome.SUCCEEDED, task(30, 0, 0, "2", "h"));
+        StageStats s = ended(new StageStats(1, 0, 0), TaskOutcome.SUCCEEDED,
+                task(0, 0, 0, "1", "h"), task(0, 0, 0, "1", "h"), task(30, 0, 0, "2", "h"));
         assertEquals(30.0, s.skewRatio(), 1e-9);
     }
 

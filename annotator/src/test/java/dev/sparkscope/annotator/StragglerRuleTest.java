@@ -8,8 +8,12 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Random;
+import java.util.stream.Stream;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
 
 /**
  * The rule on stages run through a small scheduler model: tasks start in
@@ -80,22 +84,44 @@ class StragglerRuleTest {
         assertEquals(2000, rule.minExcessMs);
     }
 
-    @Test
-    void small_stage_held_up_by_one_skewed_partition_is_flagged() {
-        long[] d = uniform(8, 300, 50, 1);
-        d[0] = 6000;
-        Run r = run(2, d);
-        assertTrue(r.flaggedBy(rule));
-        assertEquals(0, r.stats.slowest().partition);
+    /** The durations with the one at index i set to ms. */
+    static long[] slowAt(long[] durations, int i, long ms) {
+        durations[i] = ms;
+        return durations;
     }
 
-    @Test
-    void big_stage_whose_last_tasks_are_far_behind_is_flagged() {
-        long[] d = uniform(1000, 100, 20, 2);
-        d[999] = 10_000; // starts in the last wave and runs long after the rest
-        Run r = run(8, d);
+    /** Stragglers: why, slots, task durations in partition order, and the partition that held the stage up. */
+    static Stream<Arguments> stragglers() {
+        return Stream.of(
+                Arguments.of("small stage held up by one skewed partition", 2,
+                        slowAt(uniform(8, 300, 50, 1), 0, 6000), 0),
+                Arguments.of("big stage whose last task starts in the last wave and runs long after the rest", 8,
+                        slowAt(uniform(1000, 100, 20, 2), 999, 10_000), 999));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("stragglers")
+    void straggler_is_flagged_with_its_slowest_partition(String why, int slots, long[] durations, int slowest) {
+        Run r = run(slots, durations);
         assertTrue(r.flaggedBy(rule));
-        assertEquals(999, r.stats.slowest().partition);
+        assertEquals(slowest, r.stats.slowest().partition);
+    }
+
+    /** Stages that are not stragglers: why, slots, task durations in partition order. */
+    static Stream<Arguments> notStragglers() {
+        return Stream.of(
+                Arguments.of("stage with evenly spread tasks", 4, uniform(500, 4000, 2000, 5)),
+                Arguments.of("small stage, however slow its slowest task", 3, new long[] {100, 100, 60_000}),
+                Arguments.of("short tasks however large the ratio: 90x the median but under 2 s longer", 4,
+                        slowAt(uniform(50, 10, 0, 6), 49, 900)),
+                Arguments.of("long stage with moderate spread: 90 s longer but only 2.5x", 4,
+                        slowAt(uniform(50, 60_000, 0, 7), 49, 150_000)));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("notStragglers")
+    void is_not_a_straggler(String why, int slots, long[] durations) {
+        assertFalse(run(slots, durations).flaggedBy(rule));
     }
 
     @Test
@@ -119,31 +145,6 @@ class StragglerRuleTest {
         assertTrue(r.stats.maxMs() >= 3 * r.stats.p50Ms(), "max " + r.stats.maxMs() + " vs median "
                 + r.stats.p50Ms() + ": the old rule would flag it");
         assertFalse(r.flaggedBy(rule));
-    }
-
-    @Test
-    void stage_with_evenly_spread_tasks_is_not_a_straggler() {
-        assertFalse(run(4, uniform(500, 4000, 2000, 5)).flaggedBy(rule));
-    }
-
-    @Test
-    void small_stage_is_never_a_straggler() {
-        Run r = run(3, new long[] {100, 100, 60_000});
-        assertFalse(r.flaggedBy(rule));
-    }
-
-    @Test
-    void short_tasks_are_not_stragglers_however_large_the_ratio() {
-        long[] d = uniform(50, 10, 0, 6);
-        d[49] = 900; // 90x the median but under 2 s longer
-        assertFalse(run(4, d).flaggedBy(rule));
-    }
-
-    @Test
-    void long_stage_with_moderate_spread_is_not_a_straggler() {
-        long[] d = uniform(50, 60_000, 0, 7);
-        d[49] = 150_000; // 90 s longer, but only 2.5x
-        assertFalse(run(4, d).flaggedBy(rule));
     }
 
     @Test
