@@ -1,8 +1,8 @@
 """Shared fixtures: one native stack per test session (InfluxDB and Telegraf;
-no Grafana runs here: dashboards are opened through support/grafana12.py, a
+no Grafana runs here: dashboards are opened through sparkscope_testkit.grafana12, a
 model of Grafana 12), on free loopback ports, in a temporary state
-directory, stopped by the pids it started. Helpers the tests share live in
-support/."""
+directory, stopped by the pids it started. Helpers the tests and bench/ share
+live in the package sparkscope_testkit (src/sparkscope_testkit/)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from sparkscope.spark.submit import run_submit, submit_argv
 from sparkscope import influx
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, Settings
-from support.grafana12 import Dashboard12
-from support.sandbox import isolated_settings, reader_http
+from sparkscope_testkit.grafana12 import Dashboard12
+from sparkscope_testkit.sandbox import isolated_settings, reader_http
 
 JOBS = Path(__file__).parent / "jobs"
 SINK_PERIOD_S = 1

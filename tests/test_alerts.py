@@ -1,7 +1,7 @@
 """Alert rules, provisioned as files (grafana/provisioning/alerting/): the file
 is what src/sparkscope/alerts/ writes, decodes strictly with Grafana 12's
 alerting models (tools/dashcheck -alerting), and every rule, evaluated as
-Grafana 12 evaluates it (support/alerts12.py: its queries sent to the real
+Grafana 12 evaluates it (sparkscope_testkit/alerts12.py: its queries sent to the real
 InfluxDB as the datasource's read-only user, reduce, math, threshold, `for`),
 fires on a run that has its problem and stays quiet on a healthy run.
 
@@ -44,9 +44,9 @@ from sparkscope.spark.submit import spark_home
 from sparkscope import influx
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
-from support import alerts12, slow_mount
-from support.alerts12 import ALERTING, PENDING, ModelError, Rule, every, simulate
-from support.sandbox import isolated_settings, reader_http, throwaway_stack
+from sparkscope_testkit import alerts12, slow_mount
+from sparkscope_testkit.alerts12 import ALERTING, PENDING, ModelError, Rule, every, simulate
+from sparkscope_testkit.sandbox import isolated_settings, reader_http, throwaway_stack
 
 RULES_FILE = generate.ALERTING_DIR / generate.RULES_FILE
 LIVE = ROOT / "dashboards" / "spark-executors.json"

@@ -141,7 +141,7 @@ def test_the_cli_runs_on_the_oldest_python_declared(tmp_path):
     python = oldest_python()
     if python is None:
         pytest.skip("the oldest Python pyproject.toml declares is not installed here")
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}", "HOME": str(tmp_path),
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "src"), "HOME": str(tmp_path),
            "GRAFANA_ADMIN_PASSWORD": "x-test", "SPARKSCOPE_STATE_DIR": str(tmp_path / "state")}
     # Every module imports (no third-party package needed) ...
     modules = sorted({".".join(p.relative_to(ROOT / "src").with_suffix("").parts).replace(".__init__", "")
@@ -154,7 +154,7 @@ def test_the_cli_runs_on_the_oldest_python_declared(tmp_path):
                               env=env, capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     script = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n"
-    imported = subprocess.run([python, "-c", script, *modules, "support.sandbox"],
+    imported = subprocess.run([python, "-c", script, *modules, "sparkscope_testkit.sandbox"],
                               env=env, capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr
     # ... the CLI answers, and the process helper starts and stops a group on it.

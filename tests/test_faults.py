@@ -29,8 +29,8 @@ from sparkscope.stack import StackError
 from sparkscope.stack.native import NativeBackend, PidFile
 
 from conftest import JOBS, SINK_PERIOD_S, Stack, run_spark_job
-from support.graphite_tap import GraphiteTap
-from support.sandbox import throwaway_stack
+from sparkscope_testkit.graphite_tap import GraphiteTap
+from sparkscope_testkit.sandbox import throwaway_stack
 
 OUTAGE_S = 20.0
 

@@ -19,7 +19,7 @@ from sparkscope.demo import summary as demo_summary
 from sparkscope.report.run_facts import RunReader
 from sparkscope import influx
 from sparkscope.settings import ROOT
-from support.sandbox import throwaway_stack
+from sparkscope_testkit.sandbox import throwaway_stack
 
 NAMES_FILE = Path(__file__).parent / "data" / "spark-3.5.9-metric-names.txt"
 RECORDED_APP = "app-20261122123158-0000"

@@ -30,8 +30,8 @@ from sparkscope.top.data import Activity, DiskNow, DisksSnapshot, ExecutorNow, H
 from sparkscope.top.view import Screen, as_text
 
 from conftest import JOBS, SINK_PERIOD_S, Stack
-from support.sandbox import settings_environ, throwaway_stack
-from support.terminal import Terminal, needs_tmux
+from sparkscope_testkit.sandbox import settings_environ, throwaway_stack
+from sparkscope_testkit.terminal import Terminal, needs_tmux
 
 GiB, MiB = 2**30, 2**20
 

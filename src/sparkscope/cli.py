@@ -140,7 +140,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     settings = load_settings()
     # Builds happen here, with progress on the terminal, rather than silently
     # inside a test fixture. No Grafana runs in the tests: dashboards are
-    # checked against Grafana 12's rules (tests/support/grafana12.py, tools/dashcheck).
+    # checked against Grafana 12's rules (src/sparkscope_testkit/grafana12.py, tools/dashcheck).
     install_all(settings)
     print(f"annotator: {ensure_annotator_jar(settings.root)}")
     ensure_each((("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),

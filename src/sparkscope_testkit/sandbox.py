@@ -64,8 +64,8 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings:
 
 
 def reader_http(settings):
-    """Grafana 12's InfluxDB requests (support/grafana12.py), as the datasource's read-only user."""
-    from support.grafana12 import influx_http
+    """Grafana 12's InfluxDB requests (sparkscope_testkit/grafana12.py), as the datasource's read-only user."""
+    from sparkscope_testkit.grafana12 import influx_http
     return influx_http(settings.influx_url, settings.database, settings.influx_read_user,
                        settings.influx_read_password)
 
