@@ -22,6 +22,7 @@ from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, Settings
 from sparkscope_testkit.grafana12 import Dashboard12
 from sparkscope_testkit.sandbox import isolated_settings, reader_http
+from sparkscope_testkit.tiers import refuse_in_fast_tier
 
 JOBS = Path(__file__).parent / "jobs"
 SINK_PERIOD_S = 1
@@ -61,6 +62,7 @@ def stack(tmp_path_factory) -> Stack:
     # suite checks the path end to end, every line sent stored (test_faults) and
     # every name's schema (test_graphite_templates); what the shipped filter
     # keeps is proven apart, against every query (test_metric_filter.py).
+    refuse_in_fast_tier("the session's stack")
     settings = isolated_settings(tmp_path_factory.mktemp("state"), unread_metrics="pass")
     backend = NativeBackend(settings)
     try:
@@ -83,6 +85,7 @@ def run_spark_job(stack: Stack, script: str, log_dir: Path, master: str = "local
                   conf: dict[str, str] | None = None, timeout_s: float = 300,
                   spark_home: Path | None = None, args: list[str] = (),
                   env: dict[str, str] | None = None) -> SparkRun:
+    refuse_in_fast_tier(f"Spark ({script})")
     props = sparkscope_properties(stack.settings, period_s=SINK_PERIOD_S)
     props.update(conf or {})
     started = int(time.time() * 1000)
