@@ -18,6 +18,7 @@ from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
 from sparkscope import influx
+from sparkscope.process import wait_until
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, Settings
 from sparkscope_testkit.grafana12 import Dashboard12
@@ -54,6 +55,27 @@ class Stack:
             if time.monotonic() > end:
                 raise AssertionError(f"after {deadline_s:.0f} s, {statement!r} still gives {series!r}")
             time.sleep(0.5)
+
+    def failed_writes(self) -> int:
+        """How many writes to InfluxDB Telegraf has failed so far (the error lines of its log)."""
+        log = NativeBackend(self.settings).log_path("telegraf")
+        return log.read_text(errors="replace").count("Error writing to outputs.influxdb") if log.exists() else 0
+
+    def wait_for_failed_writes(self, since: int, more: int = 2, deadline_s: float = 30.0) -> None:
+        """Until Telegraf has failed `more` writes after `since` (a failed_writes() count taken
+        before sending): with InfluxDB away it tries at each flush (2 s) while points wait in
+        its buffer, so the second try after a send holds every line sent before the first."""
+        assert wait_until(lambda: self.failed_writes() >= since + more, deadline_s), (
+            f"Telegraf failed {self.failed_writes() - since} writes in {deadline_s:.0f} s, not {more}: "
+            "is InfluxDB still up, or did the points not reach Telegraf?")
+
+    def wait_for_telegraf_to_drain(self, deadline_s: float = 60.0) -> None:
+        """Until every point Telegraf held has been written: its buffer is first in, first out, so
+        a point sent now is written after them, and once it is stored none is left to come."""
+        marker = f"app-drained-{time.time_ns()}"
+        self.send_graphite(f"spark.{marker}.driver.jvm.heap.used 1 {int(time.time())}\n")
+        self.wait_for(f'SELECT count("value") FROM "heap.used" WHERE "applicationid" = \'{marker}\'', bool,
+                      deadline_s)
 
 
 @pytest.fixture(scope="session")

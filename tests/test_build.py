@@ -78,9 +78,9 @@ def test_apt_fails_at_once_for_anything_but_the_lock(fake_apt):
 
 def test_stop_group_ends_the_children_too_and_sigkills_what_ignores_sigterm(tmp_path):
     # A leader that ignores SIGTERM, with a child that ignores it as well.
-    script = "trap '' TERM; sleep 300 & sleep 300"
+    script = f"trap '' TERM; sleep 300 & touch {tmp_path}/started; sleep 300"
     proc = start_group(["sh", "-c", script], tmp_path / "log")
-    time.sleep(0.3)
+    assert wait_until((tmp_path / "started").exists, 10), "the shell never started its child"
     started = time.monotonic()
     stop_group(proc.pid, deadline_s=1.0, proc=proc)
     assert not group_alive(proc.pid)
@@ -106,8 +106,8 @@ def test_an_interrupted_build_leaves_no_process_behind(tmp_path):
         run_logged(["sh", "-c", f"sleep 300 & echo $! > {tmp_path}/child; wait"], tmp_path / "log", "long",
                    interrupt, heartbeat_s=0.3)
     child = int((tmp_path / "child").read_text())
-    time.sleep(0.2)
-    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    assert wait_until(lambda: not Path(f"/proc/{child}").exists() or
+                      "Z" in Path(f"/proc/{child}/stat").read_text().split()[2], 5), f"pid {child} outlived the build"
 
 
 # --- Telegraf's plugins ------------------------------------------------------------------
