@@ -30,14 +30,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
+from sparkscope.blockio.probe import ATTACHED
+from sparkscope.blockio.readiness import why_not_traceable
+from overhead import process_cpu_seconds
+from sparkscope.process import start_group, stop_group, wait_until
 
-from sparkscope.blockio.probe import ATTACHED  # noqa: E402
-from sparkscope.blockio.readiness import why_not_traceable  # noqa: E402
-from overhead import process_cpu_seconds  # noqa: E402
-from sparkscope.process import start_group, stop_group, wait_until  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 

@@ -10,7 +10,7 @@ buffer never overflows), then counted in InfluxDB (what the shipped filter
 keeps: the stack drops the names no dashboard reads).
 
 No Grafana runs (since 2026-11-25): each dashboard is opened through the
-model of Grafana 12 in tests/support/grafana12.py over the last --hours
+model of Grafana 12 in src/sparkscope_testkit/grafana12.py over the last --hours
 (a relative range, as the browser opens it), on the bench's application
 (?var-applicationid=) with every executor drawn (?var-top=100000, as this
 bench always timed). Opening it resolves its variables as Grafana 12 does,
@@ -51,15 +51,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests"))
+from ingest import stored_by_filter, wait_stored
+from sparkscope.dashboards.queries import is_counter
+from sparkscope_testkit.grafana12 import Dashboard12, influx_http, iter_panels
+from sparkscope_testkit.sandbox import throwaway_stack
 
-from ingest import stored_by_filter, wait_stored  # noqa: E402
-from sparkscope.dashboards.queries import is_counter  # noqa: E402
-from support.grafana12 import Dashboard12, influx_http, iter_panels  # noqa: E402
-from support.sandbox import throwaway_stack  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NAMES_FILE = ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt"
 
@@ -113,7 +110,7 @@ def backfill(address: tuple[str, int], app_id: str, executors: int, period_s: in
 # ------------------------------------------------------------------ timing through the model of Grafana 12
 
 class TimedInflux:
-    """send(query, rp) as Grafana 12's backend sends a target (support.grafana12.influx_http: one
+    """send(query, rp) as Grafana 12's backend sends a target (sparkscope_testkit.grafana12.influx_http: one
     GET /query per target), each request's wall time logged (reading and parsing InfluxDB's JSON
     included, as Grafana reads it before it answers)."""
 

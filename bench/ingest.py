@@ -37,23 +37,20 @@ import shutil
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+from sparkscope.build.go import ensure_influxd
+from sparkscope.process import quiet, stop_group, wait_until
+from sparkscope import influx
+from sparkscope.stack.native import NativeBackend, PidFile
+from sparkscope.settings import Settings
+from sparkscope_testkit.sandbox import free_port, isolated_settings, throwaway_stack
 
-from sparkscope.build.go import ensure_influxd  # noqa: E402
-from sparkscope.process import quiet, stop_group, wait_until  # noqa: E402
-from sparkscope import influx  # noqa: E402
-from sparkscope.stack.native import NativeBackend, PidFile  # noqa: E402
-from sparkscope.settings import Settings  # noqa: E402
-from support.sandbox import free_port, isolated_settings, throwaway_stack  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NAMES_FILE = ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

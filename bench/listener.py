@@ -17,19 +17,16 @@ import argparse
 import json
 import re
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.spark.conf import LISTENER_CLASS, annotator_properties, sparkscope_properties
+from sparkscope.spark.submit import run_submit, submit_argv
+from sparkscope import influx
+from sparkscope_testkit.sandbox import throwaway_stack
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
-from sparkscope.spark.conf import LISTENER_CLASS, annotator_properties, sparkscope_properties  # noqa: E402
-from sparkscope.spark.submit import run_submit, submit_argv  # noqa: E402
-from sparkscope import influx  # noqa: E402
-from support.sandbox import throwaway_stack  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 JOB = Path(__file__).with_name("jobs") / "many_tasks.py"
 

@@ -21,7 +21,7 @@ shipped Telegraf filter keeps (what the dashboards and report read):
 
 Then, per window and dashboard, timed as Grafana 12 sends the queries
 (since 2026-11-25: no Grafana runs; the model of Grafana 12 in
-tests/support/grafana12.py interpolates them, and they go straight to
+src/sparkscope_testkit/grafana12.py interpolates them, and they go straight to
 InfluxDB, see bench/dashboard_latency.py for the rules):
 
 - the opening: the dashboard opened on the big application
@@ -72,21 +72,18 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from dashboard_latency import (TimedInflux, board_url_vars, opening_rows, p95, recorded_paths,  # noqa: E402
+from dashboard_latency import (TimedInflux, board_url_vars, opening_rows, p95, recorded_paths,
                                time_opening, time_panels)
-from ingest import cpu_seconds, stored_by_filter  # noqa: E402
-from sparkscope.dashboards.queries import is_counter  # noqa: E402
-from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID  # noqa: E402
-from sparkscope import influx, schema  # noqa: E402
-from sparkscope.stack import rollups  # noqa: E402
-from sparkscope.stack.native import PidFile  # noqa: E402
-from support.grafana12 import Dashboard12  # noqa: E402
-from support.sandbox import throwaway_stack  # noqa: E402
+from ingest import cpu_seconds, stored_by_filter
+from sparkscope.dashboards.queries import is_counter
+from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
+from sparkscope import influx, schema
+from sparkscope.stack import rollups
+from sparkscope.stack.native import PidFile
+from sparkscope_testkit.grafana12 import Dashboard12
+from sparkscope_testkit.sandbox import throwaway_stack
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HOUR = 3600
 

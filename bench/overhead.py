@@ -56,19 +56,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.demo import command, tpcds
+from sparkscope.demo import run as demo_run
+from sparkscope.demo.options import DemoOptions
+from sparkscope.spark.conf import annotator_properties, sparkscope_properties
+from sparkscope.spark.submit import spark_env, submit_argv
+from sparkscope.stack.native import PidFile
+from sparkscope.settings import load_settings
+from sparkscope_testkit.sandbox import settings_environ, throwaway_stack
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
-from sparkscope.demo import command, tpcds  # noqa: E402
-from sparkscope.demo import run as demo_run  # noqa: E402
-from sparkscope.demo.options import DemoOptions  # noqa: E402
-from sparkscope.spark.conf import annotator_properties, sparkscope_properties  # noqa: E402
-from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
-from sparkscope.stack.native import PidFile  # noqa: E402
-from sparkscope.settings import load_settings  # noqa: E402
-from support.sandbox import settings_environ, throwaway_stack  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MASTER = "local-cluster[2,1,1024]"
 # Ten quick queries at sf=0.1 (0.6 to 3 s each here, warm): star joins and

@@ -18,14 +18,12 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from sparkscope.build.annotator_jar import ensure_annotator_jar
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # (label, mode, interval): the continuous default, the on-demand rate, wall and alloc on demand.
 CONFIGS = [("continuous cpu, 100 ms", "cpu", "100"), ("on demand cpu, 10 ms", "cpu", "10"),

@@ -16,20 +16,18 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.spark.conf import PROFILER_PLUGIN_CLASS, annotator_properties, sparkscope_properties
+from sparkscope.spark.submit import spark_env, submit_argv
+from sparkscope_testkit.sandbox import throwaway_stack
+from overhead import process_cpu_seconds  # bench/overhead.py, beside this file
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
-from sparkscope.spark.conf import PROFILER_PLUGIN_CLASS, annotator_properties, sparkscope_properties  # noqa: E402
-from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
-from support.sandbox import throwaway_stack  # noqa: E402
-from overhead import process_cpu_seconds  # noqa: E402  (bench/overhead.py, beside this file)
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def jvm_pids(app_id: str, driver_pid: int) -> list[int]:
     """The driver (spark-submit execs into its JVM, so it is the pid we

@@ -24,14 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+from sparkscope.report.run_facts import SERIES, TOTALS
+from sparkscope import influx
+from sparkscope.stack import rollups
+from sparkscope_testkit.sandbox import settings_environ, throwaway_stack
 
-from sparkscope.report.run_facts import SERIES, TOTALS  # noqa: E402
-from sparkscope import influx  # noqa: E402
-from sparkscope.stack import rollups  # noqa: E402
-from support.sandbox import settings_environ, throwaway_stack  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MEASUREMENTS = (*SERIES, *TOTALS, "heap.max", "pools.G1-Old-Gen.used-after-gc")
 

@@ -25,24 +25,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from ingest import rss_peak_mb  # noqa: E402
-from long_window import jvm_paths  # noqa: E402
-from overhead import process_cpu_seconds  # noqa: E402
-from sparkscope import influx  # noqa: E402
-from sparkscope.stack import rollups  # noqa: E402
-from sparkscope.stack.native import PidFile  # noqa: E402
-from support.sandbox import throwaway_stack  # noqa: E402
+from ingest import rss_peak_mb
+from long_window import jvm_paths
+from overhead import process_cpu_seconds
+from sparkscope import influx
+from sparkscope.stack import rollups
+from sparkscope.stack.native import PidFile
+from sparkscope_testkit.sandbox import throwaway_stack
 
 
 class LiveWriter(threading.Thread):

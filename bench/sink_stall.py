@@ -33,19 +33,16 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+from sparkscope.spark.conf import read_properties, with_endpoint
+from sparkscope.spark.submit import spark_env, submit_argv
+from sparkscope_testkit.sandbox import free_port
 
-from sparkscope.spark.conf import read_properties, with_endpoint  # noqa: E402
-from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
-from support.sandbox import free_port  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 JOB = ROOT / "bench" / "jobs" / "sink_stall_job.py"
 

@@ -18,21 +18,18 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.spark.conf import annotator_properties, sparkscope_properties
+from sparkscope.spark.submit import spark_env, submit_argv
+from sparkscope import influx
+from sparkscope_testkit.sandbox import throwaway_stack
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar  # noqa: E402
-from sparkscope.spark.conf import annotator_properties, sparkscope_properties  # noqa: E402
-from sparkscope.spark.submit import spark_env, submit_argv  # noqa: E402
-from sparkscope import influx  # noqa: E402
-from support.sandbox import throwaway_stack  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 JOB = ROOT / "tests" / "jobs" / "streaming_job.py"
 MEASUREMENTS = ("sparkscope_application", "sparkscope_query", "sparkscope_job", "sparkscope_stage",

@@ -34,14 +34,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
+from overhead import process_cpu_seconds
+from sparkscope.process import start_group, stop_group, wait_until
+from sparkscope.threads.jvms import Discovery
+from sparkscope.threads.sampler import DEFAULT_RATE_HZ, STARTED
 
-from overhead import process_cpu_seconds  # noqa: E402
-from sparkscope.process import start_group, stop_group, wait_until  # noqa: E402
-from sparkscope.threads.jvms import Discovery  # noqa: E402
-from sparkscope.threads.sampler import DEFAULT_RATE_HZ, STARTED  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TASK_THREADS = 4
 FARM = """

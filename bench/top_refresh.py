@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one refresh of `sparkscope top` costs InfluxDB with many executors.
 
-A throwaway InfluxDB (tests/support/sandbox.py) gets a running application
+A throwaway InfluxDB (src/sparkscope_testkit/sandbox.py) gets a running application
 of N executors (default 500) plus a driver: every measurement top reads,
 one sample each per sink period (5 s) over the last --minutes, as Telegraf
 stores Spark's Graphite lines; and what the annotator writes (the
@@ -27,13 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from sparkscope import influx  # noqa: E402
-from sparkscope.top import data  # noqa: E402
-from support.sandbox import throwaway_stack  # noqa: E402
+from sparkscope import influx
+from sparkscope.top import data
+from sparkscope_testkit.sandbox import throwaway_stack
 
 PERIOD_S = 5
 APP = "app-20990101000000-0001"

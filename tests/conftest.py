@@ -1,8 +1,8 @@
 """Shared fixtures: one native stack per test session (InfluxDB and Telegraf;
-no Grafana runs here: dashboards are opened through support/grafana12.py, a
+no Grafana runs here: dashboards are opened through sparkscope_testkit.grafana12, a
 model of Grafana 12), on free loopback ports, in a temporary state
-directory, stopped by the pids it started. Helpers the tests share live in
-support/."""
+directory, stopped by the pids it started. Helpers the tests and bench/ share
+live in the package sparkscope_testkit (src/sparkscope_testkit/)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
 from sparkscope import influx
+from sparkscope.process import wait_until
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, Settings
-from support.grafana12 import Dashboard12
-from support.sandbox import isolated_settings, reader_http
+from sparkscope_testkit.grafana12 import Dashboard12
+from sparkscope_testkit.sandbox import isolated_settings, reader_http
+from sparkscope_testkit.tiers import refuse_in_fast_tier
 
 JOBS = Path(__file__).parent / "jobs"
 SINK_PERIOD_S = 1
@@ -54,6 +56,27 @@ class Stack:
                 raise AssertionError(f"after {deadline_s:.0f} s, {statement!r} still gives {series!r}")
             time.sleep(0.5)
 
+    def failed_writes(self) -> int:
+        """How many writes to InfluxDB Telegraf has failed so far (the error lines of its log)."""
+        log = NativeBackend(self.settings).log_path("telegraf")
+        return log.read_text(errors="replace").count("Error writing to outputs.influxdb") if log.exists() else 0
+
+    def wait_for_failed_writes(self, since: int, more: int = 2, deadline_s: float = 30.0) -> None:
+        """Until Telegraf has failed `more` writes after `since` (a failed_writes() count taken
+        before sending): with InfluxDB away it tries at each flush (2 s) while points wait in
+        its buffer, so the second try after a send holds every line sent before the first."""
+        assert wait_until(lambda: self.failed_writes() >= since + more, deadline_s), (
+            f"Telegraf failed {self.failed_writes() - since} writes in {deadline_s:.0f} s, not {more}: "
+            "is InfluxDB still up, or did the points not reach Telegraf?")
+
+    def wait_for_telegraf_to_drain(self, deadline_s: float = 60.0) -> None:
+        """Until every point Telegraf held has been written: its buffer is first in, first out, so
+        a point sent now is written after them, and once it is stored none is left to come."""
+        marker = f"app-drained-{time.time_ns()}"
+        self.send_graphite(f"spark.{marker}.driver.jvm.heap.used 1 {int(time.time())}\n")
+        self.wait_for(f'SELECT count("value") FROM "heap.used" WHERE "applicationid" = \'{marker}\'', bool,
+                      deadline_s)
+
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Stack:
@@ -61,6 +84,7 @@ def stack(tmp_path_factory) -> Stack:
     # suite checks the path end to end, every line sent stored (test_faults) and
     # every name's schema (test_graphite_templates); what the shipped filter
     # keeps is proven apart, against every query (test_metric_filter.py).
+    refuse_in_fast_tier("the session's stack")
     settings = isolated_settings(tmp_path_factory.mktemp("state"), unread_metrics="pass")
     backend = NativeBackend(settings)
     try:
@@ -83,6 +107,7 @@ def run_spark_job(stack: Stack, script: str, log_dir: Path, master: str = "local
                   conf: dict[str, str] | None = None, timeout_s: float = 300,
                   spark_home: Path | None = None, args: list[str] = (),
                   env: dict[str, str] | None = None) -> SparkRun:
+    refuse_in_fast_tier(f"Spark ({script})")
     props = sparkscope_properties(stack.settings, period_s=SINK_PERIOD_S)
     props.update(conf or {})
     started = int(time.time() * 1000)

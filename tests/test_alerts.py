@@ -1,7 +1,7 @@
 """Alert rules, provisioned as files (grafana/provisioning/alerting/): the file
 is what src/sparkscope/alerts/ writes, decodes strictly with Grafana 12's
 alerting models (tools/dashcheck -alerting), and every rule, evaluated as
-Grafana 12 evaluates it (support/alerts12.py: its queries sent to the real
+Grafana 12 evaluates it (sparkscope_testkit/alerts12.py: its queries sent to the real
 InfluxDB as the datasource's read-only user, reduce, math, threshold, `for`),
 fires on a run that has its problem and stays quiet on a healthy run.
 
@@ -44,9 +44,9 @@ from sparkscope.spark.submit import spark_home
 from sparkscope import influx
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
-from support import alerts12, slow_mount
-from support.alerts12 import ALERTING, PENDING, ModelError, Rule, every, simulate
-from support.sandbox import isolated_settings, reader_http, throwaway_stack
+from sparkscope_testkit import alerts12, slow_mount
+from sparkscope_testkit.alerts12 import ALERTING, PENDING, ModelError, Rule, every, simulate
+from sparkscope_testkit.sandbox import isolated_settings, reader_http, throwaway_stack
 
 RULES_FILE = generate.ALERTING_DIR / generate.RULES_FILE
 LIVE = ROOT / "dashboards" / "spark-executors.json"
@@ -522,7 +522,7 @@ def faulty_stack(tmp_path_factory):
         for _ in range(3):
             stack.send_graphite("".join(f"spark.{app}.driver.ExecutorMetrics.JVMHeapMemory 1e8 {int(time.time())}\n"
                                         for app in apps.values()))
-            time.sleep(1)
+            time.sleep(1)  # the behaviour: three reports, a second apart, as a running driver sends them
         end_ms = now_ms()
         http.post_lines(settings.events_url, [
             f'sparkscope_application,applicationid={apps["ended"]},status=FINISHED app_name="ended",'
@@ -534,8 +534,9 @@ def faulty_stack(tmp_path_factory):
         backend.down(only=("influxdb",), progress=quiet)
         try:
             past = int(time.time()) - 3600
+            failed = stack.failed_writes()
             stack.send_graphite("".join(f"spark.app-0-0003.1.jvm.heap.max {i} {past + i}\n" for i in range(400)))
-            time.sleep(5)
+            stack.wait_for_failed_writes(failed)  # taken, past the 100-point buffer, and not written
         finally:
             backend.up(only=("influxdb",), progress=quiet)
         stack.wait_for('SELECT max("metrics_dropped"), max("errors") FROM "internal_write" WHERE "output" = '

@@ -13,7 +13,7 @@ from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.settings import ROOT
 
-from support.annotator_helpers import JOBS_DIR, annotator_conf, app_finished, marks, rows, series_count
+from sparkscope_testkit.annotator_helpers import JOBS_DIR, annotator_conf, app_finished, marks, rows, series_count
 from conftest import SINK_PERIOD_S, run_spark_job
 
 DASHBOARD = ROOT / "dashboards" / "spark-executors.json"

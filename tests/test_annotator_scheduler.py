@@ -18,7 +18,7 @@ import pytest
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import run_submit, spark_env, spark_home
 
-from support.annotator_helpers import JOBS_DIR, annotator_conf, app_finished, marks, printed, rows
+from sparkscope_testkit.annotator_helpers import JOBS_DIR, annotator_conf, app_finished, marks, printed, rows
 from conftest import SINK_PERIOD_S, run_spark_job
 
 

@@ -25,7 +25,7 @@ from sparkscope.stack import native, rollups
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, SECRET_KEYS, ensure_env_file, load_settings, read_env_file
 
-from support.sandbox import isolated_settings, settings_environ, throwaway_stack
+from sparkscope_testkit.sandbox import isolated_settings, settings_environ, throwaway_stack
 
 SETUP_SH = ROOT / "influxdb" / "setup.sh"
 

@@ -20,7 +20,7 @@ from sparkscope.process import wait_until
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
-from support.sandbox import isolated_settings
+from sparkscope_testkit.sandbox import isolated_settings
 
 DEV_VDA = 254 << 20  # dev_t of 254:0 as the block tracepoints give it
 

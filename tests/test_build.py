@@ -78,9 +78,9 @@ def test_apt_fails_at_once_for_anything_but_the_lock(fake_apt):
 
 def test_stop_group_ends_the_children_too_and_sigkills_what_ignores_sigterm(tmp_path):
     # A leader that ignores SIGTERM, with a child that ignores it as well.
-    script = "trap '' TERM; sleep 300 & sleep 300"
+    script = f"trap '' TERM; sleep 300 & touch {tmp_path}/started; sleep 300"
     proc = start_group(["sh", "-c", script], tmp_path / "log")
-    time.sleep(0.3)
+    assert wait_until((tmp_path / "started").exists, 10), "the shell never started its child"
     started = time.monotonic()
     stop_group(proc.pid, deadline_s=1.0, proc=proc)
     assert not group_alive(proc.pid)
@@ -106,8 +106,8 @@ def test_an_interrupted_build_leaves_no_process_behind(tmp_path):
         run_logged(["sh", "-c", f"sleep 300 & echo $! > {tmp_path}/child; wait"], tmp_path / "log", "long",
                    interrupt, heartbeat_s=0.3)
     child = int((tmp_path / "child").read_text())
-    time.sleep(0.2)
-    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    assert wait_until(lambda: not Path(f"/proc/{child}").exists() or
+                      "Z" in Path(f"/proc/{child}/stat").read_text().split()[2], 5), f"pid {child} outlived the build"
 
 
 # --- Telegraf's plugins ------------------------------------------------------------------
@@ -141,7 +141,7 @@ def test_the_cli_runs_on_the_oldest_python_declared(tmp_path):
     python = oldest_python()
     if python is None:
         pytest.skip("the oldest Python pyproject.toml declares is not installed here")
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}", "HOME": str(tmp_path),
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "src"), "HOME": str(tmp_path),
            "GRAFANA_ADMIN_PASSWORD": "x-test", "SPARKSCOPE_STATE_DIR": str(tmp_path / "state")}
     # Every module imports (no third-party package needed) ...
     modules = sorted({".".join(p.relative_to(ROOT / "src").with_suffix("").parts).replace(".__init__", "")
@@ -154,7 +154,7 @@ def test_the_cli_runs_on_the_oldest_python_declared(tmp_path):
                               env=env, capture_output=True, text=True)
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     script = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n"
-    imported = subprocess.run([python, "-c", script, *modules, "support.sandbox"],
+    imported = subprocess.run([python, "-c", script, *modules, "sparkscope_testkit.sandbox"],
                               env=env, capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr
     # ... the CLI answers, and the process helper starts and stops a group on it.

@@ -37,7 +37,7 @@ from sparkscope.stack.influx_storage import influx_dirs
 from sparkscope.stack.native import influxdb_service
 from sparkscope.settings import ROOT, load_settings
 
-from support.sandbox import free_port, isolated_settings
+from sparkscope_testkit.sandbox import free_port, isolated_settings
 
 CHART = ROOT / "charts" / "sparkscope"
 RELEASE, NAMESPACE = "sparkscope", "spark-mon"

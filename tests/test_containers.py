@@ -198,7 +198,7 @@ def test_the_report_says_what_filled_the_container_and_what_to_change(stack, oom
 
 
 def test_the_live_dashboards_container_row_draws_each_limit_and_working_set(stack, oom_run):
-    """The row's queries as Grafana 12 sends them (tests/support/grafana12.py), on this run."""
+    """The row's queries as Grafana 12 sends them (src/sparkscope_testkit/grafana12.py), on this run."""
     run, _ = oom_run
     board = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
     dash = stack.open_dashboard(board, run.started_ms - 60_000, run.ended_ms + 60_000,

@@ -16,7 +16,7 @@ from sparkscope.build import BuildError
 from sparkscope.build.dashcheck import check_dashboards
 from sparkscope.process import quiet
 from sparkscope.settings import ROOT
-from support.sandbox import isolated_settings
+from sparkscope_testkit.sandbox import isolated_settings
 
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 EXECUTORS = ROOT / "dashboards" / "spark-executors.json"

@@ -206,7 +206,7 @@ def test_per_executor_graphs_are_labelled_by_executor(name, panel):
 
 
 # ------------------------------------------------------------------ real run
-# Each dashboard opened as Grafana 12 opens it (support/grafana12.py): its
+# Each dashboard opened as Grafana 12 opens it (sparkscope_testkit/grafana12.py): its
 # variables resolved on the real InfluxDB, each query interpolated by Grafana
 # 12's rules and sent as Grafana's backend sends it.
 
@@ -631,7 +631,7 @@ def test_the_crafted_run_check_fails_on_a_variable_query_with_the_run_id_unescap
     inside /^...$/: a board written as ours once was sends the attacker's
     statements, and opening it must fail here (it runs after the test above
     stored the crafted runs)."""
-    from support.grafana12 import ModelError
+    from sparkscope_testkit.grafana12 import ModelError
 
     board = json.loads(json.dumps(BOARDS["spark-executors.json"]))
     picker = next(v for v in board["templating"]["list"] if v["name"] == "executorid")

@@ -24,8 +24,8 @@ from sparkscope.demo.summary import attribute_stages
 from sparkscope.demo.tpcds import TpcdsError
 from sparkscope.process import group_alive
 from sparkscope.stack.native import NativeBackend
-from support.sandbox import settings_environ
-from support.terminal import Terminal, needs_tmux
+from sparkscope_testkit.sandbox import settings_environ
+from sparkscope_testkit.terminal import Terminal, needs_tmux
 
 SMALLEST_SCALE = 0.01  # the generator goes lower, but dimension tables stay their size
 TWO_QUERIES = "q3,q7"
@@ -386,8 +386,8 @@ def test_the_demo_names_the_live_dashboard_when_a_grafana_answers(tmp_path):
 
     from sparkscope.demo.options import DemoResult
     from sparkscope.demo.run import _Events
-    from support.fake_services import Grafana
-    from support.sandbox import isolated_settings
+    from sparkscope_testkit.fake_services import Grafana
+    from sparkscope_testkit.sandbox import isolated_settings
 
     def said_at_start(settings) -> list[str]:
         lines: list[str] = []

@@ -3,7 +3,7 @@ on two loop devices against the kernel's own counters (/proc/diskstats):
 
 - a healthy disk: a loop device on a plain file;
 - a slow disk: a loop device on a file of our FUSE file system
-  (support/slow_fs.py) that sleeps SLOW_MS before every read and write.
+  (sparkscope_testkit/slow_fs.py) that sleeps SLOW_MS before every read and write.
 
 One known pattern runs on both (writes first; a Telegraf sample; then reads),
 so every interval has a known direction. Last, a Spark job runs with its
@@ -29,7 +29,7 @@ import pytest
 from sparkscope.blockio.readiness import why_not_traceable
 from sparkscope.dashboards import DASHBOARDS_DIR
 from sparkscope.process import wait_until
-from support import slow_mount
+from sparkscope_testkit import slow_mount
 
 SLOW_MS = 150  # above the probe's default outlier threshold (100 ms)
 THRESHOLD_MS = 100
@@ -307,7 +307,7 @@ def test_the_live_dashboard_lists_the_slow_disk_as_outliers_and_not_the_healthy_
     """The live dashboard opened with both disks picked, as Grafana 12 sends
     its queries: every disk panel has data, the outliers table lists the
     slow disk only, and the graphs draw each disk under its own name."""
-    from support.grafana12 import series_names
+    from sparkscope_testkit.grafana12 import series_names
 
     slow = next(d.name for d in workload.disks if d.role == "slow")
     healthy = next(d.name for d in workload.disks if d.role == "healthy")

@@ -29,8 +29,8 @@ from sparkscope.stack import StackError
 from sparkscope.stack.native import NativeBackend, PidFile
 
 from conftest import JOBS, SINK_PERIOD_S, Stack, run_spark_job
-from support.graphite_tap import GraphiteTap
-from support.sandbox import throwaway_stack
+from sparkscope_testkit.graphite_tap import GraphiteTap
+from sparkscope_testkit.sandbox import throwaway_stack
 
 OUTAGE_S = 20.0
 
@@ -97,7 +97,7 @@ def test_influxdb_restart_mid_run_loses_no_point(fault_stack, tmp_path):
         wait_for_reports(stack, job.app_id, 3)
         NativeBackend(stack.settings).down(only=("influxdb",), progress=quiet)
         down_at = int(time.time() * 1000)
-        time.sleep(OUTAGE_S)  # the fault itself: InfluxDB stays away this long
+        time.sleep(OUTAGE_S)  # the fault itself, the behaviour under test: InfluxDB stays away this long
         up_at = int(time.time() * 1000)
         NativeBackend(stack.settings).up(only=("influxdb",), progress=quiet)
         job.wait(timeout_s=180)
@@ -138,17 +138,19 @@ def check_buffer_outage(stack: Stack, kept: int) -> None:
 
     backend.down(only=("influxdb",), progress=quiet)
     try:
+        failed = stack.failed_writes()
         send(0, 300)
-        time.sleep(5)  # Telegraf has taken them and failed to write them at least once
+        stack.wait_for_failed_writes(failed)  # Telegraf has taken them and failed to write them
         backend.down(only=("telegraf",), progress=quiet)
         backend.up(only=("telegraf",), progress=quiet)
+        failed = stack.failed_writes()
         send(300, 200)
-        time.sleep(3)
+        stack.wait_for_failed_writes(failed)  # the restarted Telegraf holds them too
     finally:
         backend.up(only=("influxdb",), progress=quiet)
     query = f'SELECT count("value") FROM "heap.used" WHERE "applicationid" = \'{app}\''
     stack.wait_for(query, lambda s: bool(s) and s[0]["values"][0][1] >= kept, deadline_s=60)
-    time.sleep(4)  # two more flushes: nothing else arrives
+    stack.wait_for_telegraf_to_drain()  # nothing else arrives
     assert stack.influx(query)[0]["values"][0][1] == kept
 
 
@@ -164,8 +166,9 @@ def test_points_beyond_the_buffer_are_dropped_counted_and_shown_by_status(tmp_pa
         start = int(time.time()) - 600
         backend.down(only=("influxdb",), progress=quiet)
         try:
+            failed = stack.failed_writes()
             stack.send_graphite("".join(f"spark.{app}.1.jvm.heap.used {i} {start + i}\n" for i in range(sent)))
-            time.sleep(4)
+            stack.wait_for_failed_writes(failed)  # taken, past the buffer's limit, and not written
         finally:
             backend.up(only=("influxdb",), progress=quiet)
         query = f'SELECT count("value") FROM "heap.used" WHERE "applicationid" = \'{app}\''
@@ -468,6 +471,8 @@ def test_a_driver_killed_with_sigkill_is_ended_no_end_seen_and_a_finished_one_is
         # A finished run: its FINISHED point closes it, and no NO_END_SEEN follows.
         done = run_spark_job(stack, "steady_job.py", tmp_path, master="local[1]", args=["2"],
                              conf=annotator_properties(settings, ensure_annotator_jar(ROOT, progress=lambda _: None)))
+        # The behaviour itself is an absence: past the 5 s grace and Telegraf's checks after it,
+        # still no NO_END_SEEN for the finished run (no condition can say "never").
         time.sleep(12)
         assert stack.influx(f"SELECT * FROM \"sparkscope_application\" WHERE \"applicationid\" = '{done.app_id}' "
                             "AND \"status\" = 'NO_END_SEEN'") == []

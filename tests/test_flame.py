@@ -8,7 +8,7 @@ import pytest
 
 from sparkscope.flame import page, store
 from sparkscope.flame.nested_set import Row, iter_stacks, parse_collapsed, rows, widest_leaves
-from support.browser_checks import open_offline
+from sparkscope_testkit.browser_checks import open_offline
 
 COLLAPSED = """\
 stage 1.0;Thread.run;Task.run;Burn.call;Burn.burnCpu 60

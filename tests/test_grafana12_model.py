@@ -1,4 +1,4 @@
-"""The model of Grafana 12 (support/grafana12.py), checked without servers: a
+"""The model of Grafana 12 (sparkscope_testkit/grafana12.py), checked without servers: a
 fake InfluxDB records what the model sends and answers canned series."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from support import grafana12
-from support.grafana12 import (Dashboard12, ModelError, check_single_statement, escape_regex, js_number_to_string,
+from sparkscope_testkit import grafana12
+from sparkscope_testkit.grafana12 import (Dashboard12, ModelError, check_single_statement, escape_regex, js_number_to_string,
                                series_names)
 
 DASHBOARDS = sorted((Path(__file__).resolve().parents[1] / "dashboards").glob("*.json"))

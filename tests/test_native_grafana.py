@@ -18,9 +18,10 @@ from sparkscope.process import quiet
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana
 from sparkscope.stack.native import NativeBackend, PidFile
 from sparkscope.settings import ROOT, load_settings
-from support.sandbox import settings_environ, throwaway_stack
+from sparkscope_testkit import fake_grafana
+from sparkscope_testkit.sandbox import settings_environ, throwaway_stack
 
-FAKE = Path(__file__).parent / "support" / "fake_grafana.py"
+FAKE = Path(fake_grafana.__file__)
 
 
 def grafana_home(root: Path, binary: str = "grafana") -> Path:

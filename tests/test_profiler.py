@@ -21,8 +21,8 @@ from sparkscope.flame import control, store
 from sparkscope.flame.nested_set import widest_leaves
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import spark_env, spark_home, submit_argv
-from support.annotator_helpers import annotator_conf
-from support.sandbox import settings_environ
+from sparkscope_testkit.annotator_helpers import annotator_conf
+from sparkscope_testkit.sandbox import settings_environ
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from sparkscope.spark.conf import annotator_properties
 from sparkscope.settings import ROOT
 
 from conftest import run_spark_job
-from support.browser_checks import open_offline
-from support.sandbox import throwaway_stack
+from sparkscope_testkit.browser_checks import open_offline
+from sparkscope_testkit.sandbox import throwaway_stack
 
 GIB = 1024 * MIB
 

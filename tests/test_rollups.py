@@ -16,8 +16,8 @@ from sparkscope import influx, schema
 
 from sparkscope.stack import rollups
 from sparkscope.settings import ROOT
-from support.grafana12 import Dashboard12
-from support.sandbox import reader_http, throwaway_stack
+from sparkscope_testkit.grafana12 import Dashboard12
+from sparkscope_testkit.sandbox import reader_http, throwaway_stack
 
 LIVE = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
 APP = "app-20991231000000-0042"

@@ -78,7 +78,7 @@ def test_settings_written_as_env_read_back_the_same(tmp_path):
     """as_env is what compose and CLI subprocesses get: every setting must come
     back through load_settings unchanged (a key missing there would silently
     fall back to a default)."""
-    from support.sandbox import isolated_settings
+    from sparkscope_testkit.sandbox import isolated_settings
     settings = isolated_settings(tmp_path, "pass", GRAFANA_HOME="/opt/grafana", EVENTS_AUTH="on",
                                  TELEGRAF_BUFFER_STRATEGY="disk", TELEGRAF_BUFFER_LIMIT="1234",
                                  SPARKSCOPE_NO_END_GRACE_S="7", INFLUXDB_READ_USER="someone_else")

@@ -19,7 +19,7 @@ from sparkscope import http
 from sparkscope import influx
 from sparkscope.stack.influx_storage import SELFCHECK, influx_write_problem
 from sparkscope.settings import ROOT
-from support.sandbox import throwaway_stack
+from sparkscope_testkit.sandbox import throwaway_stack
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_a_first_up_builds_before_any_start_deadline_runs(tmp_path, monkeypatch)
     from sparkscope import stack as stack_module
     from sparkscope.process import quiet
     from sparkscope.stack import native
-    from support.sandbox import isolated_settings
+    from sparkscope_testkit.sandbox import isolated_settings
 
     real = native.ensure_influxd
     built: list[float] = []

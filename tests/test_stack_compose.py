@@ -1,7 +1,7 @@
 """The compose backend, through the same CLI as the native one: `up`, `status`
 and `down` drive docker compose with the right arguments and read its answers
 in every format it prints. No Docker engine runs here, so a fake `docker` on
-PATH (tests/support/fake_docker.py) records the calls, answers as the real one
+PATH (src/sparkscope_testkit/fake_docker.py) records the calls, answers as the real one
 does, and stands the services up as small local processes on free ports."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from sparkscope.process import quiet
 from sparkscope.stack import StackError, choose_backend, open_stack, record_backend, recorded_backend
 from sparkscope.stack.compose import containers_from_inspect, parse_ps_json
 from sparkscope.settings import ROOT
-from support.fake_docker import FakeDocker
-from support.sandbox import isolated_settings
+from sparkscope_testkit.fake_docker import FakeDocker
+from sparkscope_testkit.sandbox import isolated_settings
 
 COMPOSE_ARGS = ["--project-directory", str(ROOT), "-f", str(ROOT / "docker-compose.yml")]
 

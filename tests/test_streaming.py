@@ -165,7 +165,7 @@ def test_the_live_dashboards_streaming_row_reads_both_queries(stack, streaming_r
 def test_the_falling_behind_alert_fires_for_that_query_only_and_the_failure_alert_for_the_failed_one(stack,
                                                                                                      streaming_run):
     """The shipped rules' queries and expressions, with shorter windows (test_alerts.SHORT), evaluated
-    every 10 s over the run as Grafana 12 would (tests/support/alerts12.py)."""
+    every 10 s over the run as Grafana 12 would (src/sparkscope_testkit/alerts12.py)."""
     from test_alerts import SHORT, firing, timeline
 
     end = streaming_run.ended_ms + 10_000

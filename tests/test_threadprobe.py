@@ -1,9 +1,9 @@
 """The thread sampler end to end: real Spark jobs (local-cluster, two executor
 JVMs), the sampler that ./sparkscope up started for the test stack (4 Hz,
 10 s periods), InfluxDB, and the live dashboard's panel queries as Grafana
-12 sends them (support/grafana12.py):
+12 sends them (sparkscope_testkit/grafana12.py):
 
-- tasks reading from a slow FUSE mount (support/slow_fs.py) show task
+- tasks reading from a slow FUSE mount (sparkscope_testkit/slow_fs.py) show task
   threads in D, waiting in FUSE's request_wait_answer, and (root) an
   off-CPU kernel-stack flame profile through FUSE;
 - a CPU-bound phase shows task threads running, a Python UDF phase shows
@@ -31,7 +31,7 @@ from sparkscope.flame.store import read_rows
 from sparkscope.process import wait_until
 from sparkscope.settings import ROOT
 from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
-from support.slow_mount import slow_fs_mounted
+from sparkscope_testkit.slow_mount import slow_fs_mounted
 
 SLOW_MS = 150
 PERIOD_S = 10  # the sampler's default, as up starts it

@@ -24,7 +24,7 @@ from sparkscope.threads import jvms, periods, procfs
 from sparkscope.threads.jvms import Discovery, SparkJvm, from_cmdline, resolve_driver
 from sparkscope.threads.periods import JvmPeriod, thread_class
 from sparkscope.threads.sampler import Errors, Sampler
-from support.sandbox import isolated_settings
+from sparkscope_testkit.sandbox import isolated_settings
 
 # /proc/<pid>/task/<tid>/stat of a GC thread of a Spark 3.5 executor (Java 17), as read.
 GC_STAT = ("26093 (GC Thread#0) S 25934 25934 25934 0 -1 4194368 4580 11934 0 0 6 3 13 18 20 0 130 0 1139344 "

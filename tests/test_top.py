@@ -30,8 +30,8 @@ from sparkscope.top.data import Activity, DiskNow, DisksSnapshot, ExecutorNow, H
 from sparkscope.top.view import Screen, as_text
 
 from conftest import JOBS, SINK_PERIOD_S, Stack
-from support.sandbox import settings_environ, throwaway_stack
-from support.terminal import Terminal, needs_tmux
+from sparkscope_testkit.sandbox import settings_environ, throwaway_stack
+from sparkscope_testkit.terminal import Terminal, needs_tmux
 
 GiB, MiB = 2**30, 2**20
 
@@ -465,7 +465,7 @@ def test_influxdb_lost_shows_a_banner_and_the_view_comes_back(tmp_path):
             NativeBackend(settings).down(only=("influxdb",))
             text = term.wait_for(lambda t: "InfluxDB not reachable" in t, "the banner")
             assert "retrying every 1 s" in text and "1" in table_rows(text)  # the last data stays
-            time.sleep(3)  # refreshes go on failing
+            time.sleep(3)  # the behaviour under test: three more refreshes fail, and the view stays
             text = term.screen()
             assert "InfluxDB not reachable" in text and "Traceback" not in text and "EXIT=" not in text
             NativeBackend(settings).up(only=("influxdb",))

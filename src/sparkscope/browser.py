@@ -2,7 +2,7 @@
 
 The report (`sparkscope report`) and the standalone flame graph page are
 opened as a person would, offline, in the tests. Grafana is not driven
-here: no Grafana runs in the tests (tests/support/grafana12.py models it).
+here: no Grafana runs in the tests (src/sparkscope_testkit/grafana12.py models it).
 """
 
 from __future__ import annotations

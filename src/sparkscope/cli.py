@@ -138,9 +138,15 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     settings = load_settings()
+    if FAST_TIER in args.pytest_args:
+        # The fast tier starts no stack, Spark or browser, so it needs none of the
+        # builds below; its few tools (the dashboard checker, helm) come from the
+        # fixtures that use them, cached.
+        return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
+                               cwd=settings.root)
     # Builds happen here, with progress on the terminal, rather than silently
     # inside a test fixture. No Grafana runs in the tests: dashboards are
-    # checked against Grafana 12's rules (tests/support/grafana12.py, tools/dashcheck).
+    # checked against Grafana 12's rules (src/sparkscope_testkit/grafana12.py, tools/dashcheck).
     install_all(settings)
     print(f"annotator: {ensure_annotator_jar(settings.root)}")
     ensure_each((("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
@@ -149,6 +155,10 @@ def cmd_test(args: argparse.Namespace) -> int:
                  ("test tools", ensure_test_packages)))
     return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
                            cwd=settings.root)
+
+
+# pytest's option of the tier plugin (src/sparkscope_testkit/tiers.py), passed on as it is.
+FAST_TIER = "--fast"
 
 
 def test_workers(pytest_args: list[str]) -> list[str]:
@@ -199,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="metrics only: leave out the query/job/stage annotator listener")
     conf.set_defaults(func=cmd_conf)
 
-    test = sub.add_parser("test", help="run the test suite (pytest; extra args are passed on)")
+    test = sub.add_parser("test", help=f"run the test suite (pytest; extra args are passed on; {FAST_TIER}: only "
+                                        "the tests that start no stack, Spark, browser or build, about a minute)")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     test.set_defaults(func=cmd_test)
     demo_command.register(sub)

@@ -1,4 +1,4 @@
-"""Tasks that read text files from a slow mount (tests/support/slow_fs.py: every
+"""Tasks that read text files from a slow mount (src/sparkscope_testkit/slow_fs.py: every
 read sleeps in the FUSE daemon), in the executor JVMs: their task threads
 wait in the kernel for FUSE's answer (D state, wait channel
 request_wait_answer). Argument: the directory of files."""

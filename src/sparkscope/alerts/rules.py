@@ -16,7 +16,7 @@ To add a rule, append an entry to `rules()`:
 
 then add its threshold to thresholds.py, run `.venv/bin/python -m sparkscope.alerts`,
 and give it a test in tests/test_alerts.py on a run that has the problem and
-one that does not (tests/support/alerts12.py evaluates rules as Grafana does).
+one that does not (src/sparkscope_testkit/alerts12.py evaluates rules as Grafana does).
 Every query: one InfluxQL statement, `$timeFilter` for the window (no now(), so
 that a test can evaluate the rule at any past moment), GROUP BY the tags that
 name an alert instance, and no $__interval (its value in an alert query is not

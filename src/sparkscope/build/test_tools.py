@@ -4,7 +4,7 @@ from Debian's packages when missing:
 - bpftrace: the block I/O probe's tests trace a real loop device (without it
   they skip and the live dashboard's block latency panels stay empty);
 - libfuse2: the slow disk of the disk and thread tests is a FUSE file system
-  (tests/support/slow_fs.py, through fusepy, which loads libfuse.so.2);
+  (src/sparkscope_testkit/slow_fs.py, through fusepy, which loads libfuse.so.2);
 - tmux: tests/test_top.py runs `sparkscope top` in a real terminal.
 
 `sparkscope install` does not install them: the probe is opt-in for users

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties
@@ -60,4 +59,4 @@ def app_finished(stack, app_id: str, deadline_s: float = 30.0):
                           f'\'{app_id}\' AND "status" = \'FINISHED\'', bool, deadline_s)
 
 
-JOBS_DIR = Path(__file__).resolve().parents[1] / "jobs"
+JOBS_DIR = ROOT / "tests" / "jobs"

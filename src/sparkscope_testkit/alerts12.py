@@ -7,7 +7,7 @@ A rule is evaluated at any moment `at` (ms): each datasource query covers
 [at - relativeTimeRange.from, at - relativeTimeRange.to], which Grafana's
 InfluxQL backend writes for $timeFilter as `time >= <from>ms and time <=
 <to>ms`, and is sent as GET /query?db=&epoch=ms&q= with the datasource's
-read-only user (support/grafana12.py influx_http); only the first
+read-only user (sparkscope_testkit/grafana12.py influx_http); only the first
 statement's result is read. So a test can evaluate a rule at past moments of
 a real run, every group interval, as Grafana would have evaluated it then.
 One difference from a live Grafana: a point written after its own timestamp
@@ -55,7 +55,7 @@ from typing import Dict, List, Optional, Tuple
 
 import yaml
 
-from support.grafana12 import ModelError, Send, check_single_statement
+from sparkscope_testkit.grafana12 import ModelError, Send, check_single_statement
 
 Labels = Tuple[Tuple[str, str], ...]
 NORMAL, PENDING, ALERTING = "Normal", "Pending", "Alerting"

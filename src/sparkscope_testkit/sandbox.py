@@ -14,6 +14,7 @@ from sparkscope.process import quiet
 from sparkscope.stack import SERVICE_NAMES
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, Settings, load_settings
+from sparkscope_testkit.tiers import refuse_in_fast_tier
 
 
 def free_port(pair_offset: int | None = None) -> int:
@@ -64,8 +65,8 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings:
 
 
 def reader_http(settings):
-    """Grafana 12's InfluxDB requests (support/grafana12.py), as the datasource's read-only user."""
-    from support.grafana12 import influx_http
+    """Grafana 12's InfluxDB requests (sparkscope_testkit/grafana12.py), as the datasource's read-only user."""
+    from sparkscope_testkit.grafana12 import influx_http
     return influx_http(settings.influx_url, settings.database, settings.influx_read_user,
                        settings.influx_read_password)
 
@@ -78,6 +79,7 @@ def settings_environ(settings) -> dict[str, str]:
 @contextlib.contextmanager
 def throwaway_stack(state_dir: Path, only: tuple[str, ...] = SERVICE_NAMES,
                     unread_metrics: str = "drop", **env_settings: str) -> Iterator[Settings]:
+    refuse_in_fast_tier("a throwaway stack")
     settings = isolated_settings(state_dir, unread_metrics, **env_settings)
     backend = NativeBackend(settings)
     try:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from sparkscope.settings import ROOT
-from support.sandbox import settings_environ
+from sparkscope_testkit.sandbox import settings_environ
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (sparkscope test installs it)")
 

@@ -1,0 +1,45 @@
+"""sparkscope_testkit: the one home of what tests/ and bench/ share, a
+package beside the product that both import by name."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from sparkscope.settings import ROOT
+
+BENCH_SCRIPTS = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
+
+
+def imported_modules(path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    names = set()
+    for node in ast.walk(tree):  # function-level imports included
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_the_product_never_imports_the_testkit():
+    importing = [str(p.relative_to(ROOT)) for p in (ROOT / "src" / "sparkscope").rglob("*.py")
+                 if any(m.split(".")[0] == "sparkscope_testkit" for m in imported_modules(p))]
+    assert not importing, f"the product imports test support: {importing}"
+
+
+def test_no_test_or_bench_script_edits_sys_path():
+    editing = [str(p.relative_to(ROOT)) for d in ("tests", "bench", "src/sparkscope_testkit")
+               for p in (ROOT / d).rglob("*.py") if "sys.path.insert" in p.read_text()
+               and p.name != "test_testkit.py"]
+    assert not editing, f"these find their imports by editing sys.path: {editing}"
+
+
+@pytest.mark.parametrize("script", BENCH_SCRIPTS)
+def test_every_bench_script_imports_and_answers_help(script):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--help"], cwd="/",
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("usage:"), done.stderr[-2000:]
