@@ -45,7 +45,7 @@ from typing import Iterator
 
 from sparkscope.build.go import ensure_influxd
 from sparkscope.process import quiet, stop_group, wait_until
-from sparkscope import influx
+from sparkscope import influx, procstat
 from sparkscope.stack.native import NativeBackend, PidFile
 from sparkscope.settings import Settings
 from sparkscope_testkit.sandbox import free_port, isolated_settings, throwaway_stack
@@ -107,8 +107,10 @@ class Usage:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    seconds = procstat.cpu_seconds(procstat.read(pid) or "")
+    if seconds is None:
+        raise ProcessLookupError(f"no process {pid}")
+    return seconds
 
 
 def rss_peak_mb(pid: int) -> float:

@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkscope import procstat
 from sparkscope.build.annotator_jar import ensure_annotator_jar
 from sparkscope.demo import command, tpcds
 from sparkscope.demo import run as demo_run
@@ -172,14 +173,9 @@ def processes_started() -> int:
 
 
 def process_cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(stat[11]) + int(stat[12])) / CLOCK_TICKS
-    return total
+    """User + system CPU of these processes (those gone count nothing)."""
+    stats = (procstat.read(pid) for pid in pids)
+    return sum(procstat.cpu_seconds(stat) or 0.0 for stat in stats if stat)
 
 
 def own_cpu_seconds() -> tuple[float, float]:
