@@ -85,6 +85,13 @@ def firing(line: alerts12.Timeline, **labels: str) -> list[dict]:
     return [i for i in out if all(i.get(k) == v for k, v in labels.items())]
 
 
+def judged(line: alerts12.Timeline, **labels: str) -> list[float]:
+    """Every value the rule computed for the instances whose labels include these: empty
+    when it never saw them (quiet for want of data, which proves nothing)."""
+    return [v for ev in line.evaluations for k, v in ev.values.get("VALUE", {}).items()
+            if v is not None and all(dict(k).get(name) == want for name, want in labels.items())]
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
