@@ -54,6 +54,8 @@ LIVE = ROOT / "dashboards" / "spark-executors.json"
 SHORT = Thresholds(evaluate_every_s=10, heap_window_s=10, heap_for_s=10, gc_window_s=15, gc_for_s=10,
                    container_window_s=10, container_for_s=10, streaming_window_s=20, streaming_for_s=10)
 CONTAINER_LIMIT_MIB = 900  # executor 1's container in the trouble run
+# Executor 0's container: far more than a 1 GiB heap's JVM holds, so the container rules judge it quiet.
+ROOMY_LIMIT_MIB = 4096
 
 
 def rules_of(thresholds: Thresholds | None = None) -> dict[str, dict]:
@@ -83,6 +85,13 @@ def firing(line: alerts12.Timeline, **labels: str) -> list[dict]:
     """The instances that fired whose labels include these."""
     out = [dict(k) for k in line.firing()]
     return [i for i in out if all(i.get(k) == v for k, v in labels.items())]
+
+
+def judged(line: alerts12.Timeline, **labels: str) -> list[float]:
+    """Every value the rule computed for the instances whose labels include these: empty
+    when it never saw them (quiet for want of data, which proves nothing)."""
+    return [v for ev in line.evaluations for k, v in ev.values.get("VALUE", {}).items()
+            if v is not None and all(dict(k).get(name) == want for name, want in labels.items())]
 
 
 def now_ms() -> int:
@@ -338,10 +347,30 @@ def test_settings_carry_the_contact_keys_to_grafana_in_both_backends(tmp_path):
 
 # ---------------------------------------------------------------- a healthy run: every rule quiet
 
+# Where the healthy run gives a rule nothing to judge, quiet there proves nothing. These rules are
+# judged quiet, with a value, on a run that has their measurement but not their problem, in the test named:
+QUIET_WITH_DATA_ELSEWHERE = {
+    # metrics_run's containers have no memory limit: executor 0 of the trouble run has a roomy one.
+    "sparkscope-container-near-limit": "test_a_container_near_its_limit_fires_for_that_executor_only",
+    # metrics_run has no streaming query: the streaming run's queries that keep up and stop cleanly.
+    "sparkscope-streaming-behind":
+        "test_streaming.py::test_the_falling_behind_alert_fires_for_that_query_only_and_judges_the_one_that_keeps_up",
+    "sparkscope-streaming-failed":
+        "test_streaming.py::test_the_failure_alert_fires_for_the_failed_query_from_its_end_and_the_stopped_ones_stay_quiet",
+}
+# Rules whose query selects the problem itself (an executor lost, a stage flagged straggler, an I/O
+# past the probe's threshold, a run ended "no end seen"): no run without the problem gives them a
+# value, so their quiet case is the neighbour in their firing test (the other executor, the healthy
+# device, the run that ended).
+EVENT_RULES = {"sparkscope-executor-lost", "sparkscope-straggler-stage", "sparkscope-disk-latency-outliers",
+               "sparkscope-no-end-seen"}
+
+
 @pytest.mark.parametrize("uid", [r.uid for r in rules()])
 def test_every_rule_stays_quiet_on_a_healthy_run(stack, metrics_run, uid):
     """metrics_run: shuffles, caches, spills, Python workers, both executors busy; nothing wrong.
-    Evaluated every 10 s from its start to a minute after, with the shipped thresholds and with SHORT."""
+    Evaluated every 10 s from its start to a minute after, with the shipped thresholds and with SHORT;
+    quiet because healthy, not for want of data, wherever the run has what the rule reads."""
     start, end = metrics_run.started_ms, min(metrics_run.ended_ms + 60_000, now_ms())
     for thresholds in (DEFAULTS, SHORT):
         rule = Rule(rules_of(thresholds)[uid], reader_http(stack.settings), DATASOURCE["uid"])
@@ -352,9 +381,21 @@ def test_every_rule_stays_quiet_on_a_healthy_run(stack, metrics_run, uid):
             # disks (test_disks, this file's slow_disk, a concurrent run's). The machine's disks stay quiet.
             fired = {i for i in fired if not dict(i)["device"].startswith("loop")}
         assert not fired, line.describe()
-        if uid in ("sparkscope-heap-near-max", "sparkscope-gc-share"):
-            # The run's own series were there to judge: quiet because healthy, not for want of data.
-            assert any(not e.no_data for e in line.evaluations), line.describe()
+        if uid in QUIET_WITH_DATA_ELSEWHERE or uid in EVENT_RULES:
+            continue
+        # Spark's rules judged this run's own series; the stack's rules, Telegraf's counters meanwhile.
+        mine = {"applicationid": metrics_run.app_id} if rule.rule["labels"]["component"] == "spark" else {}
+        assert judged(line, **mine), line.describe()
+
+
+def test_every_rule_without_data_on_the_healthy_run_is_judged_quiet_elsewhere():
+    import test_streaming
+
+    assert set(QUIET_WITH_DATA_ELSEWHERE) | EVENT_RULES <= {r.uid for r in rules()}
+    for uid, test in QUIET_WITH_DATA_ELSEWHERE.items():
+        module, _, name = test.rpartition("::")
+        where = vars(test_streaming) if module == "test_streaming.py" else globals()
+        assert callable(where.get(name)), (uid, test)
 
 
 # ---------------------------------------------------------------- a run with every problem
@@ -389,7 +430,7 @@ def trouble_run(stack, hog_jar, tmp_path_factory):
         conf = {**annotator_properties(stack.settings, jar), "spark.sparkscope.container.periodSeconds": "1"}
         conf["spark.jars"] = f"{conf['spark.jars']},{hog_jar}" if conf.get("spark.jars") else str(hog_jar)
         env = {"JAVA_HOME": str(home), "SPARKSCOPE_TEST_CGROUP": str(parent),
-               "SPARKSCOPE_TEST_CGROUP_LIMITS": f"1:{CONTAINER_LIMIT_MIB}"}
+               "SPARKSCOPE_TEST_CGROUP_LIMITS": f"1:{CONTAINER_LIMIT_MIB},0:{ROOMY_LIMIT_MIB}"}
         run = run_spark_job(stack, "alert_trouble_job.py", tmp_path_factory.mktemp("spark"), conf=conf, env=env,
                             timeout_s=240)
     finally:
@@ -439,6 +480,7 @@ def test_an_oom_kill_inside_the_container_fires_for_that_executor_only(stack, tr
     line = since(stack.settings, "sparkscope-container-oom-kill", marks["oom_kill"]["end"])
     assert firing(line, applicationid=run.app_id, executorid="1"), line.describe()
     assert not firing(line, applicationid=run.app_id, executorid="0"), line.describe()
+    assert set(judged(line, applicationid=run.app_id, executorid="0")) == {0}, line.describe()  # seen, no kill
 
 
 def test_a_container_near_its_limit_fires_for_that_executor_only(stack, trouble_run):
@@ -448,6 +490,9 @@ def test_a_container_near_its_limit_fires_for_that_executor_only(stack, trouble_
                     min(run.ended_ms + 30_000, now_ms()), SHORT)
     assert firing(line, applicationid=run.app_id, executorid="1"), line.describe()
     assert not firing(line, applicationid=run.app_id, executorid="0"), line.describe()
+    # Executor 0's container has a limit too, with room: judged below the threshold, not unseen.
+    room = judged(line, applicationid=run.app_id, executorid="0")
+    assert room and max(room) < SHORT.container_used_share, line.describe()
 
 
 def test_a_straggler_stage_fires_once_written_and_only_when_it_lost_the_minimum(stack, trouble_run):

@@ -162,15 +162,43 @@ def test_the_live_dashboards_streaming_row_reads_both_queries(stack, streaming_r
         assert text in said, said
 
 
-def test_the_falling_behind_alert_fires_for_that_query_only_and_the_failure_alert_for_the_failed_one(stack,
-                                                                                                     streaming_run):
-    """The shipped rules' queries and expressions, with shorter windows (test_alerts.SHORT), evaluated
+def test_the_falling_behind_alert_fires_for_that_query_only_and_judges_the_one_that_keeps_up(stack,
+                                                                                          streaming_run):
+    """The shipped rule's query and expression, with shorter windows (test_alerts.SHORT), evaluated
     every 10 s over the run as Grafana 12 would (src/sparkscope_testkit/alerts12.py)."""
-    from test_alerts import SHORT, firing, timeline
+    from test_alerts import SHORT, firing, judged, timeline
 
-    end = streaming_run.ended_ms + 10_000
+    app, end = streaming_run.app_id, streaming_run.ended_ms + 10_000
     behind = timeline(stack.settings, "sparkscope-streaming-behind", streaming_run.started_ms, end, SHORT)
-    assert firing(behind, applicationid=streaming_run.app_id, query_name="falls_behind"), behind.describe()
-    assert not firing(behind, applicationid=streaming_run.app_id, query_name="keeps_up"), behind.describe()
-    failed = timeline(stack.settings, "sparkscope-streaming-failed", streaming_run.started_ms, end, SHORT)
-    assert firing(failed, applicationid=streaming_run.app_id), failed.describe()
+    assert firing(behind, applicationid=app, query_name="falls_behind"), behind.describe()
+    assert not firing(behind, applicationid=app, query_name="keeps_up"), behind.describe()
+    # Quiet because its batches fit the trigger, not for want of them.
+    kept = judged(behind, applicationid=app, query_name="keeps_up")
+    assert kept and max(kept) < 1, behind.describe()
+
+
+def test_the_failure_alert_fires_for_the_failed_query_from_its_end_and_the_stopped_ones_stay_quiet(stack,
+                                                                                                   streaming_run):
+    """The shipped rule as it is (its window counts back from each evaluation): the failure is
+    read from the moment the query ended, so a query failing days after its start is found the
+    same way (StreamingQueriesTest stamps an end 26 h after the start)."""
+    from test_alerts import firing, judged, since
+
+    app = streaming_run.app_id
+    ends = stack.wait_for('SELECT "failed", "start_time_ms", "exception" FROM "sparkscope_streaming_end" WHERE '
+                          f'"applicationid" = {influx.string_literal(app)} GROUP BY "query_name"',
+                          lambda s: len(s) == 3)
+    ends = {s["tags"]["query_name"]: dict(zip(s["columns"], s["values"][0])) for s in ends}
+    assert {name: e["failed"] for name, e in ends.items()} == {"keeps_up": 0, "falls_behind": 0, "fails": 1}
+    assert "the third batch fails" in ends["fails"]["exception"] and ends["keeps_up"]["exception"] is None
+    failed_at = ends["fails"]["time"]
+    # Stamped when the third batch failed, seconds after the query's start: not at the start.
+    assert failed_at - ends["fails"]["start_time_ms"] >= 2_000, ends["fails"]
+    line = since(stack.settings, "sparkscope-streaming-failed", streaming_run.started_ms)
+    assert firing(line, applicationid=app, query_name="fails"), line.describe()
+    fired = line.first_alerting[(("applicationid", app), ("query_name", "fails"))]
+    assert failed_at <= fired <= failed_at + 10_000, (failed_at, line.describe())
+    for name in ("keeps_up", "falls_behind"):
+        assert not firing(line, applicationid=app, query_name=name), line.describe()
+        assert judged(line, applicationid=app, query_name=name) and \
+            set(judged(line, applicationid=app, query_name=name)) == {0}, line.describe()

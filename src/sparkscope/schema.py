@@ -150,6 +150,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement("sparkscope_streaming", ANNOTATOR, EVENT),
     Measurement("sparkscope_streaming_query", ANNOTATOR, EVENT),
     Measurement("sparkscope_streaming_state", ANNOTATOR),
+    Measurement("sparkscope_streaming_end", ANNOTATOR, EVENT),  # stamped when a query ended (failed 0/1)
     *(Measurement(TASK_TOTALS_PREFIX + counter, ANNOTATOR, COUNTER, rolled=True)
       for counter in TASK_TIME_COUNTERS),
     # Profiles: the profiler plugin (Java) and sparkscope profile / the thread sampler (Python).

@@ -32,6 +32,9 @@ from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 # processors.starlark "No end seen"); the run's own NO_END_SEEN point in
 # sparkscope_application is stamped at the run's start, too far back to window.
 NO_END_SEEN_MEASUREMENT = "sparkscope_no_end_seen"
+# The annotator's note of each streaming query's end at the moment it came (StreamingQueries.java);
+# sparkscope_streaming_query's end point is stamped at the query's start, perhaps days back.
+STREAMING_END_MEASUREMENT = "sparkscope_streaming_end"
 # sparkscope_executor causes (annotator ExecutorLoss.java) that are no loss: the driver gave the
 # executor back, or the cluster manager moved it away. Every other cause is: container_oom, killed,
 # jvm_oom, exited, and other (on standalone, a SIGKILLed executor's disconnect often reaches the
@@ -275,17 +278,21 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
         AlertRule(
             uid="sparkscope-streaming-failed", title="Streaming query failed",
             queries={
-                "A": Query('SELECT count("query_id") FROM "sparkscope_streaming_query" WHERE "status" = \'FAILED\' '
-                           'AND $timeFilter GROUP BY "applicationid"', t.streaming_failed_window_s),
+                # One point per query end, failed 0 or 1: a clean stop is seen as 0, not as no data.
+                "A": Query(f'SELECT sum("failed") FROM "{STREAMING_END_MEASUREMENT}" WHERE $timeFilter '
+                           'GROUP BY "applicationid", "query_name"', t.streaming_failed_window_s),
             },
             value="$A", fires=Above(0), for_s=0, severity="critical", component="spark",
             panel="Input rate vs processing rate", url_vars=("applicationid",),
-            summary="{{ $values.VALUE.Value }} streaming query(ies) of {{ $labels.applicationid }} failed",
+            summary="Streaming query {{ $labels.query_name }} of {{ $labels.applicationid }} failed "
+                    "({{ $values.VALUE.Value }} time(s) in the last "
+                    f"{_minutes(t.streaming_failed_window_s)})",
             description=(
                 "A Structured Streaming query stopped with an exception (the annotation on the graphs and "
-                "sparkscope_streaming_query's exception field hold it). The application may go on without it.\n"
-                "What to do: read the exception; the query restarts from its checkpoint once started again. "
-                "The window counts from the query's start, so a long-running query that fails is seen for "
-                f"{_minutes(t.streaming_failed_window_s)} after it started: keep that longer than your queries "
-                "usually run before failing, or rely on the application's own alerting.")),
+                f"{STREAMING_END_MEASUREMENT}'s exception field hold it). The application may go on without "
+                "it.\n"
+                "What to do: read the exception (./sparkscope report <application> names the line that says "
+                "it); the query restarts from its checkpoint once started again. A source that lost data "
+                "(Kafka offsets out of range) needs failOnDataLoss or a new checkpoint; a sink or state store "
+                "error, its storage.")),
     ]

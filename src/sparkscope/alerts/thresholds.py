@@ -103,10 +103,12 @@ class Thresholds:
     streaming_batch_over_trigger: float = 1.0
     streaming_window_s: int = 300
     streaming_for_s: int = 300
-    # A failed streaming query: its end point is stamped at the query's start
-    # (as every annotation is), so the window is counted from starts; a day
-    # covers queries that fail within a day of starting.
-    streaming_failed_window_s: int = 24 * 3600
+    # A failed streaming query: the annotator notes each query's end at the
+    # moment it comes (sparkscope_streaming_end, failed 1), however long the
+    # query ran before. The alert fires at the next evaluation and resolves
+    # once the failure leaves this window; a query restarted and failing again
+    # within it counts twice.
+    streaming_failed_window_s: int = 1800
 
 
 DEFAULTS = Thresholds()

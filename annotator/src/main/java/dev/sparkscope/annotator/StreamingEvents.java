@@ -94,26 +94,46 @@ final class StreamingEvents {
                     number(o, "numRowsTotal"), number(o, "numRowsUpdated"), number(o, "memoryUsedBytes"),
                     number(o, "numRowsDroppedByWatermark")));
         }
-        Object sources = call(progress, "sources");
-        for (int i = 0; sources != null && i < Array.getLength(sources); i++) {
-            Object metrics = call(Array.get(sources, i), "metrics");
-            if (metrics instanceof Map) {
-                Object behind = ((Map<?, ?>) metrics).get("maxOffsetsBehindLatest");
-                if (behind != null) {
-                    try {
-                        long b = (long) Double.parseDouble(behind.toString());
-                        p.backlog = p.backlog == null ? b : Math.max(p.backlog, b);
-                    } catch (NumberFormatException ignored) {
-                        // a source's own metric in a form we do not read
-                    }
-                }
-            }
-        }
+        p.backlog = offsetsBehindLatest(call(progress, "sources"));
         if (!triggers.containsKey(p.id)) {
             triggers.put(p.id, triggerOf(p.id));
         }
         p.triggerMs = triggers.get(p.id);
         return p;
+    }
+
+    /**
+     * The largest maxOffsetsBehindLatest of the sources (SourceProgress[]),
+     * or null when none reports it. Kafka's source puts it in its progress
+     * metrics (a map of strings: "maxOffsetsBehindLatest" : "1500", next to
+     * min, avg and, on some platforms, estimatedTotalBytesBehindLatest);
+     * other sources leave the map empty. Offsets are longs: parsed as such,
+     * since a double would round offsets past 2^53.
+     */
+    Long offsetsBehindLatest(Object sources) throws ReflectiveOperationException {
+        Long most = null;
+        for (int i = 0; sources != null && i < Array.getLength(sources); i++) {
+            Object metrics = call(Array.get(sources, i), "metrics");
+            Object behind = metrics instanceof Map ? ((Map<?, ?>) metrics).get("maxOffsetsBehindLatest") : null;
+            Long b = behind == null ? null : wholeNumber(behind.toString().trim());
+            if (b != null) {
+                most = most == null ? b : Math.max(most, b);
+            }
+        }
+        return most;
+    }
+
+    private static Long wholeNumber(String text) {
+        try {
+            return Long.parseLong(text);
+        } catch (NumberFormatException notLong) {
+            try {
+                double d = Double.parseDouble(text);  // "1500.0": a source that writes it as a double
+                return Double.isNaN(d) || Double.isInfinite(d) ? null : Long.valueOf((long) d);
+            } catch (NumberFormatException ignored) {
+                return null;  // a source's own metric in a form we do not read
+            }
+        }
     }
 
     /**

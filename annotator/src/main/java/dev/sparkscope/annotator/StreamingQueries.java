@@ -12,7 +12,9 @@ import java.util.function.Supplier;
  * Structured Streaming queries as points: each micro-batch's progress
  * ({@link #PROGRESS}), each stateful operator's state ({@link #STATE}), and
  * each query's start and end as an annotation ({@link #QUERY}, stamped with
- * its start like the annotator's other entities).
+ * its start like the annotator's other entities), and each end once more
+ * stamped at the moment it came ({@link #END}): a query that fails days after
+ * it started is then found by a look at the last minutes, as an alert does.
  *
  * <p>Series stay flat however long a query runs: the tags are the
  * application, the query (its name, else its id) and, for state, the
@@ -26,6 +28,7 @@ final class StreamingQueries {
     static final String PROGRESS = "sparkscope_streaming";
     static final String STATE = "sparkscope_streaming_state";
     static final String QUERY = "sparkscope_streaming_query";
+    static final String END = "sparkscope_streaming_end";
     static final int MAX_OPEN = 1000;
 
     /** One stateful operator of a batch. */
@@ -188,6 +191,19 @@ final class StreamingQueries {
             }
         }
         out.accept(p.toLine());
+        // failed is 0 or 1, not a status tag: a rule sums it per query, so a query that stopped
+        // cleanly is seen (0) rather than absent. Tagged by query as its batches are: one series each.
+        out.accept(Point.measurement(END)
+                .tag("applicationid", applicationId.get())
+                .tag("query_name", label(name, id))
+                .field("query_id", id)
+                .field("run_id", runId)
+                .field("failed", failed ? 1L : 0L)
+                .field("exception", failed ? AnnotationRecorder.clip(exception, AnnotationRecorder.MAX_DESCRIPTION)
+                        : null)
+                .field("start_time_ms", q != null ? Long.valueOf(q.startMs) : null)
+                .timeNs(AnnotationRecorder.stamp(timeMs, runId == null ? 0 : runId.hashCode()))
+                .toLine());
     }
 
     private Point event(String status, long timeMs, String id, String runId, String name) {

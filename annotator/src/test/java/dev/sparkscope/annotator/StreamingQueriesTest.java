@@ -103,6 +103,30 @@ class StreamingQueriesTest {
     }
 
     @Test
+    void each_end_is_also_stamped_at_the_moment_it_came_failed_or_not() {
+        queries.started("q1", "run-1", "orders", 1_000);
+        queries.started("q2", "run-2", "payments", 1_000);
+        long dayLater = 1_000 + 26 * 3_600_000L;
+        queries.terminated("q1", "run-1", dayLater, "java.lang.IllegalStateException: offsets out of range");
+        queries.terminated("q2", "run-2", dayLater + 5, null);
+        List<InfluxLineReader> ends = points(StreamingQueries.END);
+        assertEquals(2, ends.size());
+        InfluxLineReader failed = ends.get(0);
+        InfluxLineReader stopped = ends.get(1);
+        assertEquals(dayLater, failed.time / 1_000_000L, "stamped at its end, not its start a day before");
+        assertEquals(dayLater + 5, stopped.time / 1_000_000L);
+        assertEquals("1i", failed.fields.get("failed"));
+        assertEquals("0i", stopped.fields.get("failed"), "a clean stop is written too: 0, seen and quiet");
+        assertEquals("orders", failed.tags.get("query_name"));
+        assertEquals("1000i", failed.fields.get("start_time_ms"));
+        assertTrue(failed.fields.get("exception").startsWith("java.lang.IllegalStateException: offsets"));
+        assertNull(stopped.fields.get("exception"));
+        assertEquals(2, failed.tags.size(), "applicationid and query, as its batches: one series per query");
+        // The annotation stays stamped at the start, where the graphs and the report read it.
+        assertEquals(1_000L, points(StreamingQueries.QUERY).get(2).time / 1_000_000L);
+    }
+
+    @Test
     void a_query_stopped_cleanly_is_finished_and_an_unknown_one_still_ends() {
         queries.terminated("q", "never-started", 5_000, null);
         InfluxLineReader end = points(StreamingQueries.QUERY).get(0);
