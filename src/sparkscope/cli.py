@@ -14,6 +14,7 @@ from sparkscope.build.go import ensure_influxd, ensure_telegraf
 from sparkscope.build.chromium import ensure_chromium
 from sparkscope.build.dashcheck import ensure_dashcheck
 from sparkscope.build.helm import ensure_helm
+from sparkscope.build.kubeconform import ensure_kubeconform, ensure_schemas
 from sparkscope.build.test_tools import ensure_test_packages
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
@@ -145,6 +146,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     print(f"annotator: {ensure_annotator_jar(settings.root)}")
     ensure_each((("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
                  ("helm", lambda: ensure_helm(settings.cache_dir)),  # the chart's tests (tests/test_chart.py)
+                 ("kubeconform", lambda: ensure_kubeconform(settings.cache_dir)),  # ... against Kubernetes' schemas
+                 ("kubernetes schemas", lambda: ensure_schemas(settings.cache_dir)),
                  ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
                  ("test tools", ensure_test_packages)))
     return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
