@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -27,12 +28,13 @@ import pytest
 import yaml
 
 from sparkscope import chart as chart_copies
+from sparkscope import cli
 from sparkscope.build.go import ensure_telegraf
 from sparkscope.build.helm import ensure_helm
 from sparkscope.build.kubeconform import LOCATION, ensure_kubeconform, ensure_schemas, kube_versions, \
     shipped_schemas
 from sparkscope.process import quiet, start_group, stop_group, wait_until
-from sparkscope.spark.conf import annotator_properties, conf_flags
+from sparkscope.spark.conf import SINK, annotator_properties, conf_flags
 from sparkscope import influx
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import influx_dirs
@@ -582,6 +584,141 @@ def test_notes_without_annotator_or_auth_print_the_sink_alone(helm, tmp_path):
     assert flags == conf_flags(ROOT / "spark-conf" / "spark-defaults.conf", graphite_host=TELEGRAF_DNS,
                                graphite_port=2003, prefix="spark", period_s=5)
     assert "port-forward" not in notes and "password" not in notes
+
+
+# --- Spark's settings: ./sparkscope conf --k8s, and the README's Kubernetes section ----------------------
+
+def conf_k8s(capsys, *args: str) -> list[str]:
+    """What `./sparkscope conf --k8s ARGS` prints, one flag an item."""
+    assert cli.main(["conf", "--k8s", *args]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("\n")
+    return [line.removesuffix(" \\") for line in out.splitlines()]
+
+
+def flag_value(flags: list[str], key: str) -> str:
+    (value,) = [shlex.split(flag)[1].split("=", 1)[1] for flag in flags if flag.startswith("--conf")
+                and shlex.split(flag)[1].startswith(key + "=")]
+    return value
+
+
+@pytest.mark.parametrize("values, release, namespace", [
+    ({}, RELEASE, NAMESPACE),
+    ({"clusterDomain": "corp.example", "fullnameOverride": "obs", "spark": {"prefix": "etl", "periodSeconds": 10},
+      "telegraf": {"ports": {"graphite": 12000, "events": 18000}},
+      "secrets": {"existingSecret": "my-sparkscope-secrets"}}, "mon", "observability"),
+    (MATRIX["no grafana, no annotator, no events auth"], RELEASE, NAMESPACE),
+])
+def test_conf_k8s_prints_the_notes_flags_for_the_services_helm_renders(helm, tmp_path, capsys, values, release,
+                                                                        namespace):
+    values_file = tmp_path / "given-values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    flags = conf_k8s(capsys, "--release", release, "--namespace", namespace, "--values", str(values_file))
+    # The same lines helm install prints for that release (NOTES.txt).
+    assert flags == notes_flags(rendered_notes(helm, tmp_path, values, release, namespace))
+    # Each host printed is a Service `helm template` renders, by its cluster DNS name, with that port.
+    objects = render(helm, tmp_path, values, release=release, namespace=namespace)
+    services = {o["metadata"]["name"]: {p["name"]: p["port"] for p in o["spec"]["ports"]}
+                for o in objects if o["kind"] == "Service"}
+    domain = values.get("clusterDomain", "cluster.local")
+    printed = [(flag_value(flags, SINK + "host"), "graphite", int(flag_value(flags, SINK + "port")))]
+    if "spark.sparkscope.influx.url" in "".join(flags):
+        url = urllib.parse.urlsplit(flag_value(flags, "spark.sparkscope.influx.url"))
+        printed.append((url.hostname, "events", url.port))
+    for host, port_name, port in printed:
+        service, svc_namespace, svc, cluster_domain = host.split(".", 3)
+        assert (svc_namespace, svc, cluster_domain) == (namespace, "svc", domain), host
+        assert services[service][port_name] == port, f"{host}:{port} is no port of Service {service}"
+    # The password is read from the Secret the release uses, never printed.
+    secrets = [o["metadata"]["name"] for o in objects if o["kind"] == "Secret"]
+    secret = values.get("secrets", {}).get("existingSecret") or secrets[0]
+    if values.get("events", {}).get("auth", True) and values.get("spark", {}).get("annotator", {}).get("enabled", True):
+        assert flags[-1] == (f'--conf "spark.sparkscope.influx.password=$(kubectl get secret -n {namespace} '
+                             f"{secret} -o jsonpath='{{.data.events-password}}' | base64 -d)\"")
+    else:
+        assert "password" not in "".join(flags)
+
+
+def test_conf_k8s_refuses_what_the_release_decides_and_names_helm_would_refuse(capsys):
+    for args, said in ((["--host", "telegraf.example"], "--host cannot go with --k8s"),
+                       (["--port", "2004"], "--port cannot go with --k8s"),
+                       (["--release", "Spark_Mon"], "release name 'Spark_Mon'"),
+                       (["--namespace", "spark.mon"], "namespace 'spark.mon'")):
+        assert cli.main(["conf", "--k8s", *args]) != 0
+        captured = capsys.readouterr()
+        assert said in captured.err and captured.out == "", args
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"\n## {title}\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def fenced(section: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+# The spec fields of each operator's SparkApplication, and the required ones, as
+# their CRDs have them: kubeflow/spark-operator 38082f3 (2026-08-21),
+# charts/spark-operator-chart/crds/sparkoperator.k8s.io_sparkapplications.yaml,
+# version v1beta2; apache/spark-kubernetes-operator d5acafd (2026-08-18),
+# build-tools/helm/spark-kubernetes-operator/crds/sparkapplications.spark.apache.org-v1.yaml, version v1.
+OPERATORS = {
+    "sparkoperator.k8s.io/v1beta2": {
+        "spec": {"arguments", "batchScheduler", "batchSchedulerOptions", "deps", "driver", "driverIngressOptions",
+                 "driverPodDisruptionBudget", "dynamicAllocation", "executor", "failureRetries", "hadoopConf",
+                 "hadoopConfigMap", "image", "imagePullPolicy", "imagePullSecrets", "mainApplicationFile",
+                 "mainClass", "memoryOverheadFactor", "mode", "monitoring", "nodeSelector", "proxyUser",
+                 "pythonVersion", "restartPolicy", "retryInterval", "sparkConf", "sparkConfigMap", "sparkUIOptions",
+                 "sparkVersion", "suspend", "timeToLiveSeconds", "type", "volumes"},
+        "required": {"driver", "executor", "mainApplicationFile", "sparkVersion", "type"},
+    },
+    "spark.apache.org/v1": {
+        "spec": {"applicationTolerations", "configMapSpecs", "deploymentMode", "driverArgs", "driverGrpcRouteList",
+                 "driverHttpRouteList", "driverServiceIngressList", "driverSpec", "executorSpec", "files", "jars",
+                 "mainClass", "proxyUser", "pyFiles", "runtimeVersions", "sparkConf", "sparkRFiles"},
+        "required": {"runtimeVersions"},
+    },
+}
+
+
+def test_readme_kubernetes_section_gives_what_conf_k8s_prints(capsys):
+    section = readme_section("Kubernetes")
+    flags = conf_k8s(capsys)  # the defaults: release sparkscope in spark-mon, as the README installs
+    (steps,) = [block for block in fenced(section, "sh") if "spark-submit --master k8s://" in block]
+    assert f"helm install {RELEASE} charts/sparkscope -n {NAMESPACE} --create-namespace" in steps
+    lines = [line.strip().removesuffix(" \\") for line in steps.splitlines()]
+    start = lines.index(flags[0])
+    assert lines[start:start + len(flags)] == flags
+    others = lines[:start] + lines[start + len(flags):]
+    # ... and no other line sets sparkscope's settings (a stale copy, a second sink).
+    keys = {k for k, _ in (shlex.split(flag)[1].split("=", 1) for flag in flags if flag.startswith("--conf"))}
+    assert not [line for line in others if line.startswith("--jars") or line.startswith("--conf") and (
+        shlex.split(line)[1].split("=", 1)[0] in keys or "sparkscope" in shlex.split(line)[1].split("=", 1)[0]
+        or "metrics" in line)], others
+    # The operators' manifests: the same settings in sparkConf, the jar where each operator takes it.
+    properties = {k: v for k, v in (shlex.split(flag)[1].split("=", 1) for flag in flags if flag.startswith("--conf"))}
+    properties.pop("spark.sparkscope.influx.password")
+    (jars_flag,) = [flag for flag in flags if flag.startswith("--jars ")]
+    properties["spark.jars"] = jars_flag.removeprefix("--jars ")
+    manifests = {doc["apiVersion"]: doc for doc in map(yaml.safe_load, fenced(section, "yaml"))}
+    assert set(manifests) == set(OPERATORS)
+    for api, manifest in manifests.items():
+        spec = manifest["spec"]
+        assert manifest["kind"] == "SparkApplication"
+        assert set(spec) <= OPERATORS[api]["spec"], f"{api}: no such field {set(spec) - OPERATORS[api]['spec']}"
+        assert OPERATORS[api]["required"] <= set(spec), api
+        conf = dict(spec["sparkConf"])
+        assert all(isinstance(v, str) for v in conf.values()), f"{api}: sparkConf is a map of strings"
+        assert conf.pop("spark.sparkscope.influx.password") == "<events-password>"
+        if api == "sparkoperator.k8s.io/v1beta2":
+            conf["spark.jars"] = ",".join(spec["deps"]["jars"])
+        ours = {k: v for k, v in conf.items() if k in properties}
+        assert ours == properties, api
+        assert not [k for k in conf if k not in properties and ("sparkscope" in k or "metrics" in k)], api
+    assert ("kubectl get secret -n spark-mon sparkscope-secrets -o jsonpath='{.data.events-password}' | base64 -d"
+            in " ".join(section.split()))
 
 
 # --- what runs here for real: InfluxDB setup, Telegraf's config, the helm test pod -------------------------
