@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "find your Grafana") \
         .set_defaults(func=cmd_install)
 
-    conf = sub.add_parser("conf", help="print spark-submit --conf flags for your sparkscope host")
+    conf = sub.add_parser("conf", help="print spark-submit --conf flags for your sparkscope host, or with --k8s "
+                                           "for a release of the Helm chart")
     conf.add_argument("--host", help="host running Telegraf, as executors reach it (default: this stack)")
     conf.add_argument("--port", type=int, help="Graphite port (default: GRAPHITE_PORT)")
     conf.add_argument("--prefix", help="metric name prefix (default: spark)")
