@@ -18,8 +18,6 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from sparkscope.errors import SparkscopeError
 from sparkscope.spark.conf import conf_flags, listener_properties, read_properties, with_endpoint
 
@@ -44,6 +42,11 @@ def merged(base: dict, override: dict) -> dict:
 
 def chart_values(root: Path, files: tuple[Path, ...] = ()) -> dict:
     """The chart's values.yaml with each file (as given to helm install -f) laid over it, in order."""
+    try:  # imported here: every other command runs without PyYAML
+        import yaml
+    except ImportError as err:
+        raise ReleaseError(f"conf --k8s reads the chart's values.yaml with PyYAML ({err}): pip install pyyaml "
+                           "(./sparkscope has it in .venv)") from err
     values = yaml.safe_load((root / CHART_VALUES).read_text())
     for path in files:
         try:
