@@ -1,6 +1,7 @@
 """The Helm chart (charts/sparkscope/), without a cluster: it lints strictly,
 refuses misspelled values, and renders, for several sets of values, objects
-that Kubernetes 1.30 and 1.37 accept (strict JSON schemas, kubernetes-validate),
+that every Kubernetes version the chart claims accepts (kubeconform with the
+strict JSON schemas kubernetes-validate ships, 1.25 to the newest),
 with secrets only in Secrets, nothing exposed outside the cluster, listeners
 on every pod interface behind a NetworkPolicy, the dashboards byte for byte,
 and Spark's settings pointed at the Telegraf Service. Then the parts that can
@@ -19,18 +20,21 @@ import shlex
 import shutil
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
 from sparkscope import chart as chart_copies
+from sparkscope import cli
 from sparkscope.build.go import ensure_telegraf
 from sparkscope.build.helm import ensure_helm
+from sparkscope.build.kubeconform import LOCATION, ensure_kubeconform, ensure_schemas, kube_versions, \
+    shipped_schemas
 from sparkscope.process import quiet, start_group, stop_group, wait_until
-from sparkscope.spark.conf import annotator_properties, conf_flags
+from sparkscope.spark.conf import SINK, annotator_properties, conf_flags
 from sparkscope import influx, schema
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import influx_dirs
@@ -42,9 +46,19 @@ from sparkscope_testkit.sandbox import free_port, isolated_settings
 CHART = ROOT / "charts" / "sparkscope"
 RELEASE, NAMESPACE = "sparkscope", "spark-mon"
 TELEGRAF_DNS = f"{RELEASE}-telegraf.{NAMESPACE}.svc.cluster.local"
-# Kubernetes versions the objects are checked against: the oldest asked for, and
-# the newest kubernetes-validate ships.
-KUBE_VERSIONS = ("1.30.0", kubernetes_validate.utils.latest_version())
+
+
+def claimed_oldest_kubernetes() -> tuple[int, int]:
+    """The oldest Kubernetes Chart.yaml's kubeVersion admits, as (major, minor)."""
+    claim = yaml.safe_load((CHART / "Chart.yaml").read_text())["kubeVersion"]
+    match = re.fullmatch(r">=\s*(\d+)\.(\d+)\.0(-0)?", claim)
+    assert match, f"kubeVersion {claim!r}: the tests read only '>=X.Y.0-0'"
+    return int(match[1]), int(match[2])
+
+
+# Kubernetes versions the objects are checked against: every minor the chart
+# claims, up to the newest kubernetes-validate ships schemas for.
+KUBE_VERSIONS = kube_versions(shipped_schemas()[1], claimed_oldest_kubernetes())
 SECRET_KEYS = ("influxdb-admin-password", "influxdb-write-password", "influxdb-read-password",
                "events-password", "grafana-admin-password")
 DEFAULT_PEERS = [{"namespaceSelector": {"matchLabels": {"sparkscope.dev/spark": "true"}},
@@ -81,14 +95,19 @@ def helm(tmp_path_factory):
     return run
 
 
-def render(helm, tmp_path: Path, values: dict | None = None, *extra: str, kube: str = KUBE_VERSIONS[-1],
-           chart: Path = CHART, release: str = RELEASE, namespace: str = NAMESPACE) -> list[dict]:
+def template(helm, tmp_path: Path, values: dict | None = None, *extra: str, kube: str = KUBE_VERSIONS[-1],
+             chart: Path = CHART, release: str = RELEASE, namespace: str = NAMESPACE) -> str:
+    """`helm template`'s output, as `helm install` would send it to the API server."""
     values_file = tmp_path / f"values-{len(list(tmp_path.glob('values-*')))}.yaml"
     values_file.write_text(yaml.safe_dump(values or {}))
     done = helm("template", release, "-n", namespace, "--kube-version", kube, "-f", str(values_file), *extra,
                 chart=chart)
     assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return done.stdout
+
+
+def render(helm, tmp_path: Path, values: dict | None = None, *extra: str, **options) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(template(helm, tmp_path, values, *extra, **options)) if doc]
 
 
 @pytest.fixture(scope="module")
@@ -166,36 +185,90 @@ def test_a_misspelled_or_wrong_value_is_refused_by_lint_and_template(helm, tmp_p
         assert "schema" in done.stdout + done.stderr and named in done.stdout + done.stderr, done.stdout + done.stderr
 
 
+@pytest.fixture(scope="module")
+def kubeconform(tmp_path_factory):
+    """kubeconform with kubernetes-validate's strict schemas, offline (both made
+    once per cache; ./sparkscope test makes them before pytest starts). Returns
+    a function: {source name: YAML documents} and a Kubernetes version ->
+    kubeconform's verdict on each object, {(source, "Kind/name"): (status, message)}.
+    One call checks every source: each kind's schema is compiled once."""
+    cache = load_settings().cache_dir
+    binary, schemas = ensure_kubeconform(cache, quiet), ensure_schemas(cache, quiet)
+    tmp = tmp_path_factory.mktemp("kubeconform")
+
+    def check(sources: dict[str, str], kube: str) -> dict[tuple[str, str], tuple[str, str]]:
+        files = {}
+        for number, (source, documents) in enumerate(sources.items()):
+            files[str(tmp / f"{number}.yaml")] = source
+            (tmp / f"{number}.yaml").write_text(documents)
+        done = subprocess.run([str(binary), "-strict", "-verbose", "-output", "json", "-kubernetes-version", kube,
+                               "-schema-location", f"{schemas}/{LOCATION}", *files],
+                              capture_output=True, text=True, timeout=300, env={"PATH": os.environ["PATH"]})
+        assert done.returncode in (0, 1), done.stderr
+        verdicts = {(files[r["filename"]], f"{r['kind']}/{r['name']}"): (r["status"], r.get("msg", ""))
+                    for r in json.loads(done.stdout)["resources"]}
+        assert (done.returncode == 0) == all(status == "statusValid" for status, _ in verdicts.values()), done.stdout
+        return verdicts
+    return check
+
+
+def test_the_versions_checked_are_every_one_the_chart_claims(helm, tmp_path):
+    """From Chart.yaml's oldest to the newest with schemas, no minor left out;
+    and helm itself refuses the minor before the oldest, so no user installs
+    the chart where it was not checked."""
+    oldest = claimed_oldest_kubernetes()
+    minors = [tuple(int(part) for part in version.split(".")[:2]) for version in KUBE_VERSIONS]
+    assert minors[0] == oldest
+    assert minors == [(1, minor) for minor in range(oldest[1], minors[-1][1] + 1)]
+    assert len(minors) >= 13  # 1.25 .. 1.37 in kubernetes-validate 1.37.0
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text("{}")
+    done = helm("template", RELEASE, "--kube-version", f"{oldest[0]}.{oldest[1] - 1}.9", "-f", str(values_file))
+    assert done.returncode != 0 and "kubeVersion" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("kube", KUBE_VERSIONS)
-def test_every_rendered_object_is_valid_for_kubernetes(helm, tmp_path, kube):
-    problems = []
-    for name, values in MATRIX.items():
-        for obj in render(helm, tmp_path, values, kube=kube):
-            try:
-                kubernetes_validate.validate(obj, kube, strict=True)
-            except kubernetes_validate.ValidationError as err:
-                problems.append(f"{name}: {obj['kind']}/{obj['metadata']['name']}: "
-                                f"{'.'.join(map(str, err.path))}: {err.message}")
+def test_every_rendered_object_is_valid_for_kubernetes(helm, kubeconform, tmp_path, kube):
+    sources = {name: template(helm, tmp_path, values, kube=kube) for name, values in MATRIX.items()}
+    verdicts = kubeconform(sources, kube)
+    objects = [(name, f"{o['kind']}/{o['metadata']['name']}") for name, documents in sources.items()
+               for o in yaml.safe_load_all(documents) if o]
+    assert sorted(verdicts) == sorted(objects), "kubeconform saw other objects than helm rendered"
+    problems = [f"{name}: {obj}: {message}" for (name, obj), (status, message) in verdicts.items()
+                if status != "statusValid"]
     assert not problems, "\n".join(problems)
 
 
-def test_the_schema_check_refuses_broken_objects(rendered):
+def test_the_schema_check_refuses_broken_objects(rendered, kubeconform):
     """The validator above is not a formality: a misspelled field, a wrong type
-    and a missing required field in a rendered Deployment are each refused."""
+    and a missing required field in a rendered Deployment are each refused,
+    by the oldest and the newest version's schemas; and a field that only
+    newer Kubernetes knows is refused by the older one."""
     deployment = one(rendered["defaults"], "Deployment", f"{RELEASE}-telegraf")
-    broken = {"misspelled field": lambda d: d["spec"].update(replica=2),
-              "wrong type": lambda d: d["spec"].update(replicas="two"),
-              "missing field": lambda d: d["spec"]["template"]["spec"]["containers"][0].pop("name"),
-              "unknown container field": lambda d: d["spec"]["template"]["spec"]["containers"][0]
-              .update(readinesProbe={})}
-    for kube in KUBE_VERSIONS:
-        kubernetes_validate.validate(deployment, kube, strict=True)
-        for what, breaks in broken.items():
-            bad = copy.deepcopy(deployment)
-            breaks(bad)
-            with pytest.raises(kubernetes_validate.ValidationError):
-                kubernetes_validate.validate(bad, kube, strict=True)
-                pytest.fail(f"{what} was accepted for {kube}")
+    name = f"Deployment/{RELEASE}-telegraf"
+    broken = {"misspelled field": (lambda d: d["spec"].update(replica=2), "'replica' not allowed"),
+              "wrong type": (lambda d: d["spec"].update(replicas="two"), "/spec/replicas"),
+              "missing field": (lambda d: d["spec"]["template"]["spec"]["containers"][0].pop("name"),
+                                "missing property 'name'"),
+              "unknown container field": (lambda d: d["spec"]["template"]["spec"]["containers"][0]
+                                          .update(readinesProbe={}), "'readinesProbe' not allowed")}
+    sources = {"as rendered": yaml.safe_dump(deployment)}
+    for what, (breaks, _) in broken.items():
+        bad = copy.deepcopy(deployment)
+        breaks(bad)
+        sources[what] = yaml.safe_dump(bad)
+    # Pod-level resources (the pod spec's own resources) came with Kubernetes 1.32.
+    newer = copy.deepcopy(deployment)
+    newer["spec"]["template"]["spec"]["resources"] = {"limits": {"memory": "1Gi"}}
+    sources["pod-level resources"] = yaml.safe_dump(newer)
+    for kube in (KUBE_VERSIONS[0], KUBE_VERSIONS[-1]):
+        verdicts = kubeconform(sources, kube)
+        assert verdicts[("as rendered", name)] == ("statusValid", "")
+        for what, (_, said) in broken.items():
+            status, message = verdicts[(what, name)]
+            assert status == "statusInvalid" and said in message, f"{what} for {kube}: {status} {message}"
+    assert kubeconform(sources, KUBE_VERSIONS[-1])[("pod-level resources", name)][0] == "statusValid"
+    assert kubeconform(sources, KUBE_VERSIONS[0])[("pod-level resources", name)][0] == "statusInvalid"
 
 
 # --- secrets -----------------------------------------------------------------------------------------
@@ -511,6 +584,141 @@ def test_notes_without_annotator_or_auth_print_the_sink_alone(helm, tmp_path):
     assert flags == conf_flags(ROOT / "spark-conf" / "spark-defaults.conf", graphite_host=TELEGRAF_DNS,
                                graphite_port=2003, prefix="spark", period_s=5)
     assert "port-forward" not in notes and "password" not in notes
+
+
+# --- Spark's settings: ./sparkscope conf --k8s, and the README's Kubernetes section ----------------------
+
+def conf_k8s(capsys, *args: str) -> list[str]:
+    """What `./sparkscope conf --k8s ARGS` prints, one flag an item."""
+    assert cli.main(["conf", "--k8s", *args]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("\n")
+    return [line.removesuffix(" \\") for line in out.splitlines()]
+
+
+def flag_value(flags: list[str], key: str) -> str:
+    (value,) = [shlex.split(flag)[1].split("=", 1)[1] for flag in flags if flag.startswith("--conf")
+                and shlex.split(flag)[1].startswith(key + "=")]
+    return value
+
+
+@pytest.mark.parametrize("values, release, namespace", [
+    ({}, RELEASE, NAMESPACE),
+    ({"clusterDomain": "corp.example", "fullnameOverride": "obs", "spark": {"prefix": "etl", "periodSeconds": 10},
+      "telegraf": {"ports": {"graphite": 12000, "events": 18000}},
+      "secrets": {"existingSecret": "my-sparkscope-secrets"}}, "mon", "observability"),
+    (MATRIX["no grafana, no annotator, no events auth"], RELEASE, NAMESPACE),
+])
+def test_conf_k8s_prints_the_notes_flags_for_the_services_helm_renders(helm, tmp_path, capsys, values, release,
+                                                                        namespace):
+    values_file = tmp_path / "given-values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    flags = conf_k8s(capsys, "--release", release, "--namespace", namespace, "--values", str(values_file))
+    # The same lines helm install prints for that release (NOTES.txt).
+    assert flags == notes_flags(rendered_notes(helm, tmp_path, values, release, namespace))
+    # Each host printed is a Service `helm template` renders, by its cluster DNS name, with that port.
+    objects = render(helm, tmp_path, values, release=release, namespace=namespace)
+    services = {o["metadata"]["name"]: {p["name"]: p["port"] for p in o["spec"]["ports"]}
+                for o in objects if o["kind"] == "Service"}
+    domain = values.get("clusterDomain", "cluster.local")
+    printed = [(flag_value(flags, SINK + "host"), "graphite", int(flag_value(flags, SINK + "port")))]
+    if "spark.sparkscope.influx.url" in "".join(flags):
+        url = urllib.parse.urlsplit(flag_value(flags, "spark.sparkscope.influx.url"))
+        printed.append((url.hostname, "events", url.port))
+    for host, port_name, port in printed:
+        service, svc_namespace, svc, cluster_domain = host.split(".", 3)
+        assert (svc_namespace, svc, cluster_domain) == (namespace, "svc", domain), host
+        assert services[service][port_name] == port, f"{host}:{port} is no port of Service {service}"
+    # The password is read from the Secret the release uses, never printed.
+    secrets = [o["metadata"]["name"] for o in objects if o["kind"] == "Secret"]
+    secret = values.get("secrets", {}).get("existingSecret") or secrets[0]
+    if values.get("events", {}).get("auth", True) and values.get("spark", {}).get("annotator", {}).get("enabled", True):
+        assert flags[-1] == (f'--conf "spark.sparkscope.influx.password=$(kubectl get secret -n {namespace} '
+                             f"{secret} -o jsonpath='{{.data.events-password}}' | base64 -d)\"")
+    else:
+        assert "password" not in "".join(flags)
+
+
+def test_conf_k8s_refuses_what_the_release_decides_and_names_helm_would_refuse(capsys):
+    for args, said in ((["--host", "telegraf.example"], "--host cannot go with --k8s"),
+                       (["--port", "2004"], "--port cannot go with --k8s"),
+                       (["--release", "Spark_Mon"], "release name 'Spark_Mon'"),
+                       (["--namespace", "spark.mon"], "namespace 'spark.mon'")):
+        assert cli.main(["conf", "--k8s", *args]) != 0
+        captured = capsys.readouterr()
+        assert said in captured.err and captured.out == "", args
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"\n## {title}\n")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def fenced(section: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+# The spec fields of each operator's SparkApplication, and the required ones, as
+# their CRDs have them: kubeflow/spark-operator 38082f3 (2026-08-21),
+# charts/spark-operator-chart/crds/sparkoperator.k8s.io_sparkapplications.yaml,
+# version v1beta2; apache/spark-kubernetes-operator d5acafd (2026-08-18),
+# build-tools/helm/spark-kubernetes-operator/crds/sparkapplications.spark.apache.org-v1.yaml, version v1.
+OPERATORS = {
+    "sparkoperator.k8s.io/v1beta2": {
+        "spec": {"arguments", "batchScheduler", "batchSchedulerOptions", "deps", "driver", "driverIngressOptions",
+                 "driverPodDisruptionBudget", "dynamicAllocation", "executor", "failureRetries", "hadoopConf",
+                 "hadoopConfigMap", "image", "imagePullPolicy", "imagePullSecrets", "mainApplicationFile",
+                 "mainClass", "memoryOverheadFactor", "mode", "monitoring", "nodeSelector", "proxyUser",
+                 "pythonVersion", "restartPolicy", "retryInterval", "sparkConf", "sparkConfigMap", "sparkUIOptions",
+                 "sparkVersion", "suspend", "timeToLiveSeconds", "type", "volumes"},
+        "required": {"driver", "executor", "mainApplicationFile", "sparkVersion", "type"},
+    },
+    "spark.apache.org/v1": {
+        "spec": {"applicationTolerations", "configMapSpecs", "deploymentMode", "driverArgs", "driverGrpcRouteList",
+                 "driverHttpRouteList", "driverServiceIngressList", "driverSpec", "executorSpec", "files", "jars",
+                 "mainClass", "proxyUser", "pyFiles", "runtimeVersions", "sparkConf", "sparkRFiles"},
+        "required": {"runtimeVersions"},
+    },
+}
+
+
+def test_readme_kubernetes_section_gives_what_conf_k8s_prints(capsys):
+    section = readme_section("Kubernetes")
+    flags = conf_k8s(capsys)  # the defaults: release sparkscope in spark-mon, as the README installs
+    (steps,) = [block for block in fenced(section, "sh") if "spark-submit --master k8s://" in block]
+    assert f"helm install {RELEASE} charts/sparkscope -n {NAMESPACE} --create-namespace" in steps
+    lines = [line.strip().removesuffix(" \\") for line in steps.splitlines()]
+    start = lines.index(flags[0])
+    assert lines[start:start + len(flags)] == flags
+    others = lines[:start] + lines[start + len(flags):]
+    # ... and no other line sets sparkscope's settings (a stale copy, a second sink).
+    keys = {k for k, _ in (shlex.split(flag)[1].split("=", 1) for flag in flags if flag.startswith("--conf"))}
+    assert not [line for line in others if line.startswith("--jars") or line.startswith("--conf") and (
+        shlex.split(line)[1].split("=", 1)[0] in keys or "sparkscope" in shlex.split(line)[1].split("=", 1)[0]
+        or "metrics" in line)], others
+    # The operators' manifests: the same settings in sparkConf, the jar where each operator takes it.
+    properties = {k: v for k, v in (shlex.split(flag)[1].split("=", 1) for flag in flags if flag.startswith("--conf"))}
+    properties.pop("spark.sparkscope.influx.password")
+    (jars_flag,) = [flag for flag in flags if flag.startswith("--jars ")]
+    properties["spark.jars"] = jars_flag.removeprefix("--jars ")
+    manifests = {doc["apiVersion"]: doc for doc in map(yaml.safe_load, fenced(section, "yaml"))}
+    assert set(manifests) == set(OPERATORS)
+    for api, manifest in manifests.items():
+        spec = manifest["spec"]
+        assert manifest["kind"] == "SparkApplication"
+        assert set(spec) <= OPERATORS[api]["spec"], f"{api}: no such field {set(spec) - OPERATORS[api]['spec']}"
+        assert OPERATORS[api]["required"] <= set(spec), api
+        conf = dict(spec["sparkConf"])
+        assert all(isinstance(v, str) for v in conf.values()), f"{api}: sparkConf is a map of strings"
+        assert conf.pop("spark.sparkscope.influx.password") == "<events-password>"
+        if api == "sparkoperator.k8s.io/v1beta2":
+            conf["spark.jars"] = ",".join(spec["deps"]["jars"])
+        ours = {k: v for k, v in conf.items() if k in properties}
+        assert ours == properties, api
+        assert not [k for k in conf if k not in properties and ("sparkscope" in k or "metrics" in k)], api
+    assert ("kubectl get secret -n spark-mon sparkscope-secrets -o jsonpath='{.data.events-password}' | base64 -d"
+            in " ".join(section.split()))
 
 
 # --- what runs here for real: InfluxDB setup, Telegraf's config, the helm test pod -------------------------

@@ -166,6 +166,8 @@ def test_the_executor_the_kernel_killed_is_removed_with_exit_137_and_the_job_goe
     assert killed and killed <= set(LIMITS_MIB), removed
     for executor in killed:
         assert removed[executor][2] == "killed", removed[executor]
+        # Spark's own words, as the standalone worker reported the exit to the driver.
+        assert removed[executor][4] == "Command exited with code 137", removed[executor]
 
 
 def test_series_stay_one_per_jvm(stack, oom_run):
@@ -220,3 +222,30 @@ def test_the_live_dashboards_container_row_draws_each_limit_and_working_set(stac
     killed = {s["tags"]["executorid"] for t in kills["targets"] if t["alias"].endswith("OOM kills")
               for s in got.get(t["refId"], []) if any((v[1] or 0) > 0 for v in s["values"])}
     assert killed & set(LIMITS_MIB), got
+
+
+def test_the_live_dashboard_stacks_what_filled_a_killed_container_under_its_limit(stack, oom_run):
+    """One executor picked: its limit and working set as lines, and its JVM,
+    Python and other RSS stacked under them, from this run's samples."""
+    run, _ = oom_run
+    board = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
+    panels = [p for top in board["panels"] for p in [top, *top.get("panels", [])] if p["type"] != "row"]
+    panel = next(p for p in panels if p["title"] == "What fills the container: JVM, Python, other")
+    aliases = [t["alias"] for t in panel["targets"]]
+    assert aliases == ["limit", "working set", "JVM RSS", "Python RSS", "other RSS"]
+    # Stacked: the three RSS series (the panel's default); the limit and working set are drawn over them.
+    assert panel["fieldConfig"]["defaults"]["custom"]["stacking"]["mode"] == "normal"
+    unstacked = {o["matcher"]["options"] for o in panel["fieldConfig"]["overrides"]
+                 for p in o["properties"] if p["id"] == "custom.stacking" and p["value"]["mode"] == "none"}
+    assert unstacked == {"limit", "working set"}
+    for executor, mib in LIMITS_MIB.items():
+        dash = stack.open_dashboard(board, run.started_ms - 60_000, run.ended_ms + 60_000,
+                                    url_vars={"applicationid": run.app_id, "executorid": [executor]})
+        results = dash.run_panel(panel)
+        drawn = {t["alias"]: [v[1] for s in results.get(t["refId"], []) for v in s["values"] if v[1] is not None]
+                 for t in panel["targets"]}
+        assert set(drawn["limit"]) == {mib << 20}, (executor, drawn["limit"])
+        assert 0 < max(drawn["working set"]) <= mib << 20, executor
+        assert max(drawn["JVM RSS"]) > 100 << 20, executor  # a JVM with a heap in use
+        assert drawn["Python RSS"] and drawn["other RSS"], executor  # every layer drawn, zeros included
+        assert max(drawn["Python RSS"]) > 0, executor  # the job's Python workers ran in each container

@@ -36,6 +36,8 @@ EMPTY_ON_A_HEALTHY_HOST = {
 EMPTY_WITHOUT = {
     ("Container memory against its limit", "$tag_executorid limit"):
         "only containers with a memory limit; tests/test_containers.py runs executors in limited cgroups",
+    ("What fills the container: JVM, Python, other", "limit"):
+        "only containers with a memory limit; tests/test_containers.py runs executors in limited cgroups",
 }
 
 

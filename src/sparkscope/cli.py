@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from sparkscope.build import BuildError
 from sparkscope.build.annotator_jar import ensure_annotator_jar, jar_path
@@ -14,6 +15,7 @@ from sparkscope.build.go import ensure_influxd, ensure_telegraf
 from sparkscope.build.chromium import ensure_chromium
 from sparkscope.build.dashcheck import ensure_dashcheck
 from sparkscope.build.helm import ensure_helm
+from sparkscope.build.kubeconform import ensure_kubeconform, ensure_schemas
 from sparkscope.build.test_tools import ensure_test_packages
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
@@ -24,10 +26,11 @@ try:  # draws with rich, a declared dependency; every other command runs without
 except ImportError as _no_rich:
     top_command = None
     TOP_MISSING = str(_no_rich)
+from sparkscope.spark.chart_release import Release, chart_values, submit_flags
 from sparkscope.spark.conf import annotator_properties, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
-from sparkscope.settings import Settings, ensure_env_file, is_loopback, load_settings
+from sparkscope.settings import ROOT, Settings, ensure_env_file, is_loopback, load_settings
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -74,6 +77,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_conf(args: argparse.Namespace) -> int:
+    if args.k8s:
+        return cmd_conf_k8s(args)
     settings = load_settings()
     host = args.host or settings.graphite_host
     port = args.port or settings.graphite_port
@@ -100,6 +105,21 @@ def cmd_conf(args: argparse.Namespace) -> int:
         props["spark.sparkscope.influx.url"] = f"http://{host}:{settings.events_port}"
         flags += [f"--jars {props.pop('spark.jars')}"] + [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in props.items()]
     print(" \\\n".join(flags))
+    return 0
+
+
+def cmd_conf_k8s(args: argparse.Namespace) -> int:
+    """The flags for a release of the Helm chart: its Services, its values."""
+    given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--prefix", args.prefix),
+                                      ("--period", args.period)) if value is not None]
+    if given:
+        raise SparkscopeError(f"{', '.join(given)} cannot go with --k8s: the host is the release's Telegraf "
+                              "Service and the rest are the chart's values (telegraf.ports.graphite, spark.prefix, "
+                              "spark.periodSeconds): give the values file you installed with, --values FILE")
+    values = chart_values(ROOT, tuple(args.values))
+    if args.no_annotator:
+        values["spark"] = dict(values["spark"], annotator=dict(values["spark"]["annotator"], enabled=False))
+    print(" \\\n".join(submit_flags(ROOT, Release(args.release, args.namespace, values))))
     return 0
 
 
@@ -151,6 +171,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     print(f"annotator: {ensure_annotator_jar(settings.root)}")
     ensure_each((("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
                  ("helm", lambda: ensure_helm(settings.cache_dir)),  # the chart's tests (tests/test_chart.py)
+                 ("kubeconform", lambda: ensure_kubeconform(settings.cache_dir)),  # ... against Kubernetes' schemas
+                 ("kubernetes schemas", lambda: ensure_schemas(settings.cache_dir)),
                  ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
                  ("test tools", ensure_test_packages)))
     return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
@@ -200,13 +222,23 @@ def build_parser() -> argparse.ArgumentParser:
                                         "find your Grafana") \
         .set_defaults(func=cmd_install)
 
-    conf = sub.add_parser("conf", help="print spark-submit --conf flags for your sparkscope host")
+    conf = sub.add_parser("conf", help="print spark-submit --conf flags for your sparkscope host, or with --k8s "
+                                           "for a release of the Helm chart")
     conf.add_argument("--host", help="host running Telegraf, as executors reach it (default: this stack)")
     conf.add_argument("--port", type=int, help="Graphite port (default: GRAPHITE_PORT)")
     conf.add_argument("--prefix", help="metric name prefix (default: spark)")
     conf.add_argument("--period", type=int, help="report period in seconds (default: 5)")
     conf.add_argument("--no-annotator", action="store_true",
                       help="metrics only: leave out the query/job/stage annotator listener")
+    k8s = conf.add_argument_group("Spark on Kubernetes, sending to a release of charts/sparkscope")
+    k8s.add_argument("--k8s", action="store_true",
+                     help="print the settings for the release's Services (spark-submit --master k8s://...), "
+                          "the events password read from its Secret when you submit")
+    k8s.add_argument("--release", default="sparkscope", help="helm release name (default: sparkscope)")
+    k8s.add_argument("--namespace", "-n", default="spark-mon",
+                     help="namespace the release is in (default: spark-mon, as in the README)")
+    k8s.add_argument("--values", "-f", type=Path, action="append", default=[], metavar="FILE",
+                     help="a values file you installed the release with (repeatable, as helm -f)")
     conf.set_defaults(func=cmd_conf)
 
     test = sub.add_parser("test", help=f"run the test suite (pytest; extra args are passed on; {FAST_TIER}: only "

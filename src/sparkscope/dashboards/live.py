@@ -11,7 +11,8 @@ from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NE
                                            NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await,
                                            disk_rate, gauge,
                                            peaks_executors_and_driver, pressure, rate, raw,
-                                           recent_per_executor, target, task_threads, task_time)
+                                           recent_per_executor, summed_gauge, target, task_threads,
+                                           task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 
 
@@ -398,21 +399,55 @@ def _container(field: str, alias: str, agg: str = "max") -> dict[str, Any]:
                   'GROUP BY time($bucket), "executorid" fill(none)', alias)
 
 
+def _container_summed(field: str, alias: str, agg: str = "max") -> dict[str, Any]:
+    """A container field summed over the picked executors (as summed_gauge: the RSS split stacked under it)."""
+    inner = (f'SELECT {agg}("{field}") AS "v" FROM "sparkscope_container" WHERE {EXECUTORS} AND $timeFilter '
+             'GROUP BY time($bucket), "executorid" fill(none)')
+    return target(f'SELECT sum("v") FROM ({inner}) WHERE $timeFilter GROUP BY time($bucket) fill(none)', alias)
+
+
+# The split of the container's memory, stacked bottom up, as Spark's process-tree
+# metrics name it; the limit and the working set are drawn as lines over it.
+RSS_SPLIT = (("ProcessTreeJVMRSSMemory", "JVM RSS"), ("ProcessTreePythonRSSMemory", "Python RSS"),
+             ("ProcessTreeOtherRSSMemory", "other RSS"))
+CONTAINER_LINES = ("limit", "working set")
+
+
+def _line_over_stack(name: str) -> dict[str, Any]:
+    """An override that draws the series `name` as a line over the stacked ones, not in the stack."""
+    return {"matcher": {"id": "byName", "options": name},
+            "properties": [{"id": "custom.stacking", "value": {"mode": "none", "group": "A"}},
+                           {"id": "custom.fillOpacity", "value": 0},
+                           {"id": "custom.lineWidth", "value": 2}]}
+
+
 def containers_row() -> Row:
     return Row("Containers: memory against the limit", [
         Panel("Container memory against its limit",
               "Per executor and the driver, its container's memory limit (cgroup memory.max or "
-              "memory.limit_in_bytes; no line where there is none), its working set (usage minus inactive "
-              "file cache: what the kernel's OOM killer and Kubernetes judge, the highest of each interval) "
-              "and, under it, what Spark sees of the process tree: the JVM's RSS and its Python workers'. "
-              "The gap between the JVM's RSS and the heap (Memory row) is off-heap; the gap between the "
-              "working set and the limit is all that is left before the kernel kills. Executors lost are "
-              "marked with Spark's reason. " + NEEDS_CONTAINER_PLUGIN,
+              "memory.limit_in_bytes; no line where there is none) and its working set (usage minus inactive "
+              "file cache: what the kernel's OOM killer and Kubernetes judge, the highest of each interval). "
+              "The gap between the two is all that is left before the kernel kills; the panel beside it "
+              "shows what fills one container. Executors lost are marked with Spark's reason. "
+              + NEEDS_CONTAINER_PLUGIN,
               [_container("limit_bytes", "$tag_executorid limit", agg="min"),
-               _container("working_set_bytes", "$tag_executorid working set"),
-               gauge("ProcessTreeJVMRSSMemory", "$tag_executorid JVM RSS", agg="max"),
-               gauge("ProcessTreePythonRSSMemory", "$tag_executorid Python RSS", agg="max")],
+               _container("working_set_bytes", "$tag_executorid working set")],
               "bytes", annotated=True),
+        Panel("What fills the container: JVM, Python, other",
+              "The container's limit and working set as lines, and under them, stacked, what Spark sees of "
+              "its process tree: the JVM's RSS (heap in use, off-heap, direct buffers, metaspace, threads), "
+              "its Python workers' RSS, and other processes' (what the executor started besides). Pick one "
+              "executor (Executor) to see its own container; with several, each line and layer is their "
+              "sum. A stack close to the limit while the heap (Memory row) is far below it is memory outside "
+              "the heap: spark.executor.memoryOverhead (spark.kubernetes.memoryOverheadFactor on Kubernetes) "
+              "or, for the Python layer, spark.executor.pyspark.memory. The gap between the stack and the "
+              "working set is page cache and memory of the container that Spark does not count. "
+              + NEEDS_PROCESS_TREE + " " + NEEDS_CONTAINER_PLUGIN,
+              [_container_summed("limit_bytes", "limit", agg="min"),
+               _container_summed("working_set_bytes", "working set"),
+               *[summed_gauge(measurement, alias) for measurement, alias in RSS_SPLIT]],
+              "bytes", stacked=True, annotated=True,
+              overrides=[_line_over_stack(name) for name in CONTAINER_LINES]),
         Panel("OOM kills and limit hits in the container",
               "Counted since each container started, so every step up is an event: processes the "
               "kernel's OOM killer killed inside it (a Python worker killed leaves its executor alive and "

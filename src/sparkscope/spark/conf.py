@@ -68,18 +68,26 @@ def sparkscope_properties(settings: Settings, period_s: int | None = None) -> di
                          graphite_port=settings.graphite_port, period_s=period_s)
 
 
-def annotator_properties(settings: Settings, jar: Path) -> dict[str, str]:
-    """Spark settings that attach the listener and point it at this stack's
-    Telegraf events listener (which writes to InfluxDB's database)."""
+def listener_properties(jar: str, events_url: str, user: str | None = None,
+                        password: str | None = None) -> dict[str, str]:
+    """Spark settings that attach the listener and plugins and point them at a
+    Telegraf events listener (which writes to InfluxDB's database); with its
+    user and password when it asks for them."""
     props = {
-        "spark.jars": str(jar),
+        "spark.jars": jar,
         "spark.extraListeners": LISTENER_CLASS,
         "spark.plugins": f"{PROFILER_PLUGIN_CLASS},{CONTAINER_PLUGIN_CLASS}",
-        "spark.sparkscope.influx.url": settings.events_url,
+        "spark.sparkscope.influx.url": events_url,
     }
-    if settings.events_credentials:
-        # The events listener asks for them (EVENTS_AUTH); Spark redacts *password* keys in its UI.
-        user, password = settings.events_credentials
+    if user is not None:
         props["spark.sparkscope.influx.username"] = user
+    if password is not None:  # Spark redacts *password* keys in its UI
         props["spark.sparkscope.influx.password"] = password
     return props
+
+
+def annotator_properties(settings: Settings, jar: Path) -> dict[str, str]:
+    """listener_properties for this stack's events listener, with its
+    credentials when it asks for them (EVENTS_AUTH)."""
+    user, password = settings.events_credentials or (None, None)
+    return listener_properties(str(jar), settings.events_url, user, password)
