@@ -161,8 +161,9 @@ def summed_rate(measurement: str, alias: str, per: str = "1s", scale: str = "",
 def summed_gauge(measurement: str, alias: str, agg: str = "max", where: str = EXECUTORS) -> dict[str, Any]:
     """A gauge summed over the selected executors: each one's max (or mean) of
     the interval, added up (one series, for stacking what fills the whole)."""
-    field = MEAN_FIELD if agg == "mean" else '"value"'
-    inner = (f'SELECT {agg}({field}) AS "v" FROM {ROLLED}{source(measurement)} WHERE {where} AND $timeFilter '
+    rolled, mean_field = _read_from.get()
+    field = mean_field if agg == "mean" else '"value"'
+    inner = (f'SELECT {agg}({field}) AS "v" FROM {rolled}{source(measurement)} WHERE {where} AND $timeFilter '
              f'GROUP BY time($bucket), "executorid" fill(none)')
     return target(f'SELECT sum("v") FROM ({inner}) WHERE $timeFilter GROUP BY time($bucket) fill(none)', alias)
 
