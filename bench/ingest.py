@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from sparkscope.build.go import ensure_influxd
+from sparkscope.provision.go import ensure_influxd
 from sparkscope.process import quiet, stop_group, wait_until
 from sparkscope import influx, procstat
 from sparkscope.stack.native import NativeBackend, PidFile

@@ -20,7 +20,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import LISTENER_CLASS, annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
 from sparkscope import influx

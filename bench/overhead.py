@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkscope import procstat
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.demo import command, tpcds
 from sparkscope.demo import run as demo_run
 from sparkscope.demo.options import DemoOptions

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import PROFILER_PLUGIN_CLASS, annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope_testkit.sandbox import throwaway_stack

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
 from sparkscope import influx

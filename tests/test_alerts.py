@@ -35,8 +35,8 @@ from sparkscope import http
 from sparkscope.alerts import contact_points, generate
 from sparkscope.alerts.rules import rules
 from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
-from sparkscope.build.annotator_jar import ensure_annotator_jar
-from sparkscope.build.dashcheck import ensure_dashcheck
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.dashcheck import ensure_dashcheck
 from sparkscope.dashboards.queries import DATASOURCE
 from sparkscope.process import quiet, wait_until
 from sparkscope.spark.conf import annotator_properties

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties
 from sparkscope.spark.submit import ensure_pyspark
 from sparkscope.settings import ROOT

@@ -308,8 +308,8 @@ def test_with_events_auth_only_spark_and_the_probes_write_events(tmp_path, monke
     ./sparkscope conf prints."""
     from conftest import Stack, run_spark_job
     from sparkscope import http
-    from sparkscope.blockio import probe
-    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.blockprobe import probe
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
     from sparkscope.spark.conf import annotator_properties
 
     with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"), EVENTS_AUTH="on") as settings:

@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sparkscope.blockio.probe import MAX_OUTLIERS_PER_PERIOD, Histogram, Reports, direction
-from sparkscope.blockio.readiness import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, may_load_bpf
+from sparkscope.blockprobe.probe import MAX_OUTLIERS_PER_PERIOD, Histogram, Reports, direction
+from sparkscope.blockprobe.readiness import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, may_load_bpf
 from sparkscope.process import wait_until
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
@@ -80,7 +80,7 @@ def test_loading_ebpf_needs_sys_admin_or_both_bpf_and_perfmon():
                     reason="needs root and setpriv to run the check as an unprivileged user")
 def test_an_unprivileged_user_is_told_to_run_as_root_or_grant_cap_bpf():
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                           "from sparkscope.blockio.readiness import why_not_traceable; print(why_not_traceable())"],
+                           "from sparkscope.blockprobe.readiness import why_not_traceable; print(why_not_traceable())"],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
                           cwd="/")
     assert done.returncode == 0, done.stderr
@@ -169,7 +169,7 @@ def test_bpftrace_that_dies_is_started_again_and_undecodable_output_does_not_sto
     server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     Collector.bodies = []
-    code = ("import sys; from sparkscope.blockio.probe import run; "
+    code = ("import sys; from sparkscope.blockprobe.probe import run; "
             f"sys.exit(run('http://127.0.0.1:{server.server_address[1]}', 1, 100, backoff_s=(0.2,)))")
     env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
     probe = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope.build import BuildError, apt
-from sparkscope.build.go import TELEGRAF_PLUGINS, plugins_in_config
+from sparkscope.provision import BuildError, apt
+from sparkscope.provision.go import TELEGRAF_PLUGINS, plugins_in_config
 from sparkscope.process import group_alive, run_logged, start_group, stop_group, wait_until
 from sparkscope.settings import ROOT
 
@@ -117,7 +117,7 @@ def test_telegraf_is_built_with_exactly_the_plugins_its_config_uses():
     assert needed == set(TELEGRAF_PLUGINS), (
         f"telegraf.conf needs {sorted(needed - set(TELEGRAF_PLUGINS))} that the build lacks, and the build has "
         f"{sorted(set(TELEGRAF_PLUGINS) - needed)} that the config does not use: edit TELEGRAF_PLUGINS in "
-        "src/sparkscope/build/go.py")
+        "src/sparkscope/provision/go.py")
 
 
 def test_plugins_are_read_from_sections_and_data_formats():

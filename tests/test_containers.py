@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.report.advice import advise
 from sparkscope.report.run_facts import RunReader
 from sparkscope.spark.conf import annotator_properties

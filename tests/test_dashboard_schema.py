@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope.build import BuildError
-from sparkscope.build.dashcheck import check_dashboards
+from sparkscope.provision import BuildError
+from sparkscope.provision.dashcheck import check_dashboards
 from sparkscope.process import quiet
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import isolated_settings

@@ -26,7 +26,7 @@ from typing import Iterator
 
 import pytest
 
-from sparkscope.blockio.readiness import why_not_traceable
+from sparkscope.blockprobe.readiness import why_not_traceable
 from sparkscope.dashboards import DASHBOARDS_DIR
 from sparkscope.process import wait_until
 from sparkscope_testkit import slow_mount
@@ -339,7 +339,7 @@ def test_the_live_dashboard_lists_the_slow_disk_as_outliers_and_not_the_healthy_
 def test_a_spark_job_whose_local_dir_is_on_a_slow_disk_has_its_slow_ios_stored_beside_its_stages(
         stack, tmp_path_factory, monkeypatch):
     from conftest import run_spark_job
-    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
     from sparkscope.spark.conf import annotator_properties
     from sparkscope.settings import ROOT
 

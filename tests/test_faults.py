@@ -431,7 +431,7 @@ def test_a_driver_killed_with_sigkill_is_ended_no_end_seen_and_a_finished_one_is
     Telegraf writes the run's end as NO_END_SEEN, at its start, ending at the
     driver's last report; the live dashboard's application table reads it;
     the report tells it. A run that finishes gets no such point."""
-    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
     import json
     from sparkscope.report.run_facts import RunReader
     from sparkscope.spark.conf import annotator_properties

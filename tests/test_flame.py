@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkscope.flame import page, store
-from sparkscope.flame.nested_set import Row, iter_stacks, parse_collapsed, rows, widest_leaves
+from sparkscope.profiles import page, store
+from sparkscope.profiles.nested_set import Row, iter_stacks, parse_collapsed, rows, widest_leaves
 from sparkscope_testkit.browser_checks import open_offline
 
 COLLAPSED = """\

@@ -69,9 +69,9 @@ def test_every_string_survives_telegraf_and_influxdb(stack):
 
 def test_the_probes_and_the_profile_store_write_through_it():
     """The three writers produce exactly what the module writes for their values."""
-    from sparkscope.blockio import probe
-    from sparkscope.flame import store
-    from sparkscope.threads import periods
+    from sparkscope.blockprobe import probe
+    from sparkscope.profiles import store
+    from sparkscope.threadprobe import periods
     for module in (probe, store, periods):
         assert module.escape_tag is lineprotocol.tag_value, module.__name__
     for module in (probe, store):

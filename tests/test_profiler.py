@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import JOBS, SINK_PERIOD_S
-from sparkscope.flame import control, store
-from sparkscope.flame.nested_set import widest_leaves
+from sparkscope.profiles import control, store
+from sparkscope.profiles.nested_set import widest_leaves
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import spark_env, spark_home, submit_argv
 from sparkscope_testkit.annotator_helpers import annotator_conf
@@ -113,7 +113,7 @@ def stage_profiles(stack, app_id: str, kind: str) -> list[dict]:
 def profiled(stack, udf_jar, tmp_path_factory):
     """One application profiled twice, as a user would: in cpu mode while a
     stage burns CPU in a Java UDF, in wall mode while a stage sleeps in one."""
-    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
     from sparkscope.settings import ROOT
 
     tmp = tmp_path_factory.mktemp("profiled")
@@ -191,7 +191,7 @@ def test_unknown_executor_is_refused_with_the_live_ones_named_and_the_job_unaffe
 
 
 def test_without_async_profiler_a_profile_fails_with_the_reason_and_the_job_finishes(stack, udf_jar, tmp_path):
-    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
     from sparkscope.settings import ROOT
 
     # The annotator jar without the bundled async-profiler: what a platform
@@ -224,7 +224,7 @@ def test_no_running_application_with_the_plugin_is_a_clear_error(tmp_path, stack
 
 def test_continuous_profiles_arrive_every_window_with_no_new_series_and_yield_to_a_request(stack, udf_jar,
                                                                                           tmp_path):
-    from sparkscope.build.annotator_jar import ensure_annotator_jar
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
     from sparkscope.settings import ROOT
 
     app = ProfiledApp(stack, [ensure_annotator_jar(ROOT, progress=lambda _: None), udf_jar], tmp_path, {

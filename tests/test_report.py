@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.report.advice import MIB, SHORT_GC_SHARE, advise, parse_size, spark_size
 from sparkscope.report.command import make_report
 from sparkscope.report.run_facts import ExecutorFacts, RunFacts, RunReader

@@ -197,10 +197,10 @@ def test_the_java_check_fails_on_an_undeclared_and_on_a_missing_measurement():
 
 
 @pytest.mark.parametrize("module, names", [
-    ("sparkscope.blockio.probe", ("BLOCK_LATENCY", "BLOCK_LATENCY_HIST", "BLOCK_OUTLIER", "BLOCK_OUTLIER_DROPPED")),
-    ("sparkscope.threads.periods", ("THREADS_MEASUREMENT", "THREAD_WAITS_MEASUREMENT")),
-    ("sparkscope.threads.sampler", ("THREAD_SAMPLER_MEASUREMENT",)),
-    ("sparkscope.flame.store", ("FLAME_MEASUREMENT", "PROFILES_MEASUREMENT")),
+    ("sparkscope.blockprobe.probe", ("BLOCK_LATENCY", "BLOCK_LATENCY_HIST", "BLOCK_OUTLIER", "BLOCK_OUTLIER_DROPPED")),
+    ("sparkscope.threadprobe.periods", ("THREADS_MEASUREMENT", "THREAD_WAITS_MEASUREMENT")),
+    ("sparkscope.threadprobe.sampler", ("THREAD_SAMPLER_MEASUREMENT",)),
+    ("sparkscope.profiles.store", ("FLAME_MEASUREMENT", "PROFILES_MEASUREMENT")),
 ])
 def test_the_python_writers_write_the_names_schema_declares(module, names):
     """The probes and the profile store take their names from schema.py: no

@@ -119,7 +119,7 @@ def control_file(directory: Path, app: str) -> Path:
 def test_profile_trusts_only_control_files_the_caller_owns(tmp_path):
     """Under a shared /tmp anyone can plant a control file naming their own
     endpoint; `sparkscope profile` would send it the bearer token."""
-    from sparkscope.flame import control
+    from sparkscope.profiles import control
 
     ours = tmp_path / "ours"
     control_file(ours, "app-ours")

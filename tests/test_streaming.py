@@ -14,7 +14,7 @@ import statistics
 
 import pytest
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.report.advice import streaming_lines
 from sparkscope.report.run_facts import RunReader
 from sparkscope.spark.conf import annotator_properties

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope import influx

@@ -9,18 +9,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparkscope.build import BuildError
-from sparkscope.build.annotator_jar import ensure_annotator_jar, jar_path
-from sparkscope.build.go import ensure_influxd, ensure_telegraf
-from sparkscope.build.chromium import ensure_chromium
-from sparkscope.build.dashcheck import ensure_dashcheck
-from sparkscope.build.helm import ensure_helm
-from sparkscope.build.kubeconform import ensure_kubeconform, ensure_schemas
-from sparkscope.build.test_tools import ensure_test_packages
+from sparkscope.provision import BuildError
+from sparkscope.provision.annotator_jar import ensure_annotator_jar, jar_path
+from sparkscope.provision.go import ensure_influxd, ensure_telegraf
+from sparkscope.provision.chromium import ensure_chromium
+from sparkscope.provision.dashcheck import ensure_dashcheck
+from sparkscope.provision.helm import ensure_helm
+from sparkscope.provision.kubeconform import ensure_kubeconform, ensure_schemas
+from sparkscope.provision.test_tools import ensure_test_packages
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
 from sparkscope.report import command as report_command
-from sparkscope.flame import command as profile_command
+from sparkscope.profiles import command as profile_command
 try:  # draws with rich, a declared dependency; every other command runs without it
     from sparkscope.top import command as top_command
 except ImportError as _no_rich:

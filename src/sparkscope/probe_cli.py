@@ -1,5 +1,5 @@
 """What the host probes' command lines share (the block I/O probe and the
-thread sampler, `python -m sparkscope.blockio` / `sparkscope.threads`): the
+thread sampler, `python -m sparkscope.blockprobe` / `sparkscope.threadprobe`): the
 events listener they send to, and their on/off switches, read from the
 environment the runners (or a container's env) give them, the same way the
 native runner reads them. Standard library only: the probes import it."""

@@ -29,9 +29,9 @@ DRIVER = "driver"  # the executorid of the driver's metrics
 
 SPARK = "spark"  # Spark's GraphiteSink, through Telegraf's Graphite template (telegraf.conf)
 ANNOTATOR = "annotator"  # the annotator jar (listener and plugins), over the events listener
-BLOCK_PROBE = "block I/O probe"  # src/sparkscope/blockio, over the events listener
-THREAD_SAMPLER = "thread sampler"  # src/sparkscope/threads, over the events listener
-PROFILES = "profiles"  # sparkscope profile and the profiler plugin's stacks (src/sparkscope/flame)
+BLOCK_PROBE = "block I/O probe"  # src/sparkscope/blockprobe, over the events listener
+THREAD_SAMPLER = "thread sampler"  # src/sparkscope/threadprobe, over the events listener
+PROFILES = "profiles"  # sparkscope profile and the profiler plugin's stacks (src/sparkscope/profiles)
 TELEGRAF = "telegraf"  # Telegraf's own inputs and processors (host, internal, no end seen)
 STACK = "stack"  # ./sparkscope up and status (lookups, self-check)
 

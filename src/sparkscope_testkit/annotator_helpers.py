@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties
 from sparkscope.schema import TASK_TIME_COUNTERS, TASK_TOTALS_PREFIX
 from sparkscope.settings import ROOT

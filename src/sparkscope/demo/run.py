@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from sparkscope.build.annotator_jar import ensure_annotator_jar
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.demo import tpcds
 from sparkscope.demo.options import DemoError, DemoOptions, DemoResult, QueryResult
 from sparkscope.demo.summary import collect_from_influx, print_summary

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparkscope.build import BuildError
+from sparkscope.provision import BuildError
 from sparkscope.process import Progress, run_logged
 
 

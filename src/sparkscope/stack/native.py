@@ -1,6 +1,6 @@
 """The native backend: InfluxDB, Telegraf and Grafana as local processes.
 
-InfluxDB and Telegraf are built from source (build/go.py); Grafana is the
+InfluxDB and Telegraf are built from source (provision/go.py); Grafana is the
 user's own installation (grafana_local.py), never built here. They run with the same config files Docker mounts (influxdb/, telegraf/,
 grafana/, dashboards/); only paths and listen addresses differ, and those go
 in through each program's own environment-variable overrides. Every process
@@ -18,11 +18,11 @@ from typing import Callable, Optional
 
 from sparkscope import http
 from sparkscope.alerts import contact_points
-from sparkscope.build.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
-from sparkscope.blockio.probe import ATTACHED
-from sparkscope.blockio.readiness import why_not_traceable
-from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
-from sparkscope.threads.sampler import STARTED as THREADPROBE_STARTED
+from sparkscope.provision.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
+from sparkscope.blockprobe.probe import ATTACHED
+from sparkscope.blockprobe.readiness import why_not_traceable
+from sparkscope.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
+from sparkscope.threadprobe.sampler import STARTED as THREADPROBE_STARTED
 from sparkscope.privilege import why_untrusted
 from sparkscope.probe_cli import switched_on
 from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
@@ -268,7 +268,7 @@ class NativeBackend(Backend):
 
     def start_blockprobe(self, progress: Progress = print) -> bool:
         running, pid, _ = self._start_probe(
-            BLOCKPROBE, "sparkscope.blockio", ATTACHED, BLOCKPROBE_ATTACH_S,
+            BLOCKPROBE, "sparkscope.blockprobe", ATTACHED, BLOCKPROBE_ATTACH_S,
             f"bpftrace did not attach within {BLOCKPROBE_ATTACH_S:.0f} s", progress,
             why_not=lambda: why_not_traceable(mount=True),
             why_not_means="disk latency heatmap, percentiles and outliers stay empty")
@@ -292,7 +292,7 @@ class NativeBackend(Backend):
     # /proc. Needs no privilege for states; root adds kernel stacks and py-spy.
     def start_threadprobe(self, progress: Progress = print) -> bool:
         running, pid, env = self._start_probe(
-            THREADPROBE, "sparkscope.threads", THREADPROBE_STARTED, THREADPROBE_START_S,
+            THREADPROBE, "sparkscope.threadprobe", THREADPROBE_STARTED, THREADPROBE_START_S,
             "the sampler did not start (thread state panels stay empty)", progress)
         if pid is not None:
             extras = [f"{what} off: {reason}" for what, reason, key in (

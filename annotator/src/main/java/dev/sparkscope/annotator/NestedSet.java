@@ -8,7 +8,7 @@ import java.util.Map;
 /**
  * Stacks to the nested set Grafana's flame graph panel reads: one row per
  * frame, depth first, widest child first, each value the sum of its children
- * plus its self value. The same layout as sparkscope/flame/nested_set.py
+ * plus its self value. The same layout as sparkscope/profiles/nested_set.py
  * (the thread sampler's and py-spy's profiles); keep the two in step.
  */
 final class NestedSet {

@@ -8,7 +8,7 @@ import java.util.Locale;
 import java.util.TimeZone;
 
 /**
- * One profile as line protocol, in the layout of sparkscope/flame/store.py:
+ * One profile as line protocol, in the layout of sparkscope/profiles/store.py:
  * sparkscope_flame rows (tags applicationid, executorid, kind; fields level,
  * value, self, label, profile), stamped start + slot * 100 ms + row index in
  * nanoseconds so they come back in depth-first order, and one

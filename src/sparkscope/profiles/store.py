@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from sparkscope import lineprotocol
-from sparkscope.flame.nested_set import Row, widest_leaves
+from sparkscope.profiles.nested_set import Row, widest_leaves
 from sparkscope.schema import FLAME_MEASUREMENT, PROFILES_MEASUREMENT
 
 ROWS = FLAME_MEASUREMENT

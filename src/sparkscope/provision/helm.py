@@ -14,8 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from sparkscope.build import BuildError
-from sparkscope.build.go import go_env
+from sparkscope.provision import BuildError
+from sparkscope.provision.go import go_env
 from sparkscope.process import Progress, log_tail, run_logged
 
 HELM_MODULE = "helm.sh/helm/v3/cmd/helm"

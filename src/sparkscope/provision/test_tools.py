@@ -17,8 +17,8 @@ import os
 import shutil
 from typing import Callable, Optional
 
-from sparkscope.build import BuildError
-from sparkscope.build.apt import apt_install
+from sparkscope.provision import BuildError
+from sparkscope.provision.apt import apt_install
 from sparkscope.process import Progress
 
 # package -> how to tell it is here

@@ -28,10 +28,10 @@ from typing import Callable, Optional
 from sparkscope import http, procstat
 from sparkscope.probe_cli import add_url_argument, switched_on
 from sparkscope.schema import THREAD_SAMPLER_MEASUREMENT
-from sparkscope.threads import procfs
-from sparkscope.threads.jvms import Discovery, SparkJvm
-from sparkscope.threads.periods import STATE_FRAME, JvmPeriod, lines, thread_class, wait_kind
-from sparkscope.threads.readiness import why_no_kernel_stacks, why_no_py_spy
+from sparkscope.threadprobe import procfs
+from sparkscope.threadprobe.jvms import Discovery, SparkJvm
+from sparkscope.threadprobe.periods import STATE_FRAME, JvmPeriod, lines, thread_class, wait_kind
+from sparkscope.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
 
 DEFAULT_RATE_HZ = 4.0
 DEFAULT_PERIOD_S = 10
@@ -330,7 +330,7 @@ def run(url: str, rate_hz: float, period_s: float, kernel_stacks: bool, python: 
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkscope.threads",
+    parser = argparse.ArgumentParser(prog="python -m sparkscope.threadprobe",
                                      description="Sample thread states of Spark JVMs from /proc and send them "
                                                  "to Telegraf.")
     add_url_argument(parser, "THREADPROBE_URL")
@@ -366,6 +366,6 @@ def main(argv: Optional[list[str]] = None) -> int:
         if reason:
             say(f"PySpark worker profiles off: {reason}")
         else:
-            from sparkscope.threads.python_workers import PythonWorkers
+            from sparkscope.threadprobe.python_workers import PythonWorkers
             python = PythonWorkers(say)
     return run_with_restarts(lambda: run(args.url, args.rate, args.period, kernel_stacks, python))

@@ -13,8 +13,8 @@ import urllib.parse
 from pathlib import Path
 
 from sparkscope.dashboards.uids import PROFILES_UID
-from sparkscope.flame import control, page, store
-from sparkscope.flame.nested_set import Row, widest_leaves
+from sparkscope.profiles import control, page, store
+from sparkscope.profiles.nested_set import Row, widest_leaves
 from sparkscope.settings import load_settings
 
 MODES = ("cpu", "wall", "alloc", "lock")

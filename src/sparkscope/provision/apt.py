@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sparkscope.build import BuildError
+from sparkscope.provision import BuildError
 from sparkscope.process import Progress, log_tail, run_logged
 
 DEADLINE_S = 600.0

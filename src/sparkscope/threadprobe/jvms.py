@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from sparkscope import http, procstat
-from sparkscope.threads import procfs
+from sparkscope.threadprobe import procfs
 
 SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 UI_TIMEOUT_S = 0.5

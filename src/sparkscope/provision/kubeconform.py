@@ -26,8 +26,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from sparkscope.build import BuildError
-from sparkscope.build.go import go_install
+from sparkscope.provision import BuildError
+from sparkscope.provision.go import go_install
 from sparkscope.process import Progress
 
 KUBECONFORM_MODULE = "github.com/yannh/kubeconform/cmd/kubeconform"

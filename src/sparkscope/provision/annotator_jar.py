@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from sparkscope.build import BuildError
+from sparkscope.provision import BuildError
 from sparkscope.process import Progress, log_tail, run_logged
 
 

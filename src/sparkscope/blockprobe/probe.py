@@ -261,7 +261,7 @@ def run(url: str, period_s: int, threshold_ms: float, backoff_s: tuple = RESTART
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkscope.blockio",
+    parser = argparse.ArgumentParser(prog="python -m sparkscope.blockprobe",
                                      description="Trace block I/O latency with eBPF and send it to Telegraf.")
     add_url_argument(parser, "BLOCKPROBE_URL")
     parser.add_argument("--period", type=int, default=int(os.environ.get("BLOCKPROBE_PERIOD_S", DEFAULT_PERIOD_S)),
@@ -270,7 +270,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                         default=float(os.environ.get("BLOCKPROBE_THRESHOLD_MS", DEFAULT_THRESHOLD_MS)),
                         help="I/Os at least this slow are written one by one as outliers (default %(default)s)")
     args = parser.parse_args(argv)
-    from sparkscope.blockio.readiness import why_not_traceable  # noqa: E402 (same package, stdlib only)
+    from sparkscope.blockprobe.readiness import why_not_traceable  # noqa: E402 (same package, stdlib only)
     reason = why_not_traceable(mount=True)
     if reason:
         print(f"blockprobe: cannot trace block I/O: {reason}", file=sys.stderr)

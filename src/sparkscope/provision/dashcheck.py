@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from sparkscope.build import BuildError
-from sparkscope.build.go import go_env
+from sparkscope.provision import BuildError
+from sparkscope.provision.go import go_env
 from sparkscope.process import Progress, log_tail, run_logged
 from sparkscope.settings import ROOT
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from sparkscope.build.apt import apt_install
+from sparkscope.provision.apt import apt_install
 from sparkscope.process import Progress
 
 

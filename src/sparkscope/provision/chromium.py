@@ -5,8 +5,8 @@ download is never used (it cannot work offline)."""
 from __future__ import annotations
 
 from sparkscope.browser import find_chromium
-from sparkscope.build import BuildError
-from sparkscope.build.apt import apt_install
+from sparkscope.provision import BuildError
+from sparkscope.provision.apt import apt_install
 from sparkscope.process import Progress
 
 

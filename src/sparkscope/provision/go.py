@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from sparkscope.build import BuildError
+from sparkscope.provision import BuildError
 from sparkscope.process import Progress, log_tail, run_logged
 
 INFLUXD_MODULE = "github.com/influxdata/influxdb/cmd/influxd"

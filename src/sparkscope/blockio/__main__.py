@@ -1,3 +1,0 @@
-from sparkscope.blockio.probe import main
-
-raise SystemExit(main())

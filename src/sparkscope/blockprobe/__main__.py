@@ -1,0 +1,3 @@
+from sparkscope.blockprobe.probe import main
+
+raise SystemExit(main())
