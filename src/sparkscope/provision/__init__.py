@@ -1,11 +1,41 @@
-"""Builds: InfluxDB and Telegraf (go.py), Grafana (grafana.py), the annotator
-jar (annotator_jar.py), and the tools the tests need (compose_validator.py,
-apt.py). Each result is cached, so only a first run pays for it."""
+"""What sparkscope builds or installs, each cached so that only a first run
+pays for it: InfluxDB and Telegraf (go.py), the annotator jar
+(annotator_jar.py), Debian packages (apt.py); and for the test command the
+dashboard checker (dashcheck.py), helm and kubeconform (helm.py,
+kubeconform.py), Chromium and the test tools (chromium.py, test_tools.py),
+compose's validator (compose_validator.py)."""
 
 from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
 
 from sparkscope.errors import SparkscopeError
 
 
 class BuildError(SparkscopeError):
     """A component could not be built or installed; the message says what to do next."""
+
+
+def build_once(dest: Path, build: Callable[[Path], None]) -> Path:
+    """dest, made by build(staging) in a private folder beside it and moved
+    into place only once build returned: an interrupted build leaves nothing
+    half-made (the next run simply builds again), and of two runs building
+    at once the first to finish is kept."""
+    if dest.exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
+    try:
+        build(staging)
+        try:
+            os.replace(staging, dest)
+        except OSError:
+            if not dest.exists():  # else another run stored the same build first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest

@@ -9,16 +9,13 @@ edit of tools/dashcheck/ builds a new one and an unchanged tree reuses it.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
 from sparkscope.provision import BuildError
-from sparkscope.provision.go import go_env
-from sparkscope.process import Progress, log_tail, run_logged
+from sparkscope.provision.go import go_build
+from sparkscope.process import Progress
 from sparkscope.settings import ROOT
 
 SOURCE_DIR = ROOT / "tools" / "dashcheck"
@@ -36,35 +33,12 @@ def source_digest(source_dir: Path = SOURCE_DIR) -> str:
 
 def ensure_dashcheck(cache_dir: Path, progress: Progress = print) -> Path:
     """The dashcheck binary, built with `go build` on first use (atomically); returns its path."""
-    dest = cache_dir / "bin" / f"dashcheck-{source_digest()}"
-    target = dest / "dashcheck"
-    if target.is_file():
-        return target
-    env = go_env()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    progress("building dashcheck, the strict dashboard checker (first run only, under a minute)")
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
-        log = dest.parent / f"{dest.name}.build.log"
-        # -buildvcs=false: the binary must not depend on the state of the work tree's git.
-        cmd = ["go", "build", "-trimpath", "-buildvcs=false", "-o", str(staging / "dashcheck"), "."]
-        done = run_logged(cmd, log, "go build dashcheck", progress, env=env, cwd=SOURCE_DIR)
-        if done.returncode != 0:
-            raise BuildError(
-                f"go build dashcheck failed (exit {done.returncode}) after {done.seconds:.0f} s:\n"
-                f"{log_tail(log)}\n  Full log: {log}. It needs Go 1.21+ and, the first time, the Go "
-                f"module proxy (GOPROXY) to download github.com/grafana/grafana-foundation-sdk/go; "
-                f"fix the cause and run again.")
-        if not (staging / "dashcheck").is_file():
-            raise BuildError(f"go build finished but {staging / 'dashcheck'} is missing; see {log}")
-        try:
-            os.replace(staging, dest)
-        except OSError:
-            if not target.is_file():  # else another run stored the same build first
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    # -buildvcs=false: the binary must not depend on the state of the work tree's git.
+    return go_build(["go", "build", "-trimpath", "-buildvcs=false", "-o", "{out}", "."], "dashcheck",
+                    cache_dir / "bin" / f"dashcheck-{source_digest()}", progress,
+                    "dashcheck, the strict dashboard checker (first run only, under a minute)",
+                    needs="It needs Go 1.21+ and, the first time, the Go module proxy (GOPROXY) to download "
+                          "github.com/grafana/grafana-foundation-sdk/go. ", cwd=SOURCE_DIR)
 
 
 def check_dashboards(paths: Iterable[Path], cache_dir: Path, progress: Progress = print) -> list[str]:

@@ -11,10 +11,9 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
-from sparkscope.provision import BuildError
+from sparkscope.provision import BuildError, build_once
 from sparkscope.process import Progress, log_tail, run_logged
 
 INFLUXD_MODULE = "github.com/influxdata/influxdb/cmd/influxd"
@@ -62,33 +61,40 @@ def go_env(cgo: bool = False) -> dict[str, str]:
     return env
 
 
-def go_install(package: str, version: str, binary: str, dest: Path, progress: Progress,
-               tags: tuple[str, ...] = ()) -> Path:
-    """`go install package@version` into dest (atomically); returns the binary path."""
+def go_build(cmd: list[str], binary: str, dest: Path, progress: Progress, what: str, needs: str = "",
+             env: dict[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """A Go build (`go install` into $GOBIN, or `go build -o`) of one binary
+    into dest, once (build_once); returns the binary's path. {out} in cmd is
+    where the binary goes; needs says what the build needs, for its error."""
     target = dest / binary
     if target.is_file():
         return target
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    env = go_env()
-    progress(f"building {binary} {version} from source (first run only, about a minute)")
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
+    env = dict(env or go_env())
+    progress(f"building {what}")
+
+    def build(staging: Path) -> None:
         env["GOBIN"] = str(staging)
-        cmd = ["go", "install"]
-        if tags:
-            cmd += ["-tags", ",".join(tags)]
-        cmd.append(f"{package}@{version}")
         log = dest.parent / f"{dest.name}.build.log"
-        done = run_logged(cmd, log, f"go install {binary}", progress, env=env)
+        verb = cmd[1] if len(cmd) > 1 else "build"
+        done = run_logged([part.replace("{out}", str(staging / binary)) for part in cmd], log,
+                          f"go {verb} {binary}", progress, env=env, cwd=cwd)
         if done.returncode != 0:
-            raise BuildError(f"go install {binary} failed (exit {done.returncode}) after {done.seconds:.0f} s:\n"
-                             f"{log_tail(log)}\n  Full log: {log}. Fix the cause and run again.")
+            raise BuildError(f"go {verb} {binary} failed (exit {done.returncode}) after {done.seconds:.0f} s:\n"
+                             f"{log_tail(log)}\n  Full log: {log}. {needs}Fix the cause and run again.")
         if not (staging / binary).is_file():
-            raise BuildError(f"go install finished but {staging / binary} is missing; see {log}")
-        os.replace(staging, dest)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            raise BuildError(f"go {verb} finished but {staging / binary} is missing; see {log}")
+
+    build_once(dest, build)
     return target
+
+
+def go_install(package: str, version: str, binary: str, dest: Path, progress: Progress,
+               tags: tuple[str, ...] = (), flags: tuple[str, ...] = (), what: str = "",
+               needs: str = "") -> Path:
+    """`go install package@version` into dest (atomically); returns the binary path."""
+    cmd = ["go", "install", *(["-tags", ",".join(tags)] if tags else []), *flags, f"{package}@{version}"]
+    return go_build(cmd, binary, dest, progress,
+                    what or f"{binary} {version} from source (first run only, about a minute)", needs)
 
 
 def ensure_influxd(cache_dir: Path, progress: Progress = print) -> Path:

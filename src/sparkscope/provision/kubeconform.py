@@ -21,12 +21,9 @@ with the `$id`s dropped and those references made relative to the file
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
-from sparkscope.provision import BuildError
+from sparkscope.provision import BuildError, build_once
 from sparkscope.provision.go import go_install
 from sparkscope.process import Progress
 
@@ -92,22 +89,15 @@ def ensure_schemas(cache_dir: Path, progress: Progress = print) -> Path:
     if not strict:
         raise BuildError(f"no strict schemas in {source}: reinstall kubernetes-validate "
                          "(pip install --force-reinstall kubernetes-validate)")
-    dest.parent.mkdir(parents=True, exist_ok=True)
     progress(f"preparing Kubernetes' schemas for kubeconform ({len(strict)} versions from "
              f"kubernetes-validate {version}; once, about a minute)")
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
+
+    def fill(staging: Path) -> None:
         for number, directory in enumerate(strict, 1):
             out = staging / directory.name
             out.mkdir()
             for path in directory.glob("*.json"):
                 (out / path.name).write_text(json.dumps(localized(json.loads(path.read_text()))))
             progress(f"  {directory.name} ({number}/{len(strict)})")
-        try:
-            os.replace(staging, dest)
-        except OSError:
-            if not dest.is_dir():  # else another run stored the same copy first
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return dest
+
+    return build_once(dest, fill)
