@@ -55,7 +55,7 @@ from typing import Dict, List, Optional, Tuple
 
 import yaml
 
-from sparkscope_testkit.grafana12 import ModelError, Send, check_single_statement
+from sparkscope_testkit.grafana12 import ModelError, Send, binary_op, check_single_statement
 
 Labels = Tuple[Tuple[str, str], ...]
 NORMAL, PENDING, ALERTING = "Normal", "Pending", "Alerting"
@@ -189,32 +189,6 @@ _FUNCS = {"abs": lambda v: None if v is None else abs(v),
           "is_nan": lambda v: None if v is None else float(math.isnan(v)),
           "is_null": lambda v: float(v is None),
           "is_number": lambda v: float(v is not None and math.isfinite(v))}
-
-
-def binary_op(op: str, a: float, b: float) -> float:
-    if op == "||" and a != 0:
-        return 1.0
-    if op == "&&" and a == 0:
-        return 0.0
-    if math.isnan(a) or math.isnan(b):
-        return math.nan
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        if b == 0:
-            return math.nan if a == 0 else math.copysign(math.inf, a) * math.copysign(1.0, b)
-        return a / b
-    if op == "%":
-        return math.nan if b == 0 or math.isinf(a) else math.fmod(a, b)
-    compare = {"==": a == b, "!=": a != b, ">": a > b, "<": a < b, ">=": a >= b, "<=": a <= b,
-               "||": a != 0 or b != 0, "&&": a != 0 and b != 0}
-    if op in compare:
-        return float(compare[op])
-    raise ModelError(f"operator {op!r} is not modelled")
 
 
 def _contains(bigger: Labels, smaller: Labels) -> bool:

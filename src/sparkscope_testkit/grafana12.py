@@ -714,10 +714,17 @@ class _Item:
     points: Dict[int, Optional[float]]
 
 
-def _binary(op: str, a, b):
-    if a is None or b is None:
-        return None
-    a, b = float(a), float(b)
+def binary_op(op: str, a: float, b: float) -> float:
+    """One operator of Grafana's math expressions on two numbers, as its
+    server-side expressions compute them (Go's float64: NaN spreads, x/0 is
+    an infinity, 0/0 NaN); comparisons and logic give 1 or 0. The alert
+    model (alerts12.py) evaluates its math with it too."""
+    if op == "||" and a != 0:
+        return 1.0
+    if op == "&&" and a == 0:
+        return 0.0
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
     if op == "+":
         return a + b
     if op == "-":
@@ -726,11 +733,22 @@ def _binary(op: str, a, b):
         return a * b
     if op == "/":
         if b == 0:
-            return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1, b)
+            return math.nan if a == 0 else math.copysign(math.inf, a) * math.copysign(1.0, b)
         return a / b
     if op == "%":
-        return math.nan if b == 0 else math.fmod(a, b)
+        return math.nan if b == 0 or math.isinf(a) else math.fmod(a, b)
+    compare = {"==": a == b, "!=": a != b, ">": a > b, "<": a < b, ">=": a >= b, "<=": a <= b,
+               "||": a != 0 or b != 0, "&&": a != 0 and b != 0}
+    if op in compare:
+        return float(compare[op])
     raise ModelError(f"operator {op!r} is not modelled")
+
+
+def _binary(op: str, a, b):
+    """A math expression's operator on two points: a missing one (null) gives null."""
+    if a is None or b is None:
+        return None
+    return binary_op(op, float(a), float(b))
 
 
 def _combine(op: str, left, right, expression: str):

@@ -76,23 +76,7 @@ func runAlerting(paths []string) int {
 		fmt.Fprintln(os.Stderr, "usage: dashcheck -alerting ALERTING.yaml...")
 		return 2
 	}
-	status := 0
-	for _, path := range paths {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "%s: cannot read: %v\n", path, err)
-			status = 2
-			continue
-		}
-		problems := checkAlertingFile(raw)
-		for _, p := range problems {
-			fmt.Printf("%s: %s\n", path, p)
-		}
-		if len(problems) > 0 && status == 0 {
-			status = 1
-		}
-	}
-	return status
+	return checkFiles(paths, checkAlertingFile)
 }
 
 type alertingCheck struct {

@@ -66,8 +66,20 @@ func main() {
 	// would be decoded loosely, so a heatmap's Grafana 10 options would pass.
 	plugins.RegisterDefaultPlugins()
 
+	os.Exit(checkFiles(os.Args[1:], func(raw []byte) []string {
+		var texts []string
+		for _, p := range check(raw) {
+			texts = append(texts, p.text)
+		}
+		return texts
+	}))
+}
+
+// checkFiles prints each file's problems as "<path>: <problem>" and returns
+// the exit status: 0 all clean, 1 a problem found, 2 a file it could not read.
+func checkFiles(paths []string, check func([]byte) []string) int {
 	status := 0
-	for _, path := range os.Args[1:] {
+	for _, path := range paths {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: cannot read: %v\n", path, err)
@@ -76,13 +88,13 @@ func main() {
 		}
 		problems := check(raw)
 		for _, p := range problems {
-			fmt.Printf("%s: %s\n", path, p.text)
+			fmt.Printf("%s: %s\n", path, p)
 		}
 		if len(problems) > 0 && status == 0 {
 			status = 1
 		}
 	}
-	os.Exit(status)
+	return status
 }
 
 func check(raw []byte) []problem {
