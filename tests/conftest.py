@@ -7,7 +7,9 @@ live in the package sparkscope_testkit (src/sparkscope_testkit/)."""
 from __future__ import annotations
 
 import re
+import shutil
 import socket
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
-from sparkscope.spark.submit import run_submit, submit_argv
+from sparkscope.spark.submit import run_submit, spark_home, submit_argv
 from sparkscope import influx
 from sparkscope.process import wait_until
 from sparkscope.stack.native import NativeBackend
@@ -26,6 +28,17 @@ from sparkscope_testkit.sandbox import isolated_settings, reader_http
 from sparkscope_testkit.tiers import refuse_in_fast_tier
 
 JOBS = Path(__file__).parent / "jobs"
+
+
+def java_job_jar(tmp_path_factory, name: str) -> Path:
+    """tests/jobs/java/<name>.java compiled against Spark's jars, in a jar of its own."""
+    if shutil.which("javac") is None or shutil.which("jar") is None:
+        pytest.fail(f"a JDK (javac, jar) is needed to build tests/jobs/java/{name}.java")
+    out = tmp_path_factory.mktemp(name.lower())
+    subprocess.run(["javac", "-cp", str(spark_home() / "jars" / "*"), "-d", str(out),
+                    str(JOBS / "java" / f"{name}.java")], check=True, capture_output=True)
+    subprocess.run(["jar", "cf", str(out / f"{name}.jar"), "-C", str(out), "."], check=True, capture_output=True)
+    return out / f"{name}.jar"
 SINK_PERIOD_S = 1
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import JOBS, Stack, run_spark_job
+from conftest import Stack, java_job_jar, run_spark_job
 from sparkscope import http
 from sparkscope.alerts import contact_points, generate
 from sparkscope.alerts.rules import rules
@@ -40,7 +40,6 @@ from sparkscope.provision.dashcheck import ensure_dashcheck
 from sparkscope.dashboards.queries import DATASOURCE
 from sparkscope.process import quiet, wait_until
 from sparkscope.spark.conf import annotator_properties
-from sparkscope.spark.submit import spark_home
 from sparkscope import influx
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
@@ -402,13 +401,7 @@ def test_every_rule_without_data_on_the_healthy_run_is_judged_quiet_elsewhere():
 
 @pytest.fixture(scope="module")
 def hog_jar(tmp_path_factory) -> Path:
-    if shutil.which("javac") is None or shutil.which("jar") is None:
-        pytest.fail("a JDK (javac, jar) is needed to build tests/jobs/java/HeapHog.java")
-    out = tmp_path_factory.mktemp("hog")
-    subprocess.run(["javac", "-cp", str(spark_home() / "jars" / "*"), "-d", str(out),
-                    str(JOBS / "java" / "HeapHog.java")], check=True, capture_output=True)
-    subprocess.run(["jar", "cf", str(out / "hog.jar"), "-C", str(out), "."], check=True, capture_output=True)
-    return out / "hog.jar"
+    return java_job_jar(tmp_path_factory, "HeapHog")
 
 
 @pytest.fixture(scope="module")

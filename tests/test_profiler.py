@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,24 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import JOBS, SINK_PERIOD_S
+from conftest import JOBS, SINK_PERIOD_S, java_job_jar
 from sparkscope.profiles import control, store
 from sparkscope.profiles.nested_set import widest_leaves
 from sparkscope.spark.conf import sparkscope_properties
-from sparkscope.spark.submit import spark_env, spark_home, submit_argv
+from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope_testkit.annotator_helpers import annotator_conf
 from sparkscope_testkit.sandbox import settings_environ
 
 
 @pytest.fixture(scope="module")
 def udf_jar(tmp_path_factory) -> Path:
-    if shutil.which("javac") is None or shutil.which("jar") is None:
-        pytest.skip("a JDK (javac, jar) is needed to build the Java UDFs")
-    out = tmp_path_factory.mktemp("udfs")
-    subprocess.run(["javac", "-cp", str(spark_home() / "jars" / "*"), "-d", str(out),
-                    str(JOBS / "java" / "ProfiledUdfs.java")], check=True, capture_output=True)
-    subprocess.run(["jar", "cf", str(out / "udfs.jar"), "-C", str(out), "."], check=True, capture_output=True)
-    return out / "udfs.jar"
+    return java_job_jar(tmp_path_factory, "ProfiledUdfs")
 
 
 class ProfiledApp:
