@@ -258,39 +258,54 @@ def start_influx_graphite(state: Path) -> tuple[subprocess.Popen, int, int]:
     return proc, http_port, graphite_port
 
 
-# Telegraf configs to compare with the shipped one: each a list of text
-# replacements in telegraf/telegraf.conf (the line as shipped, the line instead).
-BATCH_5000 = ("metric_batch_size = 20000", "metric_batch_size = 5000")
-IDENTITY = ('content_encoding = "gzip"', 'content_encoding = "identity"')
-VARIANTS: dict[str, list[tuple[str, str]]] = {
+# Configurations to compare with the shipped one: each a list of text
+# replacements (file, the line as shipped, the line instead) in
+# telegraf/telegraf.conf or influxdb/influxdb.conf. Each runs on its own stack,
+# interleaved with the others round by round (--rounds).
+TELEGRAF_CONF, INFLUXDB_CONF = "telegraf/telegraf.conf", "influxdb/influxdb.conf"
+BATCH = ("metric_batch_size = 20000", "metric_batch_size = {}")
+FSYNC = 'wal-fsync-delay = "100ms"'
+VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "shipped": [],
-    "identity": [IDENTITY],  # plain write bodies
-    "batch5000": [BATCH_5000],  # the batch size shipped before issue 17
+    # Telegraf's output
+    "identity": [(TELEGRAF_CONF, 'content_encoding = "gzip"', 'content_encoding = "identity"')],  # plain bodies
+    "batch5000": [(TELEGRAF_CONF, BATCH[0], BATCH[1].format(5000))],  # the batch size shipped before issue 17
+    "batch50000": [(TELEGRAF_CONF, BATCH[0], BATCH[1].format(50000))],
+    "flush1s": [(TELEGRAF_CONF, 'flush_interval = "2s"', 'flush_interval = "1s"')],
+    "flush5s": [(TELEGRAF_CONF, 'flush_interval = "2s"', 'flush_interval = "5s"')],
+    # InfluxDB's storage engine
+    "inmem": [(INFLUXDB_CONF, 'index-version = "tsi1"', 'index-version = "inmem"')],
+    "fsync0": [(INFLUXDB_CONF, FSYNC, 'wal-fsync-delay = "0s"')],  # InfluxDB's default: fsync every write
+    "fsync1s": [(INFLUXDB_CONF, FSYNC, 'wal-fsync-delay = "1s"')],
+    "snapshot256m": [(INFLUXDB_CONF, FSYNC, FSYNC + '\n  cache-snapshot-memory-size = "256m"')],  # default 25m
+    "cold1m": [(INFLUXDB_CONF, FSYNC, FSYNC + '\n  cache-snapshot-write-cold-duration = "1m"')],  # default 10m
+    "compact4m": [(INFLUXDB_CONF, FSYNC, FSYNC + '\n  compact-throughput = "4m"\n  compact-throughput-burst = "4m"')],
 }
 
 
 @contextlib.contextmanager
 def variant_stack(state_dir: Path, variant: str, unread: str) -> Iterator[Settings]:
-    """A throwaway InfluxDB + Telegraf whose telegraf.conf has the variant's
-    replacement: the stack reads its configs from a copy of the project's root
-    (symlinks, telegraf/ copied and edited)."""
+    """A throwaway InfluxDB + Telegraf whose configs have the variant's
+    replacements: the stack reads its configs from a copy of the project's
+    root (symlinks, the changed folders copied and edited)."""
     if variant == "shipped":
         with throwaway_stack(state_dir, only=("influxdb", "telegraf"), unread_metrics=unread) as settings:
             yield settings
         return
     root = state_dir.parent / f"root-{state_dir.name}"
     root.mkdir(parents=True)
+    changed = {name.split("/")[0] for name, _, _ in VARIANTS[variant]}
     for entry in ROOT.iterdir():
-        if entry.name != "telegraf":
+        if entry.name in changed:
+            shutil.copytree(entry, root / entry.name)
+        else:
             (root / entry.name).symlink_to(entry)
-    shutil.copytree(ROOT / "telegraf", root / "telegraf")
-    conf = root / "telegraf" / "telegraf.conf"
-    text = conf.read_text()
-    for shipped, instead in VARIANTS[variant]:
+    for name, shipped, instead in VARIANTS[variant]:
+        conf = root / name
+        text = conf.read_text()
         if shipped not in text:
-            raise SystemExit(f"variant {variant}: {shipped!r} is not in telegraf/telegraf.conf any more")
-        text = text.replace(shipped, instead)
-    conf.write_text(text)
+            raise SystemExit(f"variant {variant}: {shipped!r} is not in {name} any more")
+        conf.write_text(text.replace(shipped, instead, 1))
     settings = dataclasses.replace(isolated_settings(state_dir, unread), root=root)
     backend = NativeBackend(settings)
     try:
@@ -322,7 +337,7 @@ def main() -> int:
     parser.add_argument("--unread", choices=("drop", "pass"), default="drop",
                         help="SPARKSCOPE_UNREAD_METRICS of the Telegraf path (default drop, as shipped)")
     parser.add_argument("--variants", default="shipped",
-                        help=f"comma list of Telegraf configs to run side by side, each on its own stack: "
+                        help=f"comma list of Telegraf or InfluxDB configs to run side by side, each on its own stack: "
                              f"{', '.join(VARIANTS)} (default shipped)")
     parser.add_argument("--warm", type=int, default=0, metavar="N",
                         help="first send N untimed reports per executor and wait until they are stored, so the "
