@@ -7,7 +7,7 @@ import java.util.function.Function;
 
 /**
  * The {@code spark.sparkscope.profiler.*} settings of the profiler plugin
- * (annotator/README.md lists them). Where to write (URL, database,
+ * (docs/profiling.md lists them). Where to write (URL, database,
  * credentials) is shared with the annotator.
  */
 final class ProfilerSettings {
