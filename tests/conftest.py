@@ -28,6 +28,7 @@ from sparkscope_testkit.sandbox import isolated_settings, reader_http
 from sparkscope_testkit.tiers import refuse_in_fast_tier
 
 JOBS = Path(__file__).parent / "jobs"
+SPARK4_VERSION = "4.3.0"  # the Spark 4 the same jar is tried on (ensure_pyspark)
 
 
 def java_job_jar(tmp_path_factory, name: str) -> Path:

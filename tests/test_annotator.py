@@ -15,7 +15,7 @@ from sparkscope.spark.conf import annotator_properties
 from sparkscope.spark.submit import ensure_pyspark
 from sparkscope.settings import ROOT
 
-from conftest import run_spark_job
+from conftest import run_spark_job, SPARK4_VERSION
 
 DASHBOARD = ROOT / "dashboards" / "spark-executors.json"
 SLACK_MS = 1500  # driver wall clock vs. listener event times
@@ -129,7 +129,6 @@ def test_unreachable_influxdb_does_not_hold_spark_up(stack, jar, tmp_path):
         assert 1 <= len(warnings) <= 3, warnings
 
 
-SPARK4_VERSION = "4.3.0"
 
 
 def test_the_same_jar_works_on_spark_4(stack, jar, tmp_path):

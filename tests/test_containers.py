@@ -186,7 +186,9 @@ def test_the_report_says_what_filled_the_container_and_what_to_change(stack, oom
     facts = RunReader(stack.settings.influx_reader, stack.settings.database).read(run.app_id)
     advice = advise(facts)
     assert advice.verdict == "SHORT", advice.summary
-    assert "in the container rather than the heap" in advice.summary, advice.summary
+    # The kill leads the verdict, whether or not the heap was short as well (GC share, spill).
+    assert re.search(r"SHORT for \S+, in the container (rather than|and in) the heap: executor [01] was killed",
+                     advice.summary), advice.summary
     text = "\n".join(advice.containers)
     killed = [line for line in advice.containers if re.match(r"executor [01] was killed \(exit 137\)", line)]
     assert killed, text
@@ -195,8 +197,9 @@ def test_the_report_says_what_filled_the_container_and_what_to_change(stack, oom
         assert f"its container's limit is {LIMITS_MIB[executor]} MiB" in line, line
         # Spark gave this executor 1 GiB of heap: no Spark setting fits that under the limit.
         assert "the limit is below what Spark was given for it (heap 1.00 GiB" in line, line
-    overhead = next(r for r in advice.recommendations if r.key == "spark.executor.memoryOverhead")
-    assert "a container was killed" in overhead.reason, overhead
+    # What to change for such a limit is in the line above (the limit, or spark.executor.memory); a
+    # kill by what sits beyond the heap (Python, native memory) raises memoryOverhead instead:
+    # tests/test_report.py, with the numbers set, since which one fills a container first varies by run.
 
 
 def test_the_live_dashboards_container_row_draws_each_limit_and_working_set(stack, oom_run):

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties
 from sparkscope.spark.submit import ensure_pyspark
 from sparkscope.settings import ROOT
 
-from conftest import run_spark_job
+from conftest import run_spark_job, SPARK4_VERSION
 
-SPARK4_VERSION = "4.3.0"
 # Back to zero once the work is done, so no heartbeat after the REST read can raise them.
 POOLS = ["OnHeapExecutionMemory", "OffHeapExecutionMemory", "OffHeapStorageMemory", "OffHeapUnifiedMemory"]
 MEMORY_FIELDS = ["JVMHeapMemory", "OnHeapExecutionMemory", "OnHeapStorageMemory", "OnHeapUnifiedMemory",

@@ -12,7 +12,7 @@ import pytest
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.report.advice import MIB, SHORT_GC_SHARE, advise, parse_size, spark_size
 from sparkscope.report.command import make_report
-from sparkscope.report.run_facts import ExecutorFacts, RunFacts, RunReader
+from sparkscope.report.run_facts import ContainerFacts, ExecutorFacts, RunFacts, RunReader
 from sparkscope.spark.conf import annotator_properties
 from sparkscope.settings import ROOT
 
@@ -102,6 +102,36 @@ def test_an_executor_lost_to_memory_is_named_in_the_verdict():
     run.removals = [{"reason": "Container killed by YARN for exceeding memory limits", "event": "removed"}]
     advice = advise(run)
     assert advice.verdict == "SHORT" and "exceeding memory limits" in advice.summary
+
+
+@pytest.mark.parametrize("gc_ms, heap_too", [(100, False), (6_000, True)])
+def test_a_container_kill_leads_the_verdict_whether_or_not_the_heap_was_short(gc_ms, heap_too):
+    run = facts(gc_ms=gc_ms)
+    run.executors["1"].container = ContainerFacts(limit=1200 * MIB, working_set=1190 * MIB, usage=1190 * MIB,
+                                                  anon=1100 * MIB, oom_kills=0, cgroup_version=1)
+    run.removals = [{"executor_id": "1", "cause": "killed", "exit_code": 137, "event": "removed",
+                     "reason": "Command exited with code 137"}]
+    advice = advise(run)
+    assert advice.verdict == "SHORT"
+    lead = "in the container and in the heap" if heap_too else "in the container rather than the heap"
+    assert f"SHORT for etl, {lead}: executor 1 was killed (exit 137)" in advice.summary, advice.summary
+    assert ("GC took" in advice.summary) == heap_too, advice.summary
+    heap = next(r for r in advice.recommendations if r.key == "spark.executor.memory")
+    assert (parse_size(heap.value) >= 1.5 * GIB) == heap_too, heap  # 1.5 x the 1 GiB heap when it was short
+
+
+def test_a_container_filled_beyond_the_heap_raises_the_overhead_and_caps_python():
+    run = facts(heap=GIB, rss=900 * MIB, python=700 * MIB)
+    run.executors["1"].container = ContainerFacts(limit=2 * GIB, working_set=2 * GIB - MIB, usage=2 * GIB,
+                                                  anon=2 * GIB, oom_kills=0, cgroup_version=2)
+    run.removals = [{"executor_id": "1", "cause": "container_oom", "exit_code": 137, "event": "removed",
+                     "reason": "OOMKilled"}]
+    recs = {r.key: r for r in advise(run).recommendations}
+    overhead = recs["spark.executor.memoryOverhead"]
+    assert "a container was killed" in overhead.reason, overhead
+    # what it held beyond the 1 GiB heap (its working set, about 1 GiB more) x 1.5
+    assert parse_size(overhead.value) >= 1.5 * (GIB - MIB), overhead
+    assert "Python workers filled the container" in recs["spark.executor.pyspark.memory"].reason
 
 
 def test_overhead_covers_rss_beyond_the_heap_with_spark_floor():

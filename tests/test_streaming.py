@@ -17,11 +17,12 @@ import pytest
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.report.advice import streaming_lines
 from sparkscope.report.run_facts import RunReader
+from sparkscope.spark.submit import ensure_pyspark
 from sparkscope.spark.conf import annotator_properties
 from sparkscope import influx
 from sparkscope.settings import ROOT
 
-from conftest import run_spark_job
+from conftest import SPARK4_VERSION, run_spark_job
 
 SECONDS = 25
 
@@ -68,8 +69,9 @@ def test_the_stored_batches_tell_the_query_that_keeps_up_from_the_one_that_falls
     assert statistics.median(r["batch_ms"] for r in behind) > 2500, [r["batch_ms"] for r in behind]
     lag_up = [r["event_time_lag_ms"] for r in up[2:]]
     lag_behind = [r["event_time_lag_ms"] for r in behind]
-    # Event time advances 1 s a batch: at a 1 s pace it keeps its distance from the clock...
-    assert max(lag_up) - min(lag_up) < 2000, lag_up
+    # Event time advances 1 s a batch: at a 1 s pace it keeps its distance from the clock, within
+    # the three triggers the report allows (a busy machine stalls a batch now and then)...
+    assert max(lag_up) - min(lag_up) < 3000, lag_up
     # ...at 2.5 s+ a batch it slips about 1.5 s further behind with each one.
     assert all(b > a for a, b in zip(lag_behind[1:], lag_behind[2:])), lag_behind
     assert lag_behind[-1] - lag_behind[1] > 1200 * (len(lag_behind) - 2), lag_behind
@@ -85,6 +87,35 @@ def test_the_stateful_query_stores_its_state_and_a_moving_watermark(stack, strea
     assert [s["tags"]["operator"] for s in state] == ["0 stateStoreSave"], [s["tags"] for s in state]
     assert state[0]["tags"]["query_name"] == "keeps_up"
     assert max(v[1] for v in state[0]["values"]) >= 1 and max(v[2] for v in state[0]["values"]) > 0
+
+
+def test_spark_4_stores_the_same_progress(stack, tmp_path):
+    """Spark 4's progress events, read by the same jar (by reflection: their
+    classes moved between 3.5 and 4), give the same batches, state, watermark
+    and failure."""
+    home = ensure_pyspark(SPARK4_VERSION, stack.settings.cache_dir, progress=lambda _: None)
+    jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+    run = run_spark_job(stack, "streaming_progress_job.py", tmp_path, master="local[2]",
+                        conf=annotator_properties(stack.settings, jar), args=["12"], timeout_s=240, spark_home=home)
+    app = influx.string_literal(run.app_id)
+    stack.wait_for(f'SELECT "batches" FROM "sparkscope_streaming_query" WHERE "applicationid" = {app} '
+                   "AND \"status\" = 'FINISHED'", lambda s: bool(s) and len(s[0]["values"]) == 2)
+    version = stack.wait_for(f'SELECT "spark_version" FROM "sparkscope_application" WHERE "applicationid" = {app}',
+                             bool)
+    assert version[0]["values"][0][1].startswith("4."), version
+    seen = batches(stack, run.app_id)
+    assert set(seen) == {"keeps_up", "falls_behind", "fails"}, sorted(seen)
+    for name in ("keeps_up", "falls_behind"):
+        ids = [r["batch_id"] for r in seen[name]]
+        assert len(ids) >= 3 and ids == list(range(len(ids))), (name, ids)
+        assert all(r["trigger_ms"] == 1000 and r["input_rows"] == 200 for r in seen[name]), name
+    marks = [r["watermark_ms"] for r in seen["keeps_up"] if r["watermark_ms"] is not None]
+    assert len(marks) >= 2 and marks == sorted(marks) and marks[-1] > marks[0], marks
+    state = stack.influx(f'SELECT max("rows_total") FROM "sparkscope_streaming_state" WHERE "applicationid" = {app}')
+    assert state and state[0]["values"][0][1] >= 1, state
+    failed = stack.wait_for(f'SELECT "exception" FROM "sparkscope_streaming_query" WHERE "applicationid" = {app} '
+                            "AND \"status\" = 'FAILED'", bool)
+    assert "the third batch fails" in failed[0]["values"][0][1], failed
 
 
 def test_series_stay_one_per_query_and_operator(stack, streaming_run):
@@ -121,6 +152,19 @@ def test_the_report_says_which_query_fell_behind_and_by_how_much(stack, streamin
     assert "kept up" in up and "state up to" in up, up
     assert "addBatch" in behind and "processing the batch" in behind, behind
     assert "FAILED:" in lines["streaming query fails"] and "the third batch fails" in lines["streaming query fails"]
+
+
+def test_a_query_is_behind_when_its_batches_outrun_the_trigger_or_its_lag_slips_after_the_first_batch():
+    from sparkscope.report.run_facts import StreamingFacts
+
+    def query(median_ms, first_lag, second_lag, last_lag, batches=20):
+        return StreamingFacts("q", batches, median_ms, None, 1000, first_lag, last_lag, None, None,
+                              second_lag_ms=second_lag)
+
+    assert not query(600, 1000, 7000, 7500).behind  # a cold first batch set it 6 s back once; it held since
+    assert query(600, 1000, 1500, 8000).behind  # slipped 6.5 s after its first batch
+    assert query(1500, 1000, 1500, 2000).behind  # batches longer than the trigger
+    assert not query(5000, 1000, 1500, 90000, batches=2).behind  # too few batches to tell
 
 
 def test_an_exception_is_told_by_the_line_that_names_it():
@@ -172,9 +216,10 @@ def test_the_falling_behind_alert_fires_for_that_query_only_and_judges_the_one_t
     behind = timeline(stack.settings, "sparkscope-streaming-behind", streaming_run.started_ms, end, SHORT)
     assert firing(behind, applicationid=app, query_name="falls_behind"), behind.describe()
     assert not firing(behind, applicationid=app, query_name="keeps_up"), behind.describe()
-    # Quiet because its batches fit the trigger, not for want of them.
+    # Quiet because its batches fit the trigger, not for want of them: judged below 1 once its
+    # first batch (planning, a cold JVM: seconds) left the window, which the rule's `for` waits out.
     kept = judged(behind, applicationid=app, query_name="keeps_up")
-    assert kept and max(kept) < 1, behind.describe()
+    assert kept and kept[-1] < 1, behind.describe()
 
 
 def test_the_failure_alert_fires_for_the_failed_query_from_its_end_and_the_stopped_ones_stay_quiet(stack,

@@ -24,7 +24,8 @@ def slow_map(index, rows):
 
 
 def executor_pid(executor_id):
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    # -ww: whole command lines, whatever COLUMNS the environment carries (ps cuts at it otherwise).
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     for line in out.splitlines():
         if ("CoarseGrainedExecutorBackend" in line and f"--executor-id {executor_id} " in line
                 and app_id in line):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 from pathlib import Path
 
@@ -21,18 +22,29 @@ def _newest_source(root: Path) -> float:
 def ensure_annotator_jar(root: Path, progress: Progress = print) -> Path:
     """The jar, rebuilt with `mvn package` (unit tests included) when its sources changed."""
     jar = jar_path(root)
-    if jar.is_file() and jar.stat().st_mtime >= _newest_source(root):
+
+    def current() -> bool:
+        return jar.is_file() and jar.stat().st_mtime >= _newest_source(root)
+
+    if current():
         return jar
     if shutil.which("mvn") is None:
         raise BuildError("Maven (mvn) is needed to build the annotator jar: install it "
                          "(apt-get install maven) and Java 8+")
-    progress("building the annotator jar (mvn package, runs its unit tests)")
-    log = root / "annotator" / "target" / "build.log"
-    done = run_logged(["mvn", "-B", "-q", "package"], log, "mvn package (annotator)", progress,
-                      cwd=root / "annotator")
-    if done.returncode != 0:
-        raise BuildError(f"mvn package (annotator) failed (exit {done.returncode}):\n{log_tail(log)}\n"
-                         f"  Full log: {log}")
-    if not jar.is_file():
-        raise BuildError(f"mvn package finished but {jar} is missing")
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    # One build at a time (two test workers, a demo beside a test run): Maven's
+    # shade step replaces the jar in place, and a second build at once fails it.
+    with open(jar.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if current():  # built by whoever held the lock
+            return jar
+        progress("building the annotator jar (mvn package, runs its unit tests)")
+        log = root / "annotator" / "target" / "build.log"
+        done = run_logged(["mvn", "-B", "-q", "package"], log, "mvn package (annotator)", progress,
+                          cwd=root / "annotator")
+        if done.returncode != 0:
+            raise BuildError(f"mvn package (annotator) failed (exit {done.returncode}):\n{log_tail(log)}\n"
+                             f"  Full log: {log}")
+        if not jar.is_file():
+            raise BuildError(f"mvn package finished but {jar} is missing")
     return jar

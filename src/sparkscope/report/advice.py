@@ -346,13 +346,20 @@ def _verdict(run: RunFacts, role: str, pools: _Pools, had_heap: float, need: flo
     if short_because:
         need = max(need, had_heap * 1.5)
         why = f"the run was short ({'; '.join(short_because)}): at least 1.5 x its {human(had_heap)} heap; " + why
+    if container_lines:
+        # A kill outranks the rest: the container is named first, whatever the heap did.
+        killed = container_lines[0].split(":")[0]
+        room = f"Give the {role}s' containers more room (what filled them and what to change: below)"
+        if short_because:
+            return ("SHORT", f"memory was SHORT for {name}, in the container and in the heap: {killed}. {room}; "
+                    f"the heap was short too ({'; '.join(short_because)}): at least {spark_size(need)}, with the "
+                    f"container's room to match.", need, why)
+        # The heap held; the container did not: more heap would only fill it sooner.
+        return ("SHORT", f"memory was SHORT for {name}, in the container rather than the heap: {killed}. "
+                f"{room}; the heap needed about {spark_size(need)}.", need, why)
+    if short_because:
         return ("SHORT", f"memory was SHORT for {name}: {'; '.join(short_because)}. Give the {role}s more "
                 f"heap (execution memory peaked at {human(pools.execution)}).", need, why)
-    if container_lines:
-        # The heap held; the container did not: more heap would only fill it sooner.
-        return ("SHORT", f"memory was SHORT for {name}, in the container rather than the heap: "
-                f"{container_lines[0].split(':')[0]}. Give the {role}s' containers more room (what filled them and "
-                f"what to change: below); the heap needed about {spark_size(need)}.", need, why)
     if need <= had_heap * GENEROUS_BELOW:
         return ("GENEROUS", f"memory was GENEROUS for {name}: the {role}s needed about {spark_size(need)} of "
                 f"{human(had_heap)} heap (peak heap used {human(pools.heap_peak)}, garbage included); about "

@@ -86,16 +86,20 @@ class StreamingFacts:
     slowest_batch_id: Optional[int] = None
     slowest_why: Optional[str] = None
     exception: Optional[str] = None
+    # The lag at the second batch: where slipping is counted from, as the first
+    # batch also plans the query and warms cold JVMs (seconds, once).
+    second_lag_ms: Optional[float] = None
 
     @property
     def behind(self) -> bool:
         """Falling behind: batches longer than the trigger, or event time slipping
-        further behind the clock by more than a few triggers over the run."""
+        further behind the clock by more than a few triggers after the first batch."""
         if self.batches < MIN_BATCHES_TO_JUDGE:
             return False
         slow = bool(self.trigger_ms and self.median_batch_ms and self.median_batch_ms > self.trigger_ms)
-        slipping = (self.first_lag_ms is not None and self.last_lag_ms is not None
-                    and self.last_lag_ms - self.first_lag_ms > 3 * max(self.trigger_ms or 1000, 1000))
+        since = self.second_lag_ms if self.second_lag_ms is not None else self.first_lag_ms
+        slipping = (since is not None and self.last_lag_ms is not None
+                    and self.last_lag_ms - since > 3 * max(self.trigger_ms or 1000, 1000))
         return slow or slipping
 
 
@@ -258,11 +262,11 @@ class RunReader:
                 out[name] = StreamingFacts(name, int(row.get("n") or 0), None, row.get("slowest"),
                                            row.get("trig"), row.get("lag0"), row.get("lag1"), row.get("state"),
                                            row.get("backlog"))
-        for s in self.q(f'SELECT median("batch_ms") FROM "sparkscope_streaming" WHERE {app} AND "batch_id" > 0 '
-                        'GROUP BY "query_name"'):
+        for s in self.q(f'SELECT median("batch_ms"), first("event_time_lag_ms") FROM "sparkscope_streaming" '
+                        f'WHERE {app} AND "batch_id" > 0 GROUP BY "query_name"'):
             name = (s.get("tags") or {}).get("query_name")
             if name in out and s.get("values"):
-                out[name].median_batch_ms = s["values"][0][1]
+                out[name].median_batch_ms, out[name].second_lag_ms = s["values"][0][1:3]
         for row in influx.rows(self.q(f"SELECT * FROM \"sparkscope_streaming_query\" WHERE {app} "
                                 "AND \"status\" <> 'RUNNING'")):
             facts = out.get(row.get("name") or row.get("query_id") or "")

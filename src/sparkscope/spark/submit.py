@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -26,16 +27,22 @@ def ensure_pyspark(version: str, cache_dir: Path, progress: Progress = print) ->
     home = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "pyspark"
     if (venv / ".ready").is_file():
         return home
-    progress(f"installing pyspark {version} into {venv} (first use only, ~450 MB)")
-    log = cache_dir / "venvs" / f"pyspark-{version}.log"
-    for argv, label in (([sys.executable, "-m", "venv", "--clear", str(venv)], "python -m venv"),
-                        ([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                          f"pyspark=={version}"], f"pip install pyspark=={version}")):
-        if run_logged(argv, log, label, progress).returncode != 0:
-            raise BuildError(f"{label} failed; see {log}")
-    if not (home / "bin" / "spark-submit").is_file():
-        raise BuildError(f"pyspark {version} installed but {home}/bin/spark-submit is missing; see {log}")
-    (venv / ".ready").touch()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # One install at a time (two test workers may ask at once); the second finds it ready.
+    with open(venv.parent / f"pyspark-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / ".ready").is_file():
+            return home
+        progress(f"installing pyspark {version} into {venv} (first use only, ~450 MB)")
+        log = cache_dir / "venvs" / f"pyspark-{version}.log"
+        for argv, label in (([sys.executable, "-m", "venv", "--clear", str(venv)], "python -m venv"),
+                            ([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                              f"pyspark=={version}"], f"pip install pyspark=={version}")):
+            if run_logged(argv, log, label, progress).returncode != 0:
+                raise BuildError(f"{label} failed; see {log}")
+        if not (home / "bin" / "spark-submit").is_file():
+            raise BuildError(f"pyspark {version} installed but {home}/bin/spark-submit is missing; see {log}")
+        (venv / ".ready").touch()
     return home
 
 
