@@ -94,7 +94,7 @@ def go_install(package: str, version: str, binary: str, dest: Path, progress: Pr
     """`go install package@version` into dest (atomically); returns the binary path."""
     cmd = ["go", "install", *(["-tags", ",".join(tags)] if tags else []), *flags, f"{package}@{version}"]
     return go_build(cmd, binary, dest, progress,
-                    what or f"{binary} {version} from source (first run only, about a minute)", needs)
+                    what or f"{binary} {version} from source (first run only, one or two minutes)", needs)
 
 
 def ensure_influxd(cache_dir: Path, progress: Progress = print) -> Path:

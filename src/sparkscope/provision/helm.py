@@ -31,6 +31,6 @@ def ensure_helm(cache_dir: Path, progress: Progress = print) -> Path:
     """The helm binary, built with `go install` on first use (atomically); returns its path."""
     return go_install(HELM_MODULE, HELM_VERSION, "helm", cache_dir / "bin" / f"helm-{HELM_VERSION}", progress,
                       flags=("-trimpath", f"-ldflags={LDFLAGS}"),
-                      what=f"helm {HELM_VERSION} from source, for the chart's tests (first run only, a few minutes)",
+                      what=f"helm {HELM_VERSION} from source, for the chart's tests (first run only, about two minutes)",
                       needs=f"It needs Go 1.26+ (helm {HELM_VERSION}'s go.mod says so) and, the first time, the "
                             f"Go module proxy (GOPROXY). ")
