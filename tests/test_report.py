@@ -104,13 +104,16 @@ def test_an_executor_lost_to_memory_is_named_in_the_verdict():
     assert advice.verdict == "SHORT" and "exceeding memory limits" in advice.summary
 
 
-@pytest.mark.parametrize("gc_ms, heap_too", [(100, False), (6_000, True)])
-def test_a_container_kill_leads_the_verdict_whether_or_not_the_heap_was_short(gc_ms, heap_too):
+@pytest.mark.parametrize("gc_ms, heap_too, reason", [
+    (100, False, "Command exited with code 137"),
+    (100, False, "Container killed by YARN for exceeding memory limits. 1.5 GB of 1.5 GB physical memory used"),
+    (6_000, True, "Command exited with code 137")])
+def test_a_container_kill_leads_the_verdict_whether_or_not_the_heap_was_short(gc_ms, heap_too, reason):
     run = facts(gc_ms=gc_ms)
     run.executors["1"].container = ContainerFacts(limit=1200 * MIB, working_set=1190 * MIB, usage=1190 * MIB,
                                                   anon=1100 * MIB, oom_kills=0, cgroup_version=1)
     run.removals = [{"executor_id": "1", "cause": "killed", "exit_code": 137, "event": "removed",
-                     "reason": "Command exited with code 137"}]
+                     "reason": reason}]
     advice = advise(run)
     assert advice.verdict == "SHORT"
     lead = "in the container and in the heap" if heap_too else "in the container rather than the heap"

@@ -43,6 +43,7 @@ HEADROOM_LIVE = 1.5
 HEADROOM_NATIVE = 1.25
 GENEROUS_BELOW = 0.75  # advice under this share of what the run had: give memory back
 OOM_MARKERS = ("OutOfMemory", "exit code 137", "Container killed", "GC overhead limit", "exceeding memory limits")
+HEAP_MARKERS = ("OutOfMemory", "GC overhead limit")  # the heap's own failures, not a container's kill
 
 
 @dataclass
@@ -443,9 +444,11 @@ def advise(run: RunFacts) -> Advice:
         short_because.append(f"spilled {human(spill)} to disk")
     if share is not None and share >= SHORT_GC_SHARE:
         short_because.append(f"GC took {share:.0%} of task time")
+    container_lines, container_recs = container_findings(run, had_heap)
+    if container_lines:  # a kill the container explains is told there, not as the heap's failure
+        failures = [f for f in failures if any(marker in f for marker in HEAP_MARKERS)]
     if failures:
         short_because.append(f"memory failure: {failures[0]}")
-    container_lines, container_recs = container_findings(run, had_heap)
     verdict, summary, need, why = _verdict(run, role, pools, had_heap, need, why, short_because, container_lines,
                                            share)
     recs = [Recommendation(heap_key, spark_size(need), why, run.settings.get(heap_key)),
