@@ -71,28 +71,30 @@ class Settings:
     database: str
     retention: str
     unread_metrics: str  # drop | pass: Spark metrics no panel or report reads (telegraf.conf)
-    telegraf_buffer_limit: int = 1_000_000  # points Telegraf keeps while InfluxDB cannot take them
-    telegraf_buffer_strategy: str = "memory"  # memory | disk (telegraf.conf says what each costs)
-    grafana_home: str = ""  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
-    influxdb_bind: str = "127.0.0.1"  # apart from Grafana's http_bind: exposing Grafana keeps InfluxDB private
+    # No field has a default here: every one comes from load_settings, whose
+    # defaults are .env.example's (shipped_defaults).
+    telegraf_buffer_limit: int  # points Telegraf keeps while InfluxDB cannot take them
+    telegraf_buffer_strategy: str  # memory | disk (telegraf.conf says what each costs)
+    grafana_home: str  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
+    influxdb_bind: str  # apart from Grafana's http_bind: exposing Grafana keeps InfluxDB private
     # InfluxDB's users (influx.ensure_users); passwords "" until ./sparkscope up writes them to .env
-    influx_admin_user: str = "sparkscope_admin"
-    influx_admin_password: str = field(default="", repr=False)
-    influx_write_user: str = "sparkscope_writer"
-    influx_write_password: str = field(default="", repr=False)
-    influx_read_user: str = "sparkscope_reader"
-    influx_read_password: str = field(default="", repr=False)
-    # Telegraf's events listener (annotator, probes): Basic auth, on by default
-    # once it listens beyond loopback (events_credentials).
+    influx_admin_user: str
+    influx_admin_password: str = field(repr=False)
+    influx_write_user: str
+    influx_write_password: str = field(repr=False)
+    influx_read_user: str
+    influx_read_password: str = field(repr=False)
     # Seconds a run's driver may be silent, with no end from the annotator, before
     # Telegraf writes its end as NO_END_SEEN (telegraf.conf, "No end seen").
-    no_end_grace_s: int = 120
-    events_auth: str = "auto"
-    events_user: str = "sparkscope"
-    events_password: str = field(default="", repr=False)
+    no_end_grace_s: int
+    # Telegraf's events listener (annotator, probes): Basic auth, on by default
+    # once it listens beyond loopback (events_credentials).
+    events_auth: str
+    events_user: str
+    events_password: str = field(repr=False)
     # Where Grafana sends alerts: the ALERT_* keys that are set, as (key, value) pairs
     # (sparkscope/alerts/contact_points.py).
-    alert_contacts: tuple = field(default=(), repr=False)
+    alert_contacts: tuple = field(repr=False)
 
     @property
     def events_credentials(self) -> Optional[tuple[str, str]]:
@@ -215,8 +217,8 @@ def _bind(values: dict[str, str], key: str) -> str:
     return value
 
 
-def _user(values: dict[str, str], key: str) -> str:
-    value = values.get(key, "").strip() or shipped_defaults()[key]
+def _user(values: dict[str, str], key: str, defaults: dict[str, str]) -> str:
+    value = values.get(key, "").strip() or defaults[key]
     if not _NAME.match(value):
         raise SettingsError(f"{key}={value!r}: use letters, digits, '_' or '-'")
     return value
@@ -241,7 +243,8 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
     # Every default is the shipped .env.example's (the one place they are
     # written; compose, telegraf.conf and the probes are checked against it
     # by tests/test_settings.py), then the root's own template and .env.
-    values = shipped_defaults()
+    defaults = shipped_defaults()
+    values = dict(defaults)
     values.update(read_env_file(root / ".env.example"))
     values.update(read_env_file(root / ".env"))
     values.update({k: v for k, v in env.items() if k in values or k.startswith("SPARKSCOPE_")})
@@ -278,15 +281,15 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT"),
         telegraf_buffer_strategy=_choice(values, "TELEGRAF_BUFFER_STRATEGY", ("memory", "disk")),
         influxdb_bind=_bind(values, "INFLUXDB_BIND"),
-        influx_admin_user=_user(values, "INFLUXDB_ADMIN_USER"),
+        influx_admin_user=_user(values, "INFLUXDB_ADMIN_USER", defaults),
         influx_admin_password=_secret(values, "INFLUXDB_ADMIN_PASSWORD"),
-        influx_write_user=_user(values, "INFLUXDB_WRITE_USER"),
+        influx_write_user=_user(values, "INFLUXDB_WRITE_USER", defaults),
         influx_write_password=_secret(values, "INFLUXDB_WRITE_PASSWORD"),
-        influx_read_user=_user(values, "INFLUXDB_READ_USER"),
+        influx_read_user=_user(values, "INFLUXDB_READ_USER", defaults),
         influx_read_password=_secret(values, "INFLUXDB_READ_PASSWORD"),
         events_auth=_choice(values, "EVENTS_AUTH", EVENTS_AUTH_CHOICES),
         no_end_grace_s=_count(values, "SPARKSCOPE_NO_END_GRACE_S"),
-        events_user=_user(values, "EVENTS_USER"),
+        events_user=_user(values, "EVENTS_USER", defaults),
         events_password=_secret(values, "EVENTS_PASSWORD"),
         alert_contacts=tuple(sorted((k, v.strip()) for k, v in values.items() if k.startswith("ALERT_") and v.strip())),
     )
