@@ -158,23 +158,21 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     settings = load_settings()
-    if FAST_TIER in args.pytest_args:
-        # The fast tier starts no stack, Spark or browser, so it needs none of the
-        # builds below; its few tools (the dashboard checker, helm) come from the
-        # fixtures that use them, cached.
-        return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
-                               cwd=settings.root)
-    # Builds happen here, with progress on the terminal, rather than silently
-    # inside a test fixture. No Grafana runs in the tests: dashboards are
-    # checked against Grafana 12's rules (src/sparkscope_testkit/grafana12.py, tools/dashcheck).
-    install_all(settings)
-    print(f"annotator: {ensure_annotator_jar(settings.root)}")
-    ensure_each((("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
-                 ("helm", lambda: ensure_helm(settings.cache_dir)),  # the chart's tests (tests/test_chart.py)
-                 ("kubeconform", lambda: ensure_kubeconform(settings.cache_dir)),  # ... against Kubernetes' schemas
-                 ("kubernetes schemas", lambda: ensure_schemas(settings.cache_dir)),
-                 ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
-                 ("test tools", ensure_test_packages)))
+    # The fast tier starts no stack, Spark or browser, so it needs none of the
+    # builds below; its few tools (the dashboard checker, helm) come from the
+    # fixtures that use them, cached.
+    if FAST_TIER not in args.pytest_args:
+        # Builds happen here, with progress on the terminal, rather than silently
+        # inside a test fixture. No Grafana runs in the tests: dashboards are
+        # checked against Grafana 12's rules (src/sparkscope_testkit/grafana12.py, tools/dashcheck).
+        install_all(settings)
+        print(f"annotator: {ensure_annotator_jar(settings.root)}")
+        ensure_each((("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
+                     ("helm", lambda: ensure_helm(settings.cache_dir)),  # the chart's tests (tests/test_chart.py)
+                     ("kubeconform", lambda: ensure_kubeconform(settings.cache_dir)),  # ... Kubernetes' schemas
+                     ("kubernetes schemas", lambda: ensure_schemas(settings.cache_dir)),
+                     ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
+                     ("test tools", ensure_test_packages)))
     return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
                            cwd=settings.root)
 

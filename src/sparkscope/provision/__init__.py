@@ -7,11 +7,13 @@ compose's validator (compose_validator.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from sparkscope.errors import SparkscopeError
 
@@ -39,3 +41,14 @@ def build_once(dest: Path, build: Callable[[Path], None]) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dest
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """One holder at a time across processes (two test workers, a demo beside
+    a test run) for a build made in place; the caller checks again inside
+    whether another holder already made it."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 from pathlib import Path
 
-from sparkscope.provision import BuildError
+from sparkscope.provision import BuildError, exclusive
 from sparkscope.process import Progress, log_tail, run_logged
 
 
@@ -31,11 +30,8 @@ def ensure_annotator_jar(root: Path, progress: Progress = print) -> Path:
     if shutil.which("mvn") is None:
         raise BuildError("Maven (mvn) is needed to build the annotator jar: install it "
                          "(apt-get install maven) and Java 8+")
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    # One build at a time (two test workers, a demo beside a test run): Maven's
-    # shade step replaces the jar in place, and a second build at once fails it.
-    with open(jar.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # Maven's shade step replaces the jar in place: a second build at once fails it.
+    with exclusive(jar.parent / ".build.lock"):
         if current():  # built by whoever held the lock
             return jar
         progress("building the annotator jar (mvn package, runs its unit tests)")

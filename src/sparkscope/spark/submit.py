@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from sparkscope.provision import BuildError
+from sparkscope.provision import BuildError, exclusive
 from sparkscope.process import Progress, run_logged
 
 
@@ -27,10 +26,8 @@ def ensure_pyspark(version: str, cache_dir: Path, progress: Progress = print) ->
     home = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "pyspark"
     if (venv / ".ready").is_file():
         return home
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    # One install at a time (two test workers may ask at once); the second finds it ready.
-    with open(venv.parent / f"pyspark-{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # A venv is made in place: one install at a time, the second finds it ready.
+    with exclusive(venv.parent / f"pyspark-{version}.lock"):
         if (venv / ".ready").is_file():
             return home
         progress(f"installing pyspark {version} into {venv} (first use only, ~450 MB)")
