@@ -67,11 +67,14 @@ def test_the_stored_batches_tell_the_query_that_keeps_up_from_the_one_that_falls
     up, behind = seen["keeps_up"], seen["falls_behind"]
     assert statistics.median(r["batch_ms"] for r in up) < 1000, [r["batch_ms"] for r in up]
     assert statistics.median(r["batch_ms"] for r in behind) > 2500, [r["batch_ms"] for r in behind]
-    lag_up = [r["event_time_lag_ms"] for r in up[2:]]
+    lag_up = [r["event_time_lag_ms"] for r in up[1:]]
     lag_behind = [r["event_time_lag_ms"] for r in behind]
-    # Event time advances 1 s a batch: at a 1 s pace it keeps its distance from the clock, within
-    # the three triggers the report allows (a busy machine stalls a batch now and then)...
-    assert max(lag_up) - min(lag_up) < 3000, lag_up
+    # Event time advances 1 s a batch: at a 1 s pace it keeps its distance from the clock. A busy
+    # machine stalls a batch now and then, and the rate source never wins that back (it advances
+    # 1 s a batch, however late), so the lag may step up once or twice; it must not climb batch
+    # after batch, which is what the report's 75th percentile of the steps looks at...
+    steps = sorted(b - a for a, b in zip(lag_up, lag_up[1:]))
+    assert steps[(3 * len(steps)) // 4] < 500, lag_up
     # ...at 2.5 s+ a batch it slips about 1.5 s further behind with each one.
     assert all(b > a for a, b in zip(lag_behind[1:], lag_behind[2:])), lag_behind
     assert lag_behind[-1] - lag_behind[1] > 1200 * (len(lag_behind) - 2), lag_behind
@@ -146,6 +149,8 @@ def test_start_and_end_are_annotations_with_the_slowest_batch_and_why(stack, str
 
 def test_the_report_says_which_query_fell_behind_and_by_how_much(stack, streaming_run):
     facts = RunReader(stack.settings.influx_reader, stack.settings.database).read(streaming_run.app_id)
+    steps = {q.name: q.lag_step_p75_ms for q in facts.streaming}
+    assert steps["falls_behind"] > 1000 and steps["keeps_up"] < 500, steps  # read from the stored batches
     lines = {line.split(":")[0]: line for line in streaming_lines(facts)}
     behind, up = lines["streaming query falls_behind"], lines["streaming query keeps_up"]
     assert "FELL BEHIND" in behind and "against the 1.0 s trigger" in behind, behind
@@ -157,12 +162,14 @@ def test_the_report_says_which_query_fell_behind_and_by_how_much(stack, streamin
 def test_a_query_is_behind_when_its_batches_outrun_the_trigger_or_its_lag_slips_after_the_first_batch():
     from sparkscope.report.run_facts import StreamingFacts
 
-    def query(median_ms, first_lag, second_lag, last_lag, batches=20):
+    def query(median_ms, first_lag, second_lag, last_lag, batches=20, step_p75=None):
         return StreamingFacts("q", batches, median_ms, None, 1000, first_lag, last_lag, None, None,
-                              second_lag_ms=second_lag)
+                              second_lag_ms=second_lag, lag_step_p75_ms=step_p75)
 
     assert not query(600, 1000, 7000, 7500).behind  # a cold first batch set it 6 s back once; it held since
     assert query(600, 1000, 1500, 8000).behind  # slipped 6.5 s after its first batch
+    assert query(600, 1000, 1500, 8000, step_p75=400).behind is False  # in one or two stalls: a step, held since
+    assert query(600, 1000, 1500, 8000, step_p75=1500).behind  # batch after batch
     assert query(1500, 1000, 1500, 2000).behind  # batches longer than the trigger
     assert not query(5000, 1000, 1500, 90000, batches=2).behind  # too few batches to tell
 

@@ -89,18 +89,27 @@ class StreamingFacts:
     # The lag at the second batch: where slipping is counted from, as the first
     # batch also plans the query and warms cold JVMs (seconds, once).
     second_lag_ms: Optional[float] = None
+    # How much further behind the clock a batch left event time than the one
+    # before it, at the 75th percentile of the batches after the first: a query
+    # that slips does so batch after batch, where one stalled batch (a GC, a busy
+    # host) moves the lag once. None when the source carries no event time.
+    lag_step_p75_ms: Optional[float] = None
 
     @property
     def behind(self) -> bool:
         """Falling behind: batches longer than the trigger, or event time slipping
-        further behind the clock by more than a few triggers after the first batch."""
+        further behind the clock batch after batch (at least a quarter of the batches
+        each add half a trigger or more) and by more than a few triggers in all after
+        the first batch. A source that cannot catch up (the rate source advances a
+        fixed time per batch) keeps a one-off stall as a step; that is not slipping."""
         if self.batches < MIN_BATCHES_TO_JUDGE:
             return False
+        trigger = max(self.trigger_ms or 1000, 1000)
         slow = bool(self.trigger_ms and self.median_batch_ms and self.median_batch_ms > self.trigger_ms)
         since = self.second_lag_ms if self.second_lag_ms is not None else self.first_lag_ms
-        slipping = (since is not None and self.last_lag_ms is not None
-                    and self.last_lag_ms - since > 3 * max(self.trigger_ms or 1000, 1000))
-        return slow or slipping
+        slipped = (since is not None and self.last_lag_ms is not None and self.last_lag_ms - since > 3 * trigger)
+        steady = self.lag_step_p75_ms is None or self.lag_step_p75_ms >= trigger / 2
+        return slow or (slipped and steady)
 
 
 @dataclass
@@ -267,6 +276,12 @@ class RunReader:
             name = (s.get("tags") or {}).get("query_name")
             if name in out and s.get("values"):
                 out[name].median_batch_ms, out[name].second_lag_ms = s["values"][0][1:3]
+        for s in self.q('SELECT percentile("step", 75) FROM (SELECT difference("event_time_lag_ms") AS "step" '
+                        f'FROM "sparkscope_streaming" WHERE {app} AND "batch_id" > 0 GROUP BY "query_name") '
+                        'GROUP BY "query_name"'):
+            name = (s.get("tags") or {}).get("query_name")
+            if name in out and s.get("values"):
+                out[name].lag_step_p75_ms = s["values"][0][1]
         for row in influx.rows(self.q(f"SELECT * FROM \"sparkscope_streaming_query\" WHERE {app} "
                                 "AND \"status\" <> 'RUNNING'")):
             facts = out.get(row.get("name") or row.get("query_id") or "")
