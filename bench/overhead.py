@@ -35,6 +35,18 @@ For each arm against the baseline: the ratio of medians of query time and of
 Spark CPU, with a 95 % bootstrap interval (runs resampled within each arm,
 2,000 times).
 
+Where the CPU goes (the cost without the noise of the rest of the job): every
+second the bench reads the CPU time of each thread of each Spark JVM from
+/proc (the JVM names its threads after Java's thread names, cut to 15
+characters) and of their reaped children (pgrep, which Spark starts for the
+process-tree RSS), and sums the last reading by the part the thread belongs
+to: the annotator's and profiler's own threads, the listener bus, the metrics
+sink's reporter, executor-metrics polling, the tasks, GC, JIT, other. Each
+arm's median per part, and its difference from the baseline's as a share of
+the baseline's Spark CPU, follow the table. The processor's hardware counters
+(instructions) would be quieter still, but this machine's kernel offers none
+(perf_event_open answers ENOENT for them in its virtual machine).
+
     .venv/bin/python bench/overhead.py --queries q3,q7,q42,q52,q55 --rounds 6
     .venv/bin/python bench/overhead.py --arms shipped,shipped --rounds 6        # A/A
     .venv/bin/python bench/overhead.py --arms plain,sink,tree,listener,shipped
@@ -52,6 +64,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +101,7 @@ class Run:
     stack_cpu_s: float = 0.0  # Telegraf and InfluxDB
     other_cores: float = 0.0  # everything else on the machine, mean cores busy during the run
     forks: int = 0  # processes started on the machine during the run (Spark's own, mostly)
+    part_s: dict[str, float] = field(default_factory=dict)  # CPU seconds by THREAD_PARTS (ThreadCpu)
 
     @property
     def disturbed(self) -> bool:
@@ -205,8 +219,117 @@ def wait_for_quiet(max_wait_s: float, window_s: float = 3.0) -> float:
             told = True
 
 
+# What a JVM thread does, by the start of its name as Linux keeps it (15
+# characters): Spark's and sparkscope's thread names, first match wins.
+THREAD_PARTS = (
+    ("sparkscope threads", ("sparkscope-",)),  # annotator writer, profiler, container memory
+    ("listener bus", ("spark-listener-",)),  # Spark's listeners and the annotator (shared queue)
+    ("metrics sink", ("metrics-graphit", "metrics-console")),  # the sink's reporter threads
+    ("metrics polling", ("executor-metri", "executor-heart", "driver-heartbea")),  # incl. process tree
+    ("tasks", ("Executor task l",)),
+    ("scheduling, RPC", ("rpc-", "dispatcher-", "task-result-get", "dag-scheduler-e", "netty-rpc-", "shuffle-",
+                         "map-output-disp", "heartbeat-rece", "Thread-")),  # Thread-N: py4j's calls into Spark
+    ("JVM main thread", ("java",)),  # start-up: class loading, SparkContext, the executor's main
+    ("GC", ("GC Thread", "G1 ", "VM Periodic Tas", "VM Thread")),
+    ("JIT", ("C1 CompilerThre", "C2 CompilerThre")),
+)
+CHILDREN = "children (pgrep)"  # reaped children of the JVMs: process-tree RSS's pgrep calls
+PART_NAMES = tuple(name for name, _ in THREAD_PARTS) + (CHILDREN, "other JVM threads", "Python")
+
+
+def cpu_ticks(stat: str) -> int:
+    return (procstat.number(stat, procstat.UTIME) or 0) + (procstat.number(stat, procstat.STIME) or 0)
+
+
+def thread_part(name: str) -> str:
+    return next((part for part, starts in THREAD_PARTS if name.startswith(starts)), "other JVM threads")
+
+
+class ThreadCpu:
+    """Reads, every --thread-sample seconds, the CPU time of every thread of the
+    processes below one pid (Spark's JVMs and Python), keeping each thread's
+    last reading; a thread that ends between readings loses at most one period.
+
+    A JVM's reaped children (cutime + cstime) are pgrep's, except the processes
+    tracked here (local-cluster's executors are the driver's children): so a
+    JVM's children are read only while every tracked child it had is alive."""
+
+    def __init__(self, root_pid: int, period_s: float = 1.0, proc: str = "/proc"):
+        self.root_pid, self.period_s, self.proc = root_pid, period_s, proc
+        self.threads: dict[tuple[int, int], tuple[str, int]] = {}  # (pid, tid) -> (part, ticks)
+        self.reaped: dict[int, int] = {}  # JVM pid -> cutime + cstime ticks
+        self.kids: dict[int, set[int]] = {}  # pid -> tracked children seen
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="thread-cpu", daemon=True)
+
+    def __enter__(self) -> "ThreadCpu":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.period_s)
+
+    def descendants(self) -> list[int]:
+        """The root and every process below it: a child is listed under the
+        thread that started it (/proc/PID/task/TID/children), so all threads."""
+        out, todo = [], [self.root_pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            try:
+                tids = os.listdir(f"{self.proc}/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    todo.extend(int(c) for c in Path(f"{self.proc}/{pid}/task/{tid}/children").read_text().split())
+                except (OSError, ValueError):
+                    continue
+        return out
+
+    def sample(self) -> None:
+        stats = {pid: stat for pid in self.descendants() if (stat := procstat.read(pid, self.proc))}
+        for pid, stat in stats.items():
+            parent = procstat.ppid(stat)
+            if parent in stats and pid != self.root_pid:
+                self.kids.setdefault(parent, set()).add(pid)
+        for pid, stat in stats.items():
+            comm = stat[stat.find("(") + 1:stat.rfind(")")]
+            if comm != "java":
+                if comm.startswith("python"):
+                    self.threads[(pid, pid)] = ("Python", cpu_ticks(stat))
+                continue
+            if self.kids.get(pid, set()) <= stats.keys():
+                self.reaped[pid] = (procstat.number(stat, 13) or 0) + (procstat.number(stat, 14) or 0)
+            try:
+                tids = os.listdir(f"{self.proc}/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"{self.proc}/{pid}/task/{tid}/stat", encoding="utf-8", errors="replace") as f:
+                        line = f.read()
+                except OSError:
+                    continue
+                self.threads[(pid, int(tid))] = (thread_part(line[line.find("(") + 1:line.rfind(")")]),
+                                                 cpu_ticks(line))
+
+    def seconds_by_part(self) -> dict[str, float]:
+        out = dict.fromkeys(PART_NAMES, 0.0)
+        for part, ticks in self.threads.values():
+            out[part] += ticks / procstat.CLOCK_TICKS
+        out[CHILDREN] = sum(self.reaped.values()) / procstat.CLOCK_TICKS
+        return out
+
+
 def run_once(run: Run, conf: dict[str, str], workload: tuple[Path, list[str]], last_name: str, passes: int,
-             log: Path, stack_pids: list[int], settings=None) -> None:
+             log: Path, stack_pids: list[int], settings=None, thread_sample_s: float = 1.0) -> None:
     script, script_args = workload
     argv = submit_argv(script, MASTER, conf, script_args)
     spark_before, self_before = own_cpu_seconds()
@@ -218,38 +341,40 @@ def run_once(run: Run, conf: dict[str, str], workload: tuple[Path, list[str]], l
     with open(log, "w") as err:
         proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=err,
                                 stdin=subprocess.DEVNULL, text=True, cwd=log.parent)
-        for line in proc.stdout:
-            if line.startswith("APP_ID "):  # the task-heavy job
-                run.app_id = line.split()[1]
-            elif line.startswith("JOB_SECONDS "):
-                run.query_s["job"] = [float(line.split()[1])]
-                print(f"      job {float(line.split()[1]):6.2f} s", flush=True)
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if event.get("event") == "app":
-                run.app_id = event["app_id"]
-            elif event.get("event") == "query":
-                if event.get("status") != "ok":
-                    proc.kill()
-                    raise SystemExit(f"{event['name']} failed in the {run.arm} arm: {event.get('error')}; "
-                                     f"see {log}")
-                rep = event["repetition"]
-                pass_s[rep] = pass_s.get(rep, 0.0) + event["seconds"]
-                if rep > 1:
-                    run.query_s.setdefault(event["name"], []).append(event["seconds"])
-                if event["name"] == last_name:  # a pass ends with the plan's last query
-                    label = "warm-up" if rep == 1 else f"pass {rep - 1}/{passes}"
-                    print(f"      {label:9} {pass_s[rep]:6.2f} s", flush=True)
-                    if rep == 1 and run.arm.split("#")[0] == "profiling" and profiler is None:
-                        # CPU profiles of every executor through the measured passes.
-                        profiler = subprocess.Popen(
-                            [sys.executable, "-m", "sparkscope", "profile", "--app", run.app_id, "--executor",
-                             "all", "--seconds", "600", "--mode", "cpu", "--out", str(log.parent / "profiles")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, **(settings_environ(settings) if settings else {})})
-        code = proc.wait()
+        with ThreadCpu(proc.pid, thread_sample_s) as threads:
+            for line in proc.stdout:
+                if line.startswith("APP_ID "):  # the task-heavy job
+                    run.app_id = line.split()[1]
+                elif line.startswith("JOB_SECONDS "):
+                    run.query_s["job"] = [float(line.split()[1])]
+                    print(f"      job {float(line.split()[1]):6.2f} s", flush=True)
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if event.get("event") == "app":
+                    run.app_id = event["app_id"]
+                elif event.get("event") == "query":
+                    if event.get("status") != "ok":
+                        proc.kill()
+                        raise SystemExit(f"{event['name']} failed in the {run.arm} arm: {event.get('error')}; "
+                                         f"see {log}")
+                    rep = event["repetition"]
+                    pass_s[rep] = pass_s.get(rep, 0.0) + event["seconds"]
+                    if rep > 1:
+                        run.query_s.setdefault(event["name"], []).append(event["seconds"])
+                    if event["name"] == last_name:  # a pass ends with the plan's last query
+                        label = "warm-up" if rep == 1 else f"pass {rep - 1}/{passes}"
+                        print(f"      {label:9} {pass_s[rep]:6.2f} s", flush=True)
+                        if rep == 1 and run.arm.split("#")[0] == "profiling" and profiler is None:
+                            # CPU profiles of every executor through the measured passes.
+                            profiler = subprocess.Popen(
+                                [sys.executable, "-m", "sparkscope", "profile", "--app", run.app_id, "--executor",
+                                 "all", "--seconds", "600", "--mode", "cpu", "--out", str(log.parent / "profiles")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                env={**os.environ, **(settings_environ(settings) if settings else {})})
+            code = proc.wait()
+        run.part_s = threads.seconds_by_part()
     if profiler is not None:
         profiler.kill()
         profiler.wait()
@@ -289,6 +414,21 @@ def compare(runs: list[Run], arms: list[str], label: str) -> None:
         print(f"    {arm:10} " + "   ".join(cells) + f"   processes {forks:+.0f}")
 
 
+def parts(by_arm: dict[str, list[Run]], arms: list[str]) -> None:
+    """Median CPU seconds per run by part of Spark's processes, and each arm's
+    difference from the first as a share of the first's Spark CPU."""
+    base = arms[0]
+    base_cpu = statistics.median(r.cpu_s for r in by_arm[base])
+    print(f"Where Spark's CPU went, median seconds per run by thread (differences: share of {base}'s "
+          f"{base_cpu:.1f} s):")
+    print(f"  {'part':22}" + "".join(f"{arm:>20}" for arm in arms))
+    for part in PART_NAMES + ("all threads",):
+        meds = [statistics.median((sum(r.part_s.values()) if part == "all threads" else r.part_s.get(part, 0.0))
+                                  for r in by_arm[arm]) for arm in arms]
+        cells = [f"{meds[0]:8.2f}"] + [f"{m:8.2f} ({(m - meds[0]) / base_cpu * 100:+5.1f} %)" for m in meds[1:]]
+        print(f"  {part:22}" + "".join(f"{c:>20}" for c in cells))
+
+
 def report(runs: list[Run], arms: list[str], queries: list[str], args: argparse.Namespace) -> None:
     what = (f"TPC-DS sf={tpcds.scale_label(args.scale)}, {len(queries)} queries x {args.passes} measured "
             f"pass(es) per run after a warm-up pass" if args.workload == "tpcds"
@@ -313,6 +453,7 @@ def report(runs: list[Run], arms: list[str], queries: list[str], args: argparse.
               f"processes started {statistics.median(r.forks for r in rs):.0f}, "
               f"Telegraf + InfluxDB {statistics.median(r.stack_cpu_s for r in rs):.1f} s CPU")
     compare(runs, arms, "all rounds")
+    parts(by_arm, arms)
     quiet = {r.round for r in runs} - {r.round for r in runs if r.disturbed}
     if len(quiet) < args.rounds:
         compare([r for r in runs if r.round in quiet], arms, f"undisturbed rounds only ({len(quiet)})")
@@ -343,6 +484,8 @@ def main() -> int:
     parser.add_argument("--quiet-wait", type=float, default=120, metavar="SECONDS",
                         help="before each run, wait up to this long for other work on the machine "
                              "to stop (default %(default)s; 0: do not wait)")
+    parser.add_argument("--thread-sample", type=float, default=1.0, metavar="SECONDS",
+                        help="how often each Spark thread's CPU time is read (default %(default)s)")
     parser.add_argument("--with-conf", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                         help="change a Spark setting of every arm but the first, e.g. "
                              "spark.executor.metrics.pollingInterval=5s (an empty value removes it; repeatable)")
@@ -383,7 +526,8 @@ def main() -> int:
                     wait_for_quiet(args.quiet_wait)
                 changes = dict(args.with_conf) if arm != arms[0] else {}
                 run_once(run, conf_for(arm, settings, jar, changes), workload, names[-1], args.passes,
-                         Path(tmp) / f"round{n}-{arm.replace('#', '-')}.log", [p for p in stack_pids if p], settings)
+                         Path(tmp) / f"round{n}-{arm.replace('#', '-')}.log", [p for p in stack_pids if p], settings,
+                         args.thread_sample)
                 runs.append(run)
                 print(f"      queries {run.total_s:6.2f} s, spark-submit {run.wall_s:5.1f} s, Spark CPU "
                       f"{run.cpu_s:5.1f} s, {run.forks} processes started, other work {run.other_cores:4.2f} cores"
