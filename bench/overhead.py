@@ -414,19 +414,38 @@ def compare(runs: list[Run], arms: list[str], label: str) -> None:
         print(f"    {arm:10} " + "   ".join(cells) + f"   processes {forks:+.0f}")
 
 
+def bootstrap_difference(base: list[float], other: list[float], resamples: int = 2000,
+                         seed: int = 1) -> tuple[float, float, float]:
+    """Difference of medians other - base and its 95 % interval, resampling each arm's runs."""
+    rng = random.Random(seed)
+    diffs = sorted(statistics.median(rng.choices(other, k=len(other))) -
+                   statistics.median(rng.choices(base, k=len(base))) for _ in range(resamples))
+    return (statistics.median(other) - statistics.median(base), diffs[int(0.025 * resamples)],
+            diffs[int(0.975 * resamples) - 1])
+
+
 def parts(by_arm: dict[str, list[Run]], arms: list[str]) -> None:
     """Median CPU seconds per run by part of Spark's processes, and each arm's
-    difference from the first as a share of the first's Spark CPU."""
+    difference from the first as a share of the first's Spark CPU, with a 95 %
+    bootstrap interval."""
     base = arms[0]
     base_cpu = statistics.median(r.cpu_s for r in by_arm[base])
-    print(f"Where Spark's CPU went, median seconds per run by thread (differences: share of {base}'s "
-          f"{base_cpu:.1f} s):")
-    print(f"  {'part':22}" + "".join(f"{arm:>20}" for arm in arms))
+    print(f"Where Spark's CPU went, median seconds per run by thread; for each arm its difference from "
+          f"{base} as a share of {base}'s {base_cpu:.1f} s of Spark CPU [95 % interval]:")
+    print(f"  {'part':18}{base:>8}" + "".join(f"{arm:>30}" for arm in arms[1:]))
+
+    def value(r: Run, part: str) -> float:
+        return sum(r.part_s.values()) if part == "all threads" else r.part_s.get(part, 0.0)
+
     for part in PART_NAMES + ("all threads",):
-        meds = [statistics.median((sum(r.part_s.values()) if part == "all threads" else r.part_s.get(part, 0.0))
-                                  for r in by_arm[arm]) for arm in arms]
-        cells = [f"{meds[0]:8.2f}"] + [f"{m:8.2f} ({(m - meds[0]) / base_cpu * 100:+5.1f} %)" for m in meds[1:]]
-        print(f"  {part:22}" + "".join(f"{c:>20}" for c in cells))
+        cells = [f"{statistics.median(value(r, part) for r in by_arm[base]):8.2f}"]
+        for arm in arms[1:]:
+            point, low, high = bootstrap_difference([value(r, part) for r in by_arm[base]],
+                                                    [value(r, part) for r in by_arm[arm]])
+            med = statistics.median(value(r, part) for r in by_arm[arm])
+            cells.append(f"{med:8.2f} {point / base_cpu * 100:+5.1f} [{low / base_cpu * 100:+.1f},"
+                         f"{high / base_cpu * 100:+.1f}]".rjust(30))
+        print(f"  {part:18}" + "".join(cells))
 
 
 def report(runs: list[Run], arms: list[str], queries: list[str], args: argparse.Namespace) -> None:
@@ -484,6 +503,8 @@ def main() -> int:
     parser.add_argument("--quiet-wait", type=float, default=120, metavar="SECONDS",
                         help="before each run, wait up to this long for other work on the machine "
                              "to stop (default %(default)s; 0: do not wait)")
+    parser.add_argument("--json", type=Path, metavar="FILE",
+                        help="also write every run's figures to FILE (JSON), for later analysis")
     parser.add_argument("--thread-sample", type=float, default=1.0, metavar="SECONDS",
                         help="how often each Spark thread's CPU time is read (default %(default)s)")
     parser.add_argument("--with-conf", type=key_value, action="append", default=[], metavar="KEY=VALUE",
@@ -533,6 +554,9 @@ def main() -> int:
                       f"{run.cpu_s:5.1f} s, {run.forks} processes started, other work {run.other_cores:4.2f} cores"
                       f"{' (disturbed)' if run.disturbed else ''}  ({run.app_id})", flush=True)
     report(runs, arms, names, args)
+    if args.json:
+        args.json.write_text(json.dumps([vars(r) for r in runs], indent=1))
+        print(f"runs written to {args.json}")
     print(f"\nbenchmark time {(time.monotonic() - started) / 60:.1f} min")
     return 0
 
