@@ -282,16 +282,21 @@ class ThreadCpu:
         while todo:
             pid = todo.pop()
             out.append(pid)
+            todo.extend(int(c) for _, text in self.per_thread(pid, "children") for c in text.split())
+        return out
+
+    def per_thread(self, pid: int, name: str):
+        """(tid, text of /proc/PID/task/TID/NAME) for each thread of a process still there."""
+        try:
+            tids = os.listdir(f"{self.proc}/{pid}/task")
+        except OSError:
+            return
+        for tid in tids:
             try:
-                tids = os.listdir(f"{self.proc}/{pid}/task")
+                with open(f"{self.proc}/{pid}/task/{tid}/{name}", encoding="utf-8", errors="replace") as f:
+                    yield int(tid), f.read()
             except OSError:
                 continue
-            for tid in tids:
-                try:
-                    todo.extend(int(c) for c in Path(f"{self.proc}/{pid}/task/{tid}/children").read_text().split())
-                except (OSError, ValueError):
-                    continue
-        return out
 
     def sample(self) -> None:
         stats = {pid: stat for pid in self.descendants() if (stat := procstat.read(pid, self.proc))}
@@ -307,18 +312,8 @@ class ThreadCpu:
                 continue
             if self.kids.get(pid, set()) <= stats.keys():
                 self.reaped[pid] = (procstat.number(stat, 13) or 0) + (procstat.number(stat, 14) or 0)
-            try:
-                tids = os.listdir(f"{self.proc}/{pid}/task")
-            except OSError:
-                continue
-            for tid in tids:
-                try:
-                    with open(f"{self.proc}/{pid}/task/{tid}/stat", encoding="utf-8", errors="replace") as f:
-                        line = f.read()
-                except OSError:
-                    continue
-                self.threads[(pid, int(tid))] = (thread_part(line[line.find("(") + 1:line.rfind(")")]),
-                                                 cpu_ticks(line))
+            for tid, line in self.per_thread(pid, "stat"):
+                self.threads[(pid, tid)] = (thread_part(line[line.find("(") + 1:line.rfind(")")]), cpu_ticks(line))
 
     def seconds_by_part(self) -> dict[str, float]:
         out = dict.fromkeys(PART_NAMES, 0.0)
