@@ -235,6 +235,10 @@ THREAD_PARTS = (
 )
 CHILDREN = "children (pgrep)"  # reaped children of the JVMs: process-tree RSS's pgrep calls
 PART_NAMES = tuple(name for name, _ in THREAD_PARTS) + (CHILDREN, "other JVM threads", "Python")
+# The work sparkscope's settings add themselves, as against what they may change
+# in the rest of the job (more code for the JIT, caches): its threads, the
+# annotator on the listener bus, the sink, the polling and pgrep.
+OWN_WORK = ("sparkscope threads", "listener bus", "metrics sink", "metrics polling", CHILDREN)
 
 
 def cpu_ticks(stat: str) -> int:
@@ -430,9 +434,13 @@ def parts(by_arm: dict[str, list[Run]], arms: list[str]) -> None:
     print(f"  {'part':18}{base:>8}" + "".join(f"{arm:>30}" for arm in arms[1:]))
 
     def value(r: Run, part: str) -> float:
-        return sum(r.part_s.values()) if part == "all threads" else r.part_s.get(part, 0.0)
+        if part == "all threads":
+            return sum(r.part_s.values())
+        if part == "sparkscope's own":
+            return sum(r.part_s.get(p, 0.0) for p in OWN_WORK)
+        return r.part_s.get(part, 0.0)
 
-    for part in PART_NAMES + ("all threads",):
+    for part in PART_NAMES + ("sparkscope's own", "all threads"):
         cells = [f"{statistics.median(value(r, part) for r in by_arm[base]):8.2f}"]
         for arm in arms[1:]:
             point, low, high = bootstrap_difference([value(r, part) for r in by_arm[base]],
@@ -500,6 +508,9 @@ def main() -> int:
                              "to stop (default %(default)s; 0: do not wait)")
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="also write every run's figures to FILE (JSON), for later analysis")
+    parser.add_argument("--report", type=Path, metavar="FILE",
+                        help="run nothing: print the summary of the runs --json wrote to FILE (give the same "
+                             "--workload, --tasks and --queries)")
     parser.add_argument("--thread-sample", type=float, default=1.0, metavar="SECONDS",
                         help="how often each Spark thread's CPU time is read (default %(default)s)")
     parser.add_argument("--with-conf", type=key_value, action="append", default=[], metavar="KEY=VALUE",
@@ -512,6 +523,12 @@ def main() -> int:
     arms = labelled([a.strip() for a in args.arms.split(",") if a.strip()])
     if len(arms) < 2:
         parser.error("--arms needs at least two arms")
+    if args.report:
+        runs = [Run(**r) for r in json.loads(args.report.read_text())]
+        arms = list(dict.fromkeys(r.arm for r in runs))
+        args.rounds = max(r.round for r in runs)
+        report(runs, arms, [q for q in args.queries.split(",")] if args.workload == "tpcds" else ["job"], args)
+        return 0
     base = load_settings()
     names = tpcds.select_queries(args.queries, tpcds.available_queries()) if args.workload == "tpcds" else ["job"]
     queries = tpcds.load_queries(names) if args.workload == "tpcds" else []
