@@ -263,14 +263,14 @@ def start_influx_graphite(state: Path) -> tuple[subprocess.Popen, int, int]:
 # telegraf/telegraf.conf or influxdb/influxdb.conf. Each runs on its own stack,
 # interleaved with the others round by round (--rounds).
 TELEGRAF_CONF, INFLUXDB_CONF = "telegraf/telegraf.conf", "influxdb/influxdb.conf"
-BATCH = ("metric_batch_size = 20000", "metric_batch_size = {}")
+BATCH = ("metric_batch_size = 50000", "metric_batch_size = {}")
 FSYNC = 'wal-fsync-delay = "100ms"'
 VARIANTS: dict[str, list[tuple[str, str, str]]] = {
     "shipped": [],
     # Telegraf's output
     "identity": [(TELEGRAF_CONF, 'content_encoding = "gzip"', 'content_encoding = "identity"')],  # plain bodies
     "batch5000": [(TELEGRAF_CONF, BATCH[0], BATCH[1].format(5000))],  # the batch size shipped before issue 17
-    "batch50000": [(TELEGRAF_CONF, BATCH[0], BATCH[1].format(50000))],
+    "batch20000": [(TELEGRAF_CONF, BATCH[0], BATCH[1].format(20000))],  # shipped from issue 17 to issue 28
     "flush1s": [(TELEGRAF_CONF, 'flush_interval = "2s"', 'flush_interval = "1s"')],
     "flush5s": [(TELEGRAF_CONF, 'flush_interval = "2s"', 'flush_interval = "5s"')],
     # InfluxDB's storage engine
