@@ -43,3 +43,31 @@ def test_every_bench_script_imports_and_answers_help(script):
     done = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--help"], cwd="/",
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.startswith("usage:"), done.stderr[-2000:]
+
+
+KILLED_MIDWAY = """
+import sys, time
+from sparkscope_testkit.sandbox import terminated_as_exit
+with terminated_as_exit():
+    try:
+        print("ready", flush=True)
+        time.sleep(60)
+    finally:
+        print("stopped what it started", flush=True)
+"""
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_a_bench_killed_midway_still_runs_its_cleanup(guarded):
+    """`kill PID` on a bench inside throwaway_stack stops its stack: within
+    terminated_as_exit SIGTERM exits through the finally blocks; without it
+    (the check fails), Python dies with them unrun."""
+    code = KILLED_MIDWAY if guarded else KILLED_MIDWAY.replace("with terminated_as_exit():", "if True:")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd="/")
+    assert proc.stdout.readline().strip() == "ready"
+    proc.terminate()
+    out, _ = proc.communicate(timeout=30)
+    if guarded:
+        assert proc.returncode == 143 and "stopped what it started" in out, (proc.returncode, out)
+    else:
+        assert proc.returncode == -15 and out == "", (proc.returncode, out)

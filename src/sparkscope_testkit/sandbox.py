@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
 import socket
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -77,13 +79,37 @@ def settings_environ(settings) -> dict[str, str]:
 
 
 @contextlib.contextmanager
+def terminated_as_exit() -> Iterator[None]:
+    """Within it, SIGTERM (kill PID, a CI's timeout) raises SystemExit(143) in the
+    main thread instead of ending the process at once, so the `finally` blocks
+    run: a bench killed mid-run stops the stack it started rather than leaving
+    InfluxDB, Telegraf and the probes loading the machine. Leaves a handler
+    someone else installed alone."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def exit_on_term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, exit_on_term)
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread():  # only there may it be set
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
 def throwaway_stack(state_dir: Path, only: tuple[str, ...] = SERVICE_NAMES,
                     unread_metrics: str = "drop", **env_settings: str) -> Iterator[Settings]:
     refuse_in_fast_tier("a throwaway stack")
     settings = isolated_settings(state_dir, unread_metrics, **env_settings)
     backend = NativeBackend(settings)
-    try:
-        backend.up(only=only, progress=quiet)
-        yield settings
-    finally:
-        backend.down(progress=quiet)
+    with terminated_as_exit():
+        try:
+            backend.up(only=only, progress=quiet)
+            yield settings
+        finally:
+            backend.down(progress=quiet)
