@@ -4,12 +4,16 @@ package beside the product that both import by name."""
 from __future__ import annotations
 
 import ast
+import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
+from sparkscope.process import wait_until
 from sparkscope.settings import ROOT
+from sparkscope_testkit.graphite_tap import GraphiteTap
 
 BENCH_SCRIPTS = sorted(p.name for p in (ROOT / "bench").glob("*.py"))
 
@@ -71,3 +75,31 @@ def test_a_bench_killed_midway_still_runs_its_cleanup(guarded):
         assert proc.returncode == 143 and "stopped what it started" in out, (proc.returncode, out)
     else:
         assert proc.returncode == -15 and out == "", (proc.returncode, out)
+
+
+def test_the_graphite_tap_counts_every_line_a_sender_wrote_before_it_exited():
+    """The fault tests compare the tap's count with InfluxDB's the moment Spark
+    exits: the tap must have read each connection to its end by then, and
+    must never forward a line it has not yet counted."""
+    received = bytearray()
+    upstream = socket.create_server(("127.0.0.1", 0))
+
+    def sink() -> None:
+        conn, _ = upstream.accept()
+        with conn:
+            while chunk := conn.recv(65536):
+                received.extend(chunk)
+
+    threading.Thread(target=sink, daemon=True).start()
+    tap = GraphiteTap(upstream.getsockname())
+    try:
+        lines = "".join(f"spark.app-1.{i % 7}.jvm.heap.used {i} {1_700_000_000 + i}\n" for i in range(200_000))
+        with socket.create_connection(("127.0.0.1", tap.port)) as sender:
+            sender.sendall(lines.encode())
+        sent = tap.points("app-1")  # at once, as a test does when spark-submit returns
+        assert len(sent) == 200_000
+        assert wait_until(lambda: len(received) == len(lines), 10, 0.05)
+    finally:
+        tap.close()
+        upstream.close()
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import socket
 import threading
+import time
 
 
 class GraphiteTap:
@@ -22,6 +23,7 @@ class GraphiteTap:
         self.port = self._server.getsockname()[1]
         self._lock = threading.Lock()
         self._lines: list[bytes] = []
+        self._open = 0  # relays whose client has not yet closed its connection
         self._stopped = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -31,7 +33,16 @@ class GraphiteTap:
                 client, _ = self._server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+            with self._lock:
+                self._open += 1
+            threading.Thread(target=self._relay_counted, args=(client,), daemon=True).start()
+
+    def _relay_counted(self, client: socket.socket) -> None:
+        try:
+            self._relay(client)
+        finally:
+            with self._lock:
+                self._open -= 1
 
     def _relay(self, client: socket.socket) -> None:
         # The tap only accepts what it can forward: when Telegraf is down the
@@ -46,20 +57,33 @@ class GraphiteTap:
             while True:
                 try:
                     data = client.recv(65536)
-                    if not data:
-                        return
-                    upstream.sendall(data)
                 except OSError:
                     return
+                if not data:
+                    return
+                # Remembered before it is forwarded: a line InfluxDB holds was always seen here.
                 pending += data
                 *complete, pending = pending.split(b"\n")
                 with self._lock:
                     self._lines.extend(complete)
+                try:
+                    upstream.sendall(data)
+                except OSError:
+                    return
 
-    def points(self, app_id: str) -> set[tuple[str, int]]:
+    def points(self, app_id: str, drain_s: float = 10.0) -> set[tuple[str, int]]:
+        """Call once the sender has exited: waits up to drain_s for the relays
+        to read its connections to their end, so no line still in a socket
+        buffer is missed."""
+        deadline = time.monotonic() + drain_s
+        while True:
+            with self._lock:
+                open_relays = self._open
+                lines = list(self._lines)
+            if open_relays == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         out = set()
-        with self._lock:
-            lines = list(self._lines)
         for line in lines:
             parts = line.decode(errors="replace").split()
             if len(parts) != 3 or f".{app_id}." not in f".{parts[0]}":
