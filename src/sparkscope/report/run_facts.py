@@ -258,30 +258,31 @@ class RunReader:
                 cgroup_version=int(row.get("version") or 0), last_working_set=row.get("ws_last"))
         return out
 
+    def per_query(self, statement: str) -> dict[str, dict]:
+        """Each streaming query's first row of a statement grouped by "query_name", by column."""
+        return {(s.get("tags") or {}).get("query_name"): dict(zip(s["columns"], s["values"][0]))
+                for s in self.q(statement) if s.get("values") and (s.get("tags") or {}).get("query_name")}
+
     def streaming(self, app: str) -> list[StreamingFacts]:
         """Each streaming query of the run: aggregates of its batches, one row per query."""
+        whole = self.per_query('SELECT count("batch_id") AS n, max("batch_ms") AS slowest, '
+                               'last("trigger_ms") AS trig, first("event_time_lag_ms") AS lag0, '
+                               'last("event_time_lag_ms") AS lag1, max("state_rows") AS state, '
+                               f'max("backlog") AS backlog FROM "sparkscope_streaming" WHERE {app} GROUP BY "query_name"')
+        # From the second batch on: the first one carries the query's start-up.
+        settled = self.per_query('SELECT median("batch_ms") AS median, first("event_time_lag_ms") AS lag '
+                                 f'FROM "sparkscope_streaming" WHERE {app} AND "batch_id" > 0 GROUP BY "query_name"')
+        steps = self.per_query('SELECT percentile("step", 75) AS p75 FROM (SELECT difference("event_time_lag_ms") '
+                               f'AS "step" FROM "sparkscope_streaming" WHERE {app} AND "batch_id" > 0 '
+                               'GROUP BY "query_name") GROUP BY "query_name"')
         out: dict[str, StreamingFacts] = {}
-        for s in self.q('SELECT count("batch_id") AS n, max("batch_ms") AS slowest, '
-                        'last("trigger_ms") AS trig, first("event_time_lag_ms") AS lag0, '
-                        'last("event_time_lag_ms") AS lag1, max("state_rows") AS state, max("backlog") AS backlog '
-                        f'FROM "sparkscope_streaming" WHERE {app} GROUP BY "query_name"'):
-            name = (s.get("tags") or {}).get("query_name")
-            row = dict(zip(s["columns"], s["values"][0])) if s.get("values") else {}
-            if name:
-                out[name] = StreamingFacts(name, int(row.get("n") or 0), None, row.get("slowest"),
-                                           row.get("trig"), row.get("lag0"), row.get("lag1"), row.get("state"),
-                                           row.get("backlog"))
-        for s in self.q(f'SELECT median("batch_ms"), first("event_time_lag_ms") FROM "sparkscope_streaming" '
-                        f'WHERE {app} AND "batch_id" > 0 GROUP BY "query_name"'):
-            name = (s.get("tags") or {}).get("query_name")
-            if name in out and s.get("values"):
-                out[name].median_batch_ms, out[name].second_lag_ms = s["values"][0][1:3]
-        for s in self.q('SELECT percentile("step", 75) FROM (SELECT difference("event_time_lag_ms") AS "step" '
-                        f'FROM "sparkscope_streaming" WHERE {app} AND "batch_id" > 0 GROUP BY "query_name") '
-                        'GROUP BY "query_name"'):
-            name = (s.get("tags") or {}).get("query_name")
-            if name in out and s.get("values"):
-                out[name].lag_step_p75_ms = s["values"][0][1]
+        for name, row in whole.items():
+            facts = out[name] = StreamingFacts(name, int(row.get("n") or 0), None, row.get("slowest"),
+                                               row.get("trig"), row.get("lag0"), row.get("lag1"), row.get("state"),
+                                               row.get("backlog"))
+            facts.median_batch_ms = settled.get(name, {}).get("median")
+            facts.second_lag_ms = settled.get(name, {}).get("lag")
+            facts.lag_step_p75_ms = steps.get(name, {}).get("p75")
         for row in influx.rows(self.q(f"SELECT * FROM \"sparkscope_streaming_query\" WHERE {app} "
                                 "AND \"status\" <> 'RUNNING'")):
             facts = out.get(row.get("name") or row.get("query_id") or "")
