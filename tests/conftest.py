@@ -37,8 +37,15 @@ SPARK4_VERSION = "4.3.0"  # the Spark 4 the same jar is tried on (ensure_pyspark
 # (test_annotator_scheduler.py) took 44 % less CPU and 14 % less time, side by side.
 # What the tests check (metrics, events, stacks, memory) does not depend on the JIT
 # tier; bench/ never sets this, as it measures what users' JVMs cost. A value the
-# caller set is kept; unrecognised by another JVM, the option is ignored.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:+IgnoreUnrecognizedVMOptions -XX:TieredStopAtLevel=1")
+# caller set is kept; unrecognised by another JVM, the option is ignored. Tests of
+# what compiled code looks like (the profiler's stacks) run with users_jit().
+C1_ONLY = "-XX:+IgnoreUnrecognizedVMOptions -XX:TieredStopAtLevel=1"
+os.environ.setdefault("JAVA_TOOL_OPTIONS", C1_ONLY)
+
+
+def users_jit(env: dict[str, str]) -> dict[str, str]:
+    """env for JVMs that compile as users' do (C1 then C2), the suite's C1_ONLY taken out."""
+    return {k: v for k, v in env.items() if not (k == "JAVA_TOOL_OPTIONS" and v == C1_ONLY)}
 
 
 def java_job_jar(tmp_path_factory, name: str) -> Path:
