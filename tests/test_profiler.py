@@ -36,7 +36,7 @@ class ProfiledApp:
         self.stack = stack
         self.control_dir = tmp / "control"
         self.phase = tmp / "phase"
-        self.phase.write_text("burn")
+        self.set_phase("burn")
         props = sparkscope_properties(stack.settings, period_s=SINK_PERIOD_S)
         props.update(annotator_conf(stack))
         props["spark.jars"] = ",".join(str(j) for j in jars)
@@ -58,6 +58,13 @@ class ProfiledApp:
         first = self.proc.stdout.readline()
         assert first.startswith("APP_ID "), f"no app id from spark-submit; log {self.log}"
         self.app_id = first.split()[1]
+
+    def set_phase(self, phase: str) -> None:
+        """Replaces the phase file whole: written in place, the job between rounds could read
+        it truncated, as empty, and stop (a clean-clone run lost its nap round so)."""
+        part = self.phase.with_suffix(".part")
+        part.write_text(phase)
+        os.replace(part, self.phase)
 
     def wait_until_executors_check_in(self, deadline_s: float = 90) -> list[str]:
         end = time.monotonic() + deadline_s
@@ -87,7 +94,7 @@ class ProfiledApp:
                               text=True, timeout=240)
 
     def stop(self) -> int:
-        self.phase.write_text("stop")
+        self.set_phase("stop")
         try:
             self.proc.communicate(timeout=120)
         except subprocess.TimeoutExpired:
@@ -118,7 +125,7 @@ def profiled(stack, udf_jar, tmp_path_factory):
         app.wait_until_executors_check_in()
         app.wait_for_round("burn")
         cpu = app.profile("--executor", "0", "--seconds", "6", "--mode", "cpu", "--out", str(tmp / "html"))
-        app.phase.write_text("nap")
+        app.set_phase("nap")
         app.wait_for_round("nap")
         wall = app.profile("--executor", "all", "--seconds", "6", "--mode", "wall", "--out", str(tmp / "html"))
         unknown = app.profile("--executor", "7", "--seconds", "1")
