@@ -102,4 +102,3 @@ def test_the_graphite_tap_counts_every_line_a_sender_wrote_before_it_exited():
     finally:
         tap.close()
         upstream.close()
-

@@ -23,7 +23,7 @@ class GraphiteTap:
         self.port = self._server.getsockname()[1]
         self._lock = threading.Lock()
         self._lines: list[bytes] = []
-        self._open = 0  # relays whose client has not yet closed its connection
+        self._relays: list[threading.Thread] = []  # one per connection, ended when its client closes
         self._stopped = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -33,16 +33,10 @@ class GraphiteTap:
                 client, _ = self._server.accept()
             except OSError:
                 return
+            relay = threading.Thread(target=self._relay, args=(client,), daemon=True)
             with self._lock:
-                self._open += 1
-            threading.Thread(target=self._relay_counted, args=(client,), daemon=True).start()
-
-    def _relay_counted(self, client: socket.socket) -> None:
-        try:
-            self._relay(client)
-        finally:
-            with self._lock:
-                self._open -= 1
+                self._relays.append(relay)
+            relay.start()
 
     def _relay(self, client: socket.socket) -> None:
         # The tap only accepts what it can forward: when Telegraf is down the
@@ -76,13 +70,12 @@ class GraphiteTap:
         to read its connections to their end, so no line still in a socket
         buffer is missed."""
         deadline = time.monotonic() + drain_s
-        while True:
-            with self._lock:
-                open_relays = self._open
-                lines = list(self._lines)
-            if open_relays == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+        with self._lock:
+            relays = list(self._relays)
+        for relay in relays:
+            relay.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            lines = list(self._lines)
         out = set()
         for line in lines:
             parts = line.decode(errors="replace").split()

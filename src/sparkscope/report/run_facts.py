@@ -260,8 +260,7 @@ class RunReader:
 
     def per_query(self, statement: str) -> dict[str, dict]:
         """Each streaming query's first row of a statement grouped by "query_name", by column."""
-        return {(s.get("tags") or {}).get("query_name"): dict(zip(s["columns"], s["values"][0]))
-                for s in self.q(statement) if s.get("values") and (s.get("tags") or {}).get("query_name")}
+        return {row["query_name"]: row for row in influx.rows(self.q(statement)) if row.get("query_name")}
 
     def streaming(self, app: str) -> list[StreamingFacts]:
         """Each streaming query of the run: aggregates of its batches, one row per query."""
