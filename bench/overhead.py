@@ -338,7 +338,7 @@ def run_once(run: Run, conf: dict[str, str], workload: tuple[Path, list[str]], l
     pass_s: dict[int, float] = {}
     profiler = None
     with open(log, "w") as err:
-        proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=err,
+        proc = subprocess.Popen(argv, env=spark_env(log), stdout=subprocess.PIPE, stderr=err,
                                 stdin=subprocess.DEVNULL, text=True, cwd=log.parent)
         with ThreadCpu(proc.pid, thread_sample_s) as threads:
             for line in proc.stdout:

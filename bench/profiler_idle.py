@@ -50,7 +50,7 @@ def jvm_pids(app_id: str, driver_pid: int) -> list[int]:
 def one_run(conf: dict[str, str], seconds: float, log: Path) -> tuple[float, int]:
     argv = submit_argv(ROOT / "bench" / "jobs" / "idle_job.py", "local-cluster[2,1,1024]", conf, [str(seconds)])
     with open(log, "w") as err:
-        proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=err, text=True)
+        proc = subprocess.Popen(argv, env=spark_env(log), stdout=subprocess.PIPE, stderr=err, text=True)
         app_id, pids, before = "", [], 0.0
         for line in proc.stdout:
             if line.startswith("APP_ID"):

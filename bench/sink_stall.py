@@ -108,7 +108,7 @@ def run(host: str, port: int, rounds: int, timeout_s: float, log: Path) -> dict:
 
     threading.Thread(target=watch, daemon=True).start()
     with open(log, "w") as err:
-        proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=err, text=True,
+        proc = subprocess.Popen(argv, env=spark_env(log), stdout=subprocess.PIPE, stderr=err, text=True,
                                 start_new_session=True)
         try:
             out, _ = proc.communicate(timeout=timeout_s)

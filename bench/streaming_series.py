@@ -80,7 +80,7 @@ def main() -> int:
         props.update(annotator_properties(settings, jar))
         log = Path(tmp) / "streaming.log"
         proc = subprocess.Popen(submit_argv(JOB, "local-cluster[2,1,1024]", props, [str(stop_file)]),
-                                env=spark_env(), stdout=subprocess.PIPE, stderr=open(log, "w"), text=True)
+                                env=spark_env(log), stdout=subprocess.PIPE, stderr=open(log, "w"), text=True)
         app_id, batches = None, [-1]
         first_batch = threading.Event()
 

@@ -29,7 +29,7 @@ class StreamingRun:
         argv = submit_argv(JOBS_DIR / "streaming_job.py", "local-cluster[2,1,1024]", props,
                            [str(self.stop_file)])
         self.log = tmp_path / "streaming_job.log"
-        self.proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv, env=spark_env(self.log), stdout=subprocess.PIPE,
                                      stderr=open(self.log, "w"), text=True)
         self.app_id = None
         self.batch = -1

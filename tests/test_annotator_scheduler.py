@@ -153,7 +153,7 @@ def test_spark_sql_statement_names_its_jobs(stack, tmp_path):
         argv += ["--conf", f"{key}={value}"]
     log = tmp_path / "spark-sql.log"
     with open(log, "w") as err:
-        result = subprocess.run(argv + ["-e", statement], env=spark_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+        result = subprocess.run(argv + ["-e", statement], env=spark_env(log), cwd=tmp_path, stdout=subprocess.PIPE,
                                 stderr=err, text=True, timeout=300)
     assert result.returncode == 0, log.read_text()[-3000:]
     apps = stack.wait_for(f'SELECT "app_name", "duration_ms" FROM "sparkscope_application" WHERE "status" = '
@@ -185,7 +185,7 @@ def two_host_cluster(tmp_path_factory):
     procs = []
 
     def start(args, ip, name):
-        env = spark_env()
+        env = spark_env(work / f"{name}.log")
         env["SPARK_LOCAL_IP"] = ip
         env["SPARK_WORKER_DIR"] = str(work / f"{name}-work")
         log = open(work / f"{name}.log", "w")

@@ -50,7 +50,7 @@ class SparkProcess:
         props["spark.metrics.conf.*.sink.graphite.port"] = str(graphite_port)
         argv = submit_argv(JOBS / "steady_job.py", "local-cluster[2,1,1024]", props, [str(seconds)])
         self.log = log
-        self.proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=open(log, "w"),
+        self.proc = subprocess.Popen(argv, env=spark_env(log), stdout=subprocess.PIPE, stderr=open(log, "w"),
                                      text=True, start_new_session=True)
         first = self.proc.stdout.readline()
         assert first.startswith("APP_ID "), f"no app id from spark-submit; log {log}"
@@ -441,7 +441,8 @@ def test_a_driver_killed_with_sigkill_is_ended_no_end_seen_and_a_finished_one_is
         props = {**sparkscope_properties(settings, period_s=SINK_PERIOD_S),
                  **annotator_properties(settings, ensure_annotator_jar(ROOT, progress=lambda _: None))}
         argv = submit_argv(JOBS / "steady_job.py", "local[1]", props, ["120"])
-        proc = subprocess.Popen(argv, env=spark_env(), stdout=subprocess.PIPE, stderr=open(tmp_path / "spark.log", "w"),
+        log = tmp_path / "spark.log"
+        proc = subprocess.Popen(argv, env=spark_env(log), stdout=subprocess.PIPE, stderr=open(log, "w"),
                                 text=True, start_new_session=True)
         try:
             app = proc.stdout.readline().split()[1]

@@ -52,7 +52,7 @@ class ProfiledApp:
         argv = submit_argv(JOBS / "profiled_job.py", "local-cluster[2,1,1024]", props, [str(self.phase)])
         # Compiled as users' JVMs compile: with C1 alone the loop's long remainder is a call to
         # the runtime (SharedRuntime::lrem), which then holds most of the loop's self time.
-        self.proc = subprocess.Popen(argv, env=users_jit(spark_env()), stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv, env=users_jit(spark_env(self.log)), stdout=subprocess.PIPE,
                                      stderr=open(self.log, "w"),
                                      text=True, start_new_session=True)
         first = self.proc.stdout.readline()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,17 @@ def test_conf_command_attaches_the_annotator_pointed_at_the_same_host(capsys):
     assert pairs["spark.extraListeners"] == "dev.sparkscope.annotator.AnnotatorListener"
     assert pairs["spark.sparkscope.influx.url"] == "http://metrics.example.com:8186"
     assert words[words.index("--jars") + 1].endswith("sparkscope-annotator.jar")
+
+
+def test_each_run_gets_its_own_spark_home_whose_work_folder_is_not_the_packages(tmp_path):
+    """Two runs started in the same second get the same app id, and a shared
+    SPARK_HOME/work then fails the second one's executors: each run has its own."""
+    from sparkscope.spark.submit import private_home, spark_home
+
+    first, second = private_home(tmp_path / "job.log"), private_home(tmp_path / "job.log")
+    assert first != second
+    for home in (first, second):
+        assert home.parent == tmp_path and home.name.startswith("job.spark-")
+        assert (home / "work").is_dir() and not (home / "work").is_symlink()
+        assert (home / "bin" / "spark-submit").resolve() == (spark_home() / "bin" / "spark-submit").resolve()
+        assert (home / "jars").resolve() == (spark_home() / "jars").resolve()

@@ -63,3 +63,13 @@ def test_points_carry_the_time_spark_measured_them(stack, metrics_run):
     times = [r[0] for r in rows]
     assert metrics_run.started_ms - 2000 <= min(times) and max(times) <= metrics_run.ended_ms + 2000
     assert len(set(times)) >= 5, "the sink should have reported several times during the job"
+
+
+def test_the_executors_logs_are_kept_beside_the_runs_log_not_in_the_pyspark_package(metrics_run):
+    from sparkscope.spark.submit import spark_home
+
+    (home,) = metrics_run.log.parent.glob(f"{metrics_run.log.stem}.spark-*")
+    for executor in EXECUTORS:
+        stderr = home / "work" / metrics_run.app_id / executor / "stderr"
+        assert "CoarseGrainedExecutorBackend" in stderr.read_text(), stderr
+    assert not (spark_home() / "work" / metrics_run.app_id).exists()

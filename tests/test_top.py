@@ -359,7 +359,7 @@ def running_job(stack, tmp_path_factory):
     props.update(annotator_properties(stack.settings, jar))
     log = tmp_path_factory.mktemp("top-spark") / "steady_job.log"
     proc = subprocess.Popen(submit_argv(JOBS / "steady_job.py", "local-cluster[2,1,1024]", props, ["30"]),
-                            env=spark_env(), stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
+                            env=spark_env(log), stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
                             start_new_session=True)
     try:
         first = proc.stdout.readline()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from sparkscope.provision import BuildError, exclusive
@@ -43,9 +44,32 @@ def ensure_pyspark(version: str, cache_dir: Path, progress: Progress = print) ->
     return home
 
 
-def spark_env(home: Path | None = None) -> dict[str, str]:
+def private_home(log: Path, home: Path | None = None) -> Path:
+    """A SPARK_HOME for one run, made beside its log: links to each entry of
+    the real home (bin, jars, python, ...) and a `work` folder of its own.
+
+    Standalone and local-cluster workers put each executor's folder and its
+    stdout/stderr in SPARK_HOME/work/<app id>/<executor id>. The app id is the
+    master's start second and a counter that begins at 0000 in every master, so
+    two local-cluster runs started in the same second name the same folder and
+    the second one's executors fail to launch ("Failed to create directory").
+    In the pyspark package's own home that folder also grows by every run's
+    executor logs, inside the venv."""
+    real = (home or spark_home()).resolve()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix=f"{log.stem}.spark-", dir=log.parent))
+    for entry in real.iterdir():
+        if entry.name != "work":
+            (run / entry.name).symlink_to(entry)
+    (run / "work").mkdir()
+    return run
+
+
+def spark_env(log: Path, home: Path | None = None) -> dict[str, str]:
+    """Spark's environment for one run whose log is `log`: its executors'
+    logs go to a private home beside it (see private_home)."""
     env = dict(os.environ)
-    env["SPARK_HOME"] = str(home or spark_home())
+    env["SPARK_HOME"] = str(private_home(log, home))
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     # local and local-cluster runs: keep every Spark port on loopback.
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -65,7 +89,7 @@ def run_submit(argv: list[str], log_path: Path, timeout_s: float,
     """Run spark-submit; stdout returned, Spark's log (stderr) kept in log_path;
     env: variables added to Spark's environment."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    environ = {**spark_env(home), **(env or {})}
+    environ = {**spark_env(log_path, home), **(env or {})}
     if home is not None:  # that Spark's own Python, with its own pyspark
         environ["PYSPARK_PYTHON"] = str(home.parents[3] / "bin" / "python")
     with open(log_path, "w") as log:
