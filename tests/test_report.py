@@ -16,7 +16,7 @@ from sparkscope.report.run_facts import ContainerFacts, ExecutorFacts, RunFacts,
 from sparkscope.spark.conf import annotator_properties
 from sparkscope.settings import ROOT
 
-from conftest import run_spark_job
+from conftest import USERS_JIT, run_spark_job
 from sparkscope_testkit.browser_checks import open_offline
 from sparkscope_testkit.sandbox import throwaway_stack
 
@@ -247,7 +247,7 @@ def memory_run(stack, tmp_path: Path, executor_memory: str, extra: dict[str, str
     conf = {**annotator_properties(stack.settings, jar), "spark.executor.memory": executor_memory,
             **(extra or {})}
     run = run_spark_job(stack, "memory_job.py", tmp_path, master=f"local-cluster[2,1,{WORKER_MIB}]",
-                        conf=conf, args=[CACHE_MIB])
+                        conf=conf, args=[CACHE_MIB], env=USERS_JIT)
     stack.wait_for(f'SELECT count("JVMHeapMemory") FROM "sparkscope_executor_peaks" '
                    f"WHERE \"applicationid\" = '{run.app_id}'", lambda s: bool(s) and s[0]["values"][0][1] >= 3)
     stack.wait_for(f'SELECT count("value") FROM "runTime.count" WHERE "applicationid" = \'{run.app_id}\'',

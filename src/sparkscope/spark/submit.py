@@ -85,11 +85,13 @@ def submit_argv(script: Path, master: str, conf: dict[str, str], args: list[str]
 
 
 def run_submit(argv: list[str], log_path: Path, timeout_s: float,
-               home: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+               home: Path | None = None,
+               env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
     """Run spark-submit; stdout returned, Spark's log (stderr) kept in log_path;
-    env: variables added to Spark's environment."""
+    env: variables added to Spark's environment, or taken out of it where None."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    environ = {**spark_env(log_path, home), **(env or {})}
+    environ = {key: value for key, value in {**spark_env(log_path, home), **(env or {})}.items()
+               if value is not None}
     if home is not None:  # that Spark's own Python, with its own pyspark
         environ["PYSPARK_PYTHON"] = str(home.parents[3] / "bin" / "python")
     with open(log_path, "w") as log:
