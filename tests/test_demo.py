@@ -408,3 +408,25 @@ def test_the_demo_names_the_live_dashboard_when_a_grafana_answers(tmp_path):
         server.server_close()
     silent = isolated_settings(tmp_path)
     assert not any("/d/sparkscope-executors" in line for line in said_at_start(silent))
+
+
+def test_a_run_spark_ended_in_error_points_at_the_executors_own_logs(tmp_path):
+    from sparkscope.demo.options import DemoResult
+    from sparkscope.demo.summary import print_summary
+    from sparkscope_testkit.sandbox import isolated_settings
+
+    def summary(master: str, spark_exit: int) -> str:
+        lines: list[str] = []
+        result = DemoResult(exit_code=1, planned=1, order=["q3"], log=tmp_path / "demo.log", app_id="app-7",
+                            spark_exit=spark_exit, executor_logs=tmp_path / "demo.spark-x" / "work",
+                            influx_error="not asked in this test")
+        print_summary(isolated_settings(tmp_path), DemoOptions(master=master), result, "native", lines.append)
+        return "\n".join(lines)
+
+    said = summary("local-cluster[2,1,1024]", 1)
+    assert f"spark-submit exited 1: see {tmp_path / 'demo.log'}" in said
+    assert f"executors' own logs: {tmp_path / 'demo.spark-x' / 'work' / 'app-7'}/<executor id>/stderr" in said
+    # Elsewhere they are the cluster's (its workers', YARN's, Kubernetes'), and local[N] has none.
+    for master in ("yarn", "spark://host:7077", "local[2]"):
+        assert "executors' own logs" not in summary(master, 1), master
+    assert "executors' own logs" not in summary("local-cluster[2,1,1024]", 0)

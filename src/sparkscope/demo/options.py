@@ -64,6 +64,7 @@ class DemoResult:
     peaks: dict[str, dict[str, float]] = field(default_factory=dict)  # executor -> measurement -> max
     stragglers: list[dict[str, Any]] = field(default_factory=list)
     log: Optional[Path] = None
+    executor_logs: Optional[Path] = None  # local-cluster: <this>/<app id>/<executor id>/stderr
 
     @property
     def failed(self) -> list[QueryResult]:

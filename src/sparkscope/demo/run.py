@@ -189,7 +189,9 @@ def _run_workload(argv: list[str], settings: Settings, options: DemoOptions, res
     try:
         # Its own session: a Ctrl-C reaches the demo only, which then stops Spark
         # in order instead of every JVM dying mid-write.
-        proc = start_group(argv, result.log, env=spark_env(result.log), cwd=settings.state_dir, stdout=subprocess.PIPE)
+        env = spark_env(result.log)
+        result.executor_logs = Path(env["SPARK_HOME"]) / "work"
+        proc = start_group(argv, result.log, env=env, cwd=settings.state_dir, stdout=subprocess.PIPE)
         if options.timeout_s:
             def on_timeout() -> None:
                 timed_out.set()

@@ -148,6 +148,8 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
     say(f"  app       {result.app_id}  (tag applicationid in InfluxDB)")
     if result.spark_exit not in (0, None) and not (result.interrupted or result.timed_out):
         say(f"  spark-submit exited {result.spark_exit}: see {result.log}")
+        if result.executor_logs is not None and result.app_id and options.spark_master.startswith("local-cluster"):
+            say(f"  executors' own logs: {result.executor_logs / result.app_id}/<executor id>/stderr")
 
     say("  peak memory per executor (JVMHeapMemory, ProcessTreeJVMRSSMemory):")
     if result.influx_error:
