@@ -91,6 +91,12 @@ def test_the_header_names_the_run_and_what_runs_now():
     text = as_text(Screen(snapshot=snap), 80, 24)
     assert "app-1" in text and "nightly etl" in text and "running 1m05s" in text
     assert "executors 2  tasks 7 of 8 slots" in text
+    # An executor whose cores are not known yet (its `added` event comes a refresh
+    # later): no total that would count the others' slots alone.
+    snap.executors[1].cores = None
+    assert "executors 2  tasks 7" in as_text(Screen(snapshot=snap), 80, 24)
+    assert "slots" not in as_text(Screen(snapshot=snap), 80, 24)
+    snap.executors[1].cores = 4
     assert "stage 4.0 running: sum at etl.py:26" in text
     assert "last: query 2: count at etl.py:20" in text
 

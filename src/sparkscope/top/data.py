@@ -120,6 +120,12 @@ class Snapshot:
 
     @property
     def task_slots(self) -> Optional[int]:
+        """The cores of every executor shown, None while one's are not known:
+        an executor's cores come from the annotator's `added` event, which can
+        arrive a refresh after its first metrics, and a total of the others
+        would be too low. The driver counts where it has cores (local mode)."""
+        if any(e.cores is None for e in self.executors if e.executor_id != "driver"):
+            return None
         cores = [e.cores for e in self.executors if e.cores]
         return sum(cores) if cores else None
 
