@@ -158,6 +158,24 @@ def test_local_mode_advises_the_driver_which_is_the_executor():
     assert "spark.driver.memory" in keys and "spark.executor.memory" not in keys
 
 
+def test_query_labels_over_the_memory_plot_never_print_over_one_another():
+    from sparkscope.report import page
+
+    # A 60 s run: twelve 1 s queries back to back, then one long query.
+    run = facts()
+    run.queries = [{"execution_id": n, "time": 10_000 + n * 1_000, "end_time_ms": 10_900 + n * 1_000}
+                   for n in range(12)] + [{"execution_id": 12, "time": 30_000, "end_time_ms": 55_000}]
+    labels = page.memory_over_time(run, None).layout.annotations
+    ms_per_px = 60_000 / page.PLOT_PX
+    placed = sorted((a.y, a.x.timestamp() * 1000, len(a.text) * page.LABEL_CHAR_PX * ms_per_px) for a in labels)
+    for (y1, x1, width), (y2, x2, _) in zip(placed, placed[1:]):
+        assert y1 != y2 or x1 + width <= x2, f"labels at {x1} and {x2} overlap in row {y1}"
+    assert len({a.y for a in labels}) > 1  # short queries back to back share the top edge in rows
+    texts = {a.text for a in labels}
+    assert "query 0" in texts and "query 12" in texts  # the first, and one with room, always labelled
+    assert all(0.8 <= a.y <= 1 for a in labels)
+
+
 def test_a_run_without_peaks_says_the_annotator_is_missing():
     run = facts()
     for e in run.executors.values():

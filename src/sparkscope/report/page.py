@@ -38,6 +38,38 @@ def _region(start_ms: float, end_ms: float, color: str, opacity: float) -> dict:
             "fillcolor": color, "opacity": opacity, "line": {"width": 0}, "layer": "below"}
 
 
+# The query labels' rows along the plot's top edge, and how wide a label is
+# taken to be: plotly's default 10 px font is about 6 px a character, and the
+# plot area of the page's 460 px-high figure is about 900 px wide at the
+# narrowest window the page is laid out for.
+LABEL_ROWS = 4
+LABEL_ROW_HEIGHT = 0.05  # of the plot's height
+LABEL_CHAR_PX = 6
+PLOT_PX = 900
+
+
+def _query_labels(queries: list[dict], started_ms: float, ended_ms: Optional[float]) -> list[dict]:
+    """A label per query at its start, each in the highest row where it clears
+    the one before it; a query whose label fits in no row keeps its region
+    unlabelled rather than print over another (short queries back to back)."""
+    starts = [q["time"] for q in queries]
+    first = min([started_ms, *starts])
+    last = max([ended_ms or 0, *starts, *(q["end_time_ms"] for q in queries)])
+    ms_per_px = max(last - first, 1) / PLOT_PX
+    free_from = [float("-inf")] * LABEL_ROWS  # per row: where its last label ends
+    labels = []
+    for q in sorted(queries, key=lambda q: q["time"]):
+        text = f"query {q.get('execution_id', '')}"
+        row = next((r for r in range(LABEL_ROWS) if free_from[r] <= q["time"]), None)
+        if row is None:
+            continue
+        free_from[row] = q["time"] + (len(text) * LABEL_CHAR_PX + LABEL_CHAR_PX) * ms_per_px
+        labels.append({"x": _t(q["time"]), "y": 1 - row * LABEL_ROW_HEIGHT, "xref": "x", "yref": "paper",
+                       "showarrow": False, "xanchor": "left", "yanchor": "top", "text": text,
+                       "font": {"size": 10}})
+    return labels
+
+
 def memory_over_time(run: RunFacts, settings_heap: Optional[float]) -> go.Figure:
     fig = go.Figure()
     for executor_id, e in sorted(run.executors.items()):
@@ -55,9 +87,7 @@ def memory_over_time(run: RunFacts, settings_heap: Optional[float]) -> go.Figure
         shapes += [_region(s["time"], s["end_time_ms"], "#8888ff", 0.08) for s in stages]
     if len(queries) <= REGIONS_DRAWN:
         shapes += [_region(q["time"], q["end_time_ms"], "#44aa44", 0.06) for q in queries]
-    labels = [{"x": _t(q["time"]), "y": 1, "xref": "x", "yref": "paper", "showarrow": False, "xanchor": "left",
-               "yanchor": "top", "text": f"query {q.get('execution_id', '')}", "font": {"size": 10}}
-              for q in queries] if len(queries) <= QUERY_LABELS else []
+    labels = _query_labels(queries, run.started_ms, run.ended_ms) if len(queries) <= QUERY_LABELS else []
     fig.update_layout(shapes=shapes, annotations=labels)
     if settings_heap:
         fig.add_hline(y=settings_heap / MIB, line_dash="dash", annotation_text="heap configured")
