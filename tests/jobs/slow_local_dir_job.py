@@ -9,8 +9,9 @@ spark = (SparkSession.builder.appName("sparkscope-test-slow-local-dir")
          .getOrCreate())
 sc = spark.sparkContext
 print("APP_ID", sc.applicationId, flush=True)
-# Few records: every I/O on the slow disk waits 150 ms, and a handful of them
-# inside the stages is all the test needs.
-pairs = sc.parallelize(range(4_000), 4).map(lambda x: (x % 100, x))
-print("GROUPS", pairs.groupByKey(4).mapValues(len).count(), flush=True)
+# Few records and tasks: every I/O on the slow disk waits 150 ms (a synchronous
+# mount: each write commits ext4's journal too), and a handful of them inside
+# the stages is all the test needs. One map and one reduce task per executor.
+pairs = sc.parallelize(range(2_000), 2).map(lambda x: (x % 100, x))
+print("GROUPS", pairs.groupByKey(2).mapValues(len).count(), flush=True)
 spark.stop()
