@@ -74,7 +74,12 @@ MATRIX = {
                                                            "loadBalancerSourceRanges": ["10.20.0.0/16"]}}},
     "no grafana, no annotator, no events auth": {"grafana": {"enabled": False}, "events": {"auth": False},
                                                  "spark": {"annotator": {"enabled": False}}},
+    "host probes": {"probes": {"enabled": True,
+                               "threadprobe": {"image": {"repository": "registry.example/sparkscope-threadprobe"}},
+                               "blockprobe": {"image": {"repository": "registry.example/sparkscope-blockprobe",
+                                                        "tag": "b1"}}}},
 }
+PROBES = f"DaemonSet/{RELEASE}-probes"
 
 
 # --- helm --------------------------------------------------------------------------------------------
@@ -126,7 +131,7 @@ def pod_specs(objects: list[dict]) -> dict[str, dict]:
     """kind/name -> pod spec, for every object that runs pods."""
     out = {}
     for o in objects:
-        if o["kind"] in ("Deployment", "StatefulSet", "Job"):
+        if o["kind"] in ("Deployment", "StatefulSet", "Job", "DaemonSet"):
             out[f"{o['kind']}/{o['metadata']['name']}"] = o["spec"]["template"]["spec"]
         elif o["kind"] == "Pod":
             out[f"Pod/{o['metadata']['name']}"] = o["spec"]
@@ -136,7 +141,7 @@ def pod_specs(objects: list[dict]) -> dict[str, dict]:
 def pod_labels(objects: list[dict]) -> dict[str, dict]:
     out = {}
     for o in objects:
-        if o["kind"] in ("Deployment", "StatefulSet", "Job"):
+        if o["kind"] in ("Deployment", "StatefulSet", "Job", "DaemonSet"):
             out[f"{o['kind']}/{o['metadata']['name']}"] = o["spec"]["template"]["metadata"]["labels"]
         elif o["kind"] == "Pod":
             out[f"Pod/{o['metadata']['name']}"] = o["metadata"]["labels"]
@@ -353,7 +358,9 @@ def test_services_stay_inside_the_cluster_by_default(rendered):
                 assert obj["spec"].get("type", "ClusterIP") == wanted, f"{name}: {obj['metadata']['name']}"
                 assert all("nodePort" not in p for p in obj["spec"]["ports"])
         for kind_name, spec in pod_specs(objects).items():
-            assert not spec.get("hostNetwork") and not spec.get("hostPID"), kind_name
+            assert not spec.get("hostNetwork"), kind_name
+            # The host's pid namespace: the host probes alone, and only when asked for.
+            assert bool(spec.get("hostPID")) == (kind_name == PROBES), kind_name
             assert all("hostPort" not in p for c in spec["containers"] for p in c.get("ports", [])), kind_name
     balanced = one(rendered["telegraf as load balancer"], "Service", f"{RELEASE}-telegraf")
     assert balanced["spec"]["loadBalancerSourceRanges"] == ["10.20.0.0/16"]
@@ -407,8 +414,12 @@ def test_network_policy_admits_to_influxdb_exactly_the_pods_that_use_it(rendered
 # --- pods ---------------------------------------------------------------------------------------------
 
 def test_every_pod_runs_as_non_root_read_only_with_limits(rendered):
+    """Every pod but the host probes' DaemonSet, which is privileged by design,
+    off by default, and checked on its own below."""
     for name, objects in rendered.items():
         for kind_name, spec in pod_specs(objects).items():
+            if kind_name == PROBES:
+                continue
             assert spec["automountServiceAccountToken"] is False, kind_name
             assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] > 0
             assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -435,6 +446,98 @@ def test_images_are_the_ones_compose_pins(rendered):
 def test_telegraf_replicas_follow_the_value(rendered):
     assert one(rendered["defaults"], "Deployment", f"{RELEASE}-telegraf")["spec"]["replicas"] == 2
     assert one(rendered["telegraf replicas 3"], "Deployment", f"{RELEASE}-telegraf")["spec"]["replicas"] == 3
+
+
+# --- the host probes (off by default) ------------------------------------------------------------------
+
+def probe_reads(probe: str) -> str:
+    """The source of what runs in the probe's image (its Dockerfile's COPY lines)."""
+    dockerfile = (ROOT / "src" / "sparkscope" / probe / "Dockerfile").read_text()
+    copied = re.findall(r"src/sparkscope/[\w/.]+", dockerfile.replace("\\\n", " "))
+    files = [f for path in copied for f in ([ROOT / path] if path.endswith(".py") else (ROOT / path).rglob("*.py"))]
+    assert any(f.parent.name == probe for f in files), copied
+    return "\n".join(f.read_text() for f in files)
+
+
+def test_the_host_probes_are_off_by_default_and_ask_for_their_image(helm, tmp_path, rendered):
+    for name, objects in rendered.items():
+        assert (PROBES in pod_specs(objects)) == (name == "host probes"), name
+    values_file = tmp_path / "values.yaml"
+    for values, named in (({"probes": {"enabled": True}}, "src/sparkscope/threadprobe/Dockerfile"),
+                          ({"probes": {"enabled": True, "threadprobe": {"enabled": False}}},
+                           "src/sparkscope/blockprobe/Dockerfile"),
+                          ({"probes": {"enabled": True, "threadprobe": {"enabled": False},
+                                       "blockprobe": {"enabled": False}}}, "both false")):
+        values_file.write_text(yaml.safe_dump(values))
+        done = helm("template", RELEASE, "-f", str(values_file))
+        assert done.returncode != 0 and named in done.stderr, done.stderr
+
+
+def test_each_host_probe_runs_as_compose_runs_it_and_tags_its_points_with_the_node(rendered):
+    objects = rendered["host probes"]
+    spec = pod_specs(objects)[PROBES]
+    assert spec["hostPID"] is True and spec["automountServiceAccountToken"] is False
+    assert "hostNetwork" not in spec  # it reaches Telegraf by the Service, as Spark does
+    containers = {c["name"]: c for c in spec["containers"]}
+    assert set(containers) == {"threadprobe", "blockprobe"}
+    assert containers["threadprobe"]["image"] == "registry.example/sparkscope-threadprobe:0.1.0"  # appVersion
+    assert containers["blockprobe"]["image"] == "registry.example/sparkscope-blockprobe:b1"
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    telegraf = one(objects, "Service", f"{RELEASE}-telegraf")
+    events_port = next(p["port"] for p in telegraf["spec"]["ports"] if p["name"] == "events")
+    secret = one(objects, "Secret", f"{RELEASE}-secrets")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    for probe, container in containers.items():
+        env = env_of(container)
+        source = probe_reads(probe)
+        for name in env:  # each variable is one the probe's own code reads
+            assert f'"{name}"' in source, f"{probe} never reads {name}"
+        url = env["THREADPROBE_URL" if probe == "threadprobe" else "BLOCKPROBE_URL"]["value"]
+        assert url == f"http://{RELEASE}-telegraf:{events_port}"
+        assert env["SPARKSCOPE_HOST"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+        assert env["SPARKSCOPE_EVENTS_USER"]["value"] == "sparkscope"
+        password = env["SPARKSCOPE_EVENTS_PASSWORD"]["valueFrom"]["secretKeyRef"]
+        assert password["name"] == secret["metadata"]["name"] and password["key"] in secret["data"]
+        # compose's service of the same probe: the same switches, and its host paths mounted here too.
+        assert set(compose[probe]["environment"]) - {"THREADPROBE_ENABLED"} <= set(env)
+        assert compose[probe]["privileged"] is True and container["securityContext"]["privileged"] is True
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["resources"]["limits"]["memory"] and container["resources"]["requests"]
+        mounts = {m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts", [])}
+        for volume in compose[probe].get("volumes", []):
+            host, inside = volume.split(":")[:2]
+            assert mounts[inside]["hostPath"]["path"] == host, (probe, volume)
+        assert "emptyDir" in mounts["/tmp"]  # py-spy's recordings; the root stays read-only
+
+
+def test_the_thread_sampler_can_run_without_privileges_and_then_asks_for_none(helm, tmp_path):
+    values = {"probes": {"enabled": True, "blockprobe": {"enabled": False},
+                         "threadprobe": {"privileged": False, "image": {"repository": "r/t", "tag": "1"}}}}
+    spec = pod_specs(render(helm, tmp_path, values))[PROBES]
+    (container,) = spec["containers"]
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                                            "readOnlyRootFilesystem": True}
+    env = env_of(container)
+    assert env["THREADPROBE_KERNEL_STACKS"]["value"] == env["THREADPROBE_PYSPY"]["value"] == "false"
+    assert not [v for v in spec["volumes"] if "hostPath" in v]
+
+
+def test_network_policy_admits_the_host_probes_to_the_events_listener_only(rendered):
+    objects = rendered["host probes"]
+    labels = pod_labels(objects)
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    admitted = {}  # policy's pods -> ports the probes may reach
+    for policy in policies:
+        for rule in policy["spec"]["ingress"]:
+            if any("podSelector" in peer and set(peer) == {"podSelector"}
+                   and selects(peer["podSelector"], labels[PROBES]) for peer in rule["from"]):
+                admitted.setdefault(policy["metadata"]["name"], []).extend(p["port"] for p in rule["ports"])
+    assert admitted == {f"{RELEASE}-telegraf": [8186]}
+    # ... and the probes' rule picks no other pod of the release.
+    (telegraf,) = [p for p in policies if p["metadata"]["name"] == f"{RELEASE}-telegraf"]
+    probes_rule = next(r for r in telegraf["spec"]["ingress"] if [p["port"] for p in r["ports"]] == [8186])
+    picked = [name for name, pod in labels.items() for peer in probes_rule["from"] if selects(peer["podSelector"], pod)]
+    assert picked == [PROBES]
 
 
 # --- files: the copies, the dashboards, Grafana's provisioning ------------------------------------------

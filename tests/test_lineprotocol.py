@@ -67,6 +67,32 @@ def test_every_string_survives_telegraf_and_influxdb(stack):
     assert sentinels[0]["values"][0][1] == len(values)
 
 
+def test_a_probes_host_tag_is_the_one_stored_and_telegraf_adds_its_own_only_without_one(stack):
+    """On Kubernetes the probes' DaemonSet names the node (SPARKSCOPE_HOST); the
+    Telegraf replica that takes the lines runs elsewhere and must not rename it."""
+    import socket
+
+    from sparkscope.probe_cli import host_tagged
+
+    hosts = ["node-1", "ip-10-0-3-7.ec2.internal", "a b,c=d", "ends\\", "x\\ y"]
+    now = time.time_ns()
+    lines = []
+    for n, host in enumerate(hosts):
+        # Series keys with escaped spaces and commas, string fields with spaces: the tag goes after the key.
+        written = [lineprotocol.line("sparkscope_lp host,x", {"case": str(n), "device": "sd a"},
+                                     {"text": "a b c", "n": n}, now + n)]
+        lines += host_tagged(written, {"SPARKSCOPE_HOST": host})
+    lines += host_tagged([lineprotocol.line("sparkscope_lp host,x", {"case": "plain"}, {"n": -1}, now)], {})
+    http.post_lines(stack.settings.events_url, lines, timeout=30)
+    series = stack.wait_for('SELECT "n", "text" FROM "sparkscope_lp host,x" GROUP BY "case", "host", "device"',
+                            lambda s: len(s) == len(hosts) + 1, deadline_s=30)
+    stored = {s["tags"]["case"]: s for s in series}
+    for n, host in enumerate(hosts):
+        assert stored[str(n)]["tags"]["host"] == tag_as_stored(host), (host, stored[str(n)]["tags"])
+        assert stored[str(n)]["tags"]["device"] == "sd a" and stored[str(n)]["values"][0][2] == "a b c"
+    assert stored["plain"]["tags"]["host"] == socket.gethostname()
+
+
 def test_the_probes_and_the_profile_store_write_through_it():
     """The three writers produce exactly what the module writes for their values."""
     from sparkscope.blockprobe import probe

@@ -115,3 +115,18 @@ $(kubectl get secret -n {{ .Release.Namespace }} {{ include "sparkscope.secretNa
 {{- end -}}
 {{- join "\n" $flags -}}
 {{- end -}}
+
+{{/* What both host probes read: their node's name as the host tag (Telegraf
+runs on another node and would tag them with its own), and the events
+listener's user and password. */}}
+{{- define "sparkscope.probeEnv" -}}
+- name: SPARKSCOPE_HOST
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+{{- if .Values.events.auth }}
+- name: SPARKSCOPE_EVENTS_USER
+  value: {{ .Values.events.user | quote }}
+{{ include "sparkscope.secretEnv" (dict "root" . "name" "SPARKSCOPE_EVENTS_PASSWORD" "key" "events-password") }}
+{{- end }}
+{{- end -}}

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from sparkscope import http, lineprotocol
-from sparkscope.probe_cli import add_url_argument
+from sparkscope.probe_cli import add_url_argument, host_tagged
 from sparkscope.schema import BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER, BLOCK_OUTLIER_DROPPED
 
 SCRIPT = Path(__file__).with_name("latency.bt")
@@ -206,7 +206,7 @@ def send(url: str, lines: list[str], timeout_s: float = 5.0) -> None:
     if not lines:
         return
     try:
-        http.post_lines(url, lines, timeout_s)
+        http.post_lines(url, host_tagged(lines), timeout_s)
     except (urllib.error.URLError, OSError) as err:
         print(f"blockprobe: {len(lines)} points not sent to {url}: {err}; is Telegraf up?", file=sys.stderr,
               flush=True)

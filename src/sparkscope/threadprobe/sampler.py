@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from sparkscope import http, procstat
-from sparkscope.probe_cli import add_url_argument, switched_on
+from sparkscope.probe_cli import add_url_argument, host_tagged, switched_on
 from sparkscope.schema import THREAD_SAMPLER_MEASUREMENT
 from sparkscope.threadprobe import procfs
 from sparkscope.threadprobe.jvms import Discovery, SparkJvm
@@ -236,7 +236,7 @@ def send(url: str, lines_: list[str], timeout_s: float = 5.0) -> bool:
     if not lines_:
         return True
     try:
-        http.post_lines(url, lines_, timeout_s)
+        http.post_lines(url, host_tagged(lines_), timeout_s)
         return True
     except (urllib.error.URLError, OSError) as err:
         say(f"{len(lines_)} points not sent to {url}: {err}; is Telegraf up?")
