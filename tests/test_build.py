@@ -170,3 +170,57 @@ def test_the_cli_runs_on_the_oldest_python_declared(tmp_path):
               "assert not group_alive(p.pid)\n")
     ran = subprocess.run([python, "-c", helper], env=env, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
+
+
+BUILDER = """
+import sys, time
+from pathlib import Path
+from sparkscope.provision import build_once
+dest, mark = Path(sys.argv[1]), Path(sys.argv[2])
+def build(staging):
+    mark.open("a").write(f"{sys.argv[3]} built\\n")
+    time.sleep(float(sys.argv[4]))
+    (staging / "tool").write_text(sys.argv[3])
+build_once(dest, build, waiting=lambda: mark.open("a").write(f"{sys.argv[3]} waited\\n"))
+print((dest / "tool").read_text())
+"""
+
+
+def test_a_second_run_waits_for_the_build_in_progress_and_takes_its_result(tmp_path):
+    """The launcher's prebuild beside pip and the command after it, or two test
+    workers: one build, the other waits (and says so) instead of building again."""
+    dest, mark = tmp_path / "cache" / "tool-v1", tmp_path / "mark"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    first = subprocess.Popen([os.sys.executable, "-c", BUILDER, str(dest), str(mark), "first", "2"],
+                             env=env, stdout=subprocess.PIPE, text=True)
+    assert wait_until(lambda: mark.exists() and "first built" in mark.read_text(), 30, 0.05)
+    second = subprocess.run([os.sys.executable, "-c", BUILDER, str(dest), str(mark), "second", "0"],
+                            env=env, stdout=subprocess.PIPE, text=True, timeout=60)
+    assert first.communicate(timeout=60)[0] == second.stdout == "first\n"
+    assert mark.read_text().splitlines() == ["first built", "second waited"]
+
+
+def test_a_killed_builder_leaves_the_lock_and_no_half_made_result(tmp_path):
+    dest, mark = tmp_path / "cache" / "tool-v1", tmp_path / "mark"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    first = subprocess.Popen([os.sys.executable, "-c", BUILDER, str(dest), str(mark), "first", "60"], env=env)
+    assert wait_until(lambda: mark.exists() and "first built" in mark.read_text(), 30, 0.05)
+    first.kill()
+    first.wait(timeout=30)
+    assert not dest.exists()
+    second = subprocess.run([os.sys.executable, "-c", BUILDER, str(dest), str(mark), "second", "0"],
+                            env=env, stdout=subprocess.PIPE, text=True, timeout=60)
+    assert second.stdout == "second\n" and "second built" in mark.read_text()
+
+
+def test_the_prebuild_runs_on_the_standard_library_alone():
+    """The launcher starts it with the system's Python before the venv exists:
+    with no site-packages at all (-S), it and every module its builds use import."""
+    script = ("import sys; from sparkscope.provision import prebuild; from pathlib import Path;"
+              "prebuild.builds(True, Path('/nonexistent'), Path('.'));"
+              "print(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)"
+              " - set(sys.builtin_module_names) - {'__main__'}))")
+    done = subprocess.run([os.sys.executable, "-S", "-c", script], env={"PYTHONPATH": str(ROOT / "src"),
+                          "PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['sparkscope']", done.stdout

@@ -22,33 +22,41 @@ class BuildError(SparkscopeError):
     """A component could not be built or installed; the message says what to do next."""
 
 
-def build_once(dest: Path, build: Callable[[Path], None]) -> Path:
+def build_once(dest: Path, build: Callable[[Path], None],
+               waiting: Callable[[], None] | None = None) -> Path:
     """dest, made by build(staging) in a private folder beside it and moved
     into place only once build returned: an interrupted build leaves nothing
-    half-made (the next run simply builds again), and of two runs building
-    at once the first to finish is kept."""
+    half-made (the next run simply builds again). One build at a time: a run
+    that finds another building the same dest (the launcher's prebuild beside
+    pip, a second test worker) waits for it, saying so through waiting(),
+    and takes its result."""
     if dest.exists():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
-    try:
-        build(staging)
+    with exclusive(dest.parent / f".{dest.name}.lock", waiting):
+        if dest.exists():
+            return dest
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=dest.parent))
         try:
+            build(staging)
             os.replace(staging, dest)
-        except OSError:
-            if not dest.exists():  # else another run stored the same build first
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return dest
 
 
 @contextlib.contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
+def exclusive(lock_file: Path, waiting: Callable[[], None] | None = None) -> Iterator[None]:
     """One holder at a time across processes (two test workers, a demo beside
     a test run) for a build made in place; the caller checks again inside
-    whether another holder already made it."""
+    whether another holder already made it. waiting() is called once when
+    another process holds it. The kernel lets go when a holder dies."""
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_file, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting is not None:
+                waiting()
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield

@@ -84,7 +84,9 @@ def go_build(cmd: list[str], binary: str, dest: Path, progress: Progress, what: 
         if not (staging / binary).is_file():
             raise BuildError(f"go {verb} finished but {staging / binary} is missing; see {log}")
 
-    build_once(dest, build)
+    build_once(dest, build, waiting=lambda: progress(
+        f"  another sparkscope run is building {binary}; waiting for it (its log: "
+        f"{dest.parent / f'{dest.name}.build.log'})"))
     return target
 
 

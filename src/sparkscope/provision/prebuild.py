@@ -1,0 +1,83 @@
+"""The builds a first run needs, started by the launcher (./sparkscope) beside
+pip while it prepares the venv: pip spends its minutes downloading pyspark
+and writing its wheel, the Go and Maven builds spend theirs on the CPU.
+
+    python -m sparkscope.provision.prebuild [--for-tests]
+
+Run by the system's Python with src/ on the path, so everything it imports is
+the standard library's. It builds what `./sparkscope install` builds
+(InfluxDB, Telegraf, the annotator jar) and, --for-tests, the test command's
+Go tools (the dashboard checker, helm, kubeconform), one after another, into
+the same cache and under the same locks as the foreground (build_once): the
+command that follows finds them built, or waits for the one in progress. Its
+output goes to <cache>/prebuild.log; a build that fails here is simply made
+again in the foreground, which reports the error."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Callable
+
+
+def builds(for_tests: bool, cache_dir, root) -> list[tuple[str, Callable[[], object]]]:
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
+    from sparkscope.provision.go import ensure_influxd, ensure_telegraf
+
+    steps = [("influxd", lambda: ensure_influxd(cache_dir)), ("telegraf", lambda: ensure_telegraf(cache_dir)),
+             ("annotator jar", lambda: ensure_annotator_jar(root))]
+    if for_tests:
+        from sparkscope.provision.dashcheck import ensure_dashcheck
+        from sparkscope.provision.helm import ensure_helm
+        from sparkscope.provision.kubeconform import ensure_kubeconform
+
+        steps += [("dashboard checker", lambda: ensure_dashcheck(cache_dir)),
+                  ("helm", lambda: ensure_helm(cache_dir)), ("kubeconform", lambda: ensure_kubeconform(cache_dir))]
+    return steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sparkscope.provision.prebuild", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--for-tests", action="store_true", help="the test command's tools too")
+    args = parser.parse_args(argv)
+    # The launcher stops it with SIGTERM (pip failed, or was interrupted): as
+    # KeyboardInterrupt, run_logged stops the build's own process group too.
+    signal.signal(signal.SIGTERM, _interrupted)
+    from sparkscope.settings import load_settings
+
+    try:
+        settings = load_settings()
+    except Exception as err:  # the foreground reads the settings again and says what is wrong
+        print(f"sparkscope: no builds beside pip ({err})", file=sys.stderr, flush=True)
+        return 1
+    steps = builds(args.for_tests, settings.cache_dir, settings.root)
+    log = settings.cache_dir / "prebuild.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"sparkscope: meanwhile building {', '.join(name for name, _ in steps)} (log: {log})",
+          file=sys.stderr, flush=True)
+    with open(log, "w") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        failed = []
+        for name, build in steps:
+            try:
+                print(f"{name}: {build()}", flush=True)
+            except KeyboardInterrupt:
+                print(f"{name}: stopped", flush=True)
+                return 130
+            except Exception as err:  # noqa: BLE001 - any failure is the foreground's to report
+                failed.append(name)
+                print(f"{name}: not built here ({type(err).__name__}: {err}); the command builds it again",
+                      flush=True)
+    return 1 if failed else 0
+
+
+def _interrupted(*_) -> None:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    sys.exit(main())
