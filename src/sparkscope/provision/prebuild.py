@@ -55,10 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     steps = builds(args.for_tests, settings.cache_dir, settings.root)
     log = settings.cache_dir / "prebuild.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log, "w")
+    except OSError as err:
+        print(f"sparkscope: no builds beside pip ({err})", file=sys.stderr, flush=True)
+        return 1
     print(f"sparkscope: meanwhile building {', '.join(name for name, _ in steps)} (log: {log})",
           file=sys.stderr, flush=True)
-    with open(log, "w") as out:
+    with out:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
         failed = []
