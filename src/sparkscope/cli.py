@@ -11,11 +11,9 @@ from pathlib import Path
 
 from sparkscope.provision import BuildError
 from sparkscope.provision.annotator_jar import ensure_annotator_jar, jar_path
-from sparkscope.provision.go import ensure_influxd, ensure_telegraf
 from sparkscope.provision.chromium import ensure_chromium
-from sparkscope.provision.dashcheck import ensure_dashcheck
-from sparkscope.provision.helm import ensure_helm
-from sparkscope.provision.kubeconform import ensure_kubeconform, ensure_schemas
+from sparkscope.provision.kubeconform import ensure_schemas
+from sparkscope.provision.prebuild import native_steps, test_tool_steps
 from sparkscope.provision.test_tools import ensure_test_packages
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
@@ -138,8 +136,7 @@ def ensure_each(steps) -> list[str]:
 def install_all(settings: Settings) -> list[str]:
     """Build or find every native component; returns what could not be had.
     Grafana is never built: natively the user's own is used (stack/grafana_local.py)."""
-    missing = ensure_each((("influxd", lambda: ensure_influxd(settings.cache_dir)),
-                           ("telegraf", lambda: ensure_telegraf(settings.cache_dir))))
+    missing = ensure_each(native_steps(settings.cache_dir))
     try:
         grafana = find_grafana(settings.grafana_home)
         print(f"grafana: {grafana.binary} (home {grafana.home})" if grafana else
@@ -167,12 +164,10 @@ def cmd_test(args: argparse.Namespace) -> int:
         # checked against Grafana 12's rules (src/sparkscope_testkit/grafana12.py, tools/dashcheck).
         install_all(settings)
         print(f"annotator: {ensure_annotator_jar(settings.root)}")
-        ensure_each((("dashboard checker", lambda: ensure_dashcheck(settings.cache_dir)),
-                     ("helm", lambda: ensure_helm(settings.cache_dir)),  # the chart's tests (tests/test_chart.py)
-                     ("kubeconform", lambda: ensure_kubeconform(settings.cache_dir)),  # ... Kubernetes' schemas
-                     ("kubernetes schemas", lambda: ensure_schemas(settings.cache_dir)),
-                     ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
-                     ("test tools", ensure_test_packages)))
+        ensure_each(test_tool_steps(settings.cache_dir) + [
+            ("kubernetes schemas", lambda: ensure_schemas(settings.cache_dir)),
+            ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
+            ("test tools", ensure_test_packages)])
     return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
                            cwd=settings.root)
 

@@ -19,23 +19,37 @@ import argparse
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Callable
 
 
-def builds(for_tests: bool, cache_dir, root) -> list[tuple[str, Callable[[], object]]]:
-    from sparkscope.provision.annotator_jar import ensure_annotator_jar
+Steps = list[tuple[str, Callable[[], object]]]  # (name, build): what the build returns is printed
+
+
+def native_steps(cache_dir: Path) -> Steps:
+    """The native stack's builds (`./sparkscope install`, `up`, the test command)."""
     from sparkscope.provision.go import ensure_influxd, ensure_telegraf
 
-    steps = [("influxd", lambda: ensure_influxd(cache_dir)), ("telegraf", lambda: ensure_telegraf(cache_dir)),
-             ("annotator jar", lambda: ensure_annotator_jar(root))]
-    if for_tests:
-        from sparkscope.provision.dashcheck import ensure_dashcheck
-        from sparkscope.provision.helm import ensure_helm
-        from sparkscope.provision.kubeconform import ensure_kubeconform
+    return [("influxd", lambda: ensure_influxd(cache_dir)), ("telegraf", lambda: ensure_telegraf(cache_dir))]
 
-        steps += [("dashboard checker", lambda: ensure_dashcheck(cache_dir)),
-                  ("helm", lambda: ensure_helm(cache_dir)), ("kubeconform", lambda: ensure_kubeconform(cache_dir))]
-    return steps
+
+def test_tool_steps(cache_dir: Path) -> Steps:
+    """The test command's Go tools. Its other needs (Kubernetes' schemas from a
+    pip package, Chromium and apt's tools) are not builds and come after pip."""
+    from sparkscope.provision.dashcheck import ensure_dashcheck
+    from sparkscope.provision.helm import ensure_helm
+    from sparkscope.provision.kubeconform import ensure_kubeconform
+
+    return [("dashboard checker", lambda: ensure_dashcheck(cache_dir)),
+            ("helm", lambda: ensure_helm(cache_dir)),  # the chart's tests (tests/test_chart.py)
+            ("kubeconform", lambda: ensure_kubeconform(cache_dir))]  # ... with Kubernetes' schemas
+
+
+def builds(for_tests: bool, cache_dir: Path, root: Path) -> Steps:
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
+
+    steps = native_steps(cache_dir) + [("annotator", lambda: ensure_annotator_jar(root))]
+    return steps + (test_tool_steps(cache_dir) if for_tests else [])
 
 
 def main(argv: list[str] | None = None) -> int:
