@@ -43,14 +43,15 @@ C1_ONLY = "-XX:+IgnoreUnrecognizedVMOptions -XX:TieredStopAtLevel=1"
 os.environ.setdefault("JAVA_TOOL_OPTIONS", C1_ONLY)
 
 
-def users_jit(env: dict[str, str]) -> dict[str, str]:
-    """env for JVMs that compile as users' do (C1 then C2), the suite's C1_ONLY taken out."""
-    return {k: v for k, v in env.items() if not (k == "JAVA_TOOL_OPTIONS" and v == C1_ONLY)}
-
-
-# run_spark_job(env=USERS_JIT): the same, for jobs that compute for tens of seconds,
-# where C2 pays for itself (tests/jobs/memory_job.py: 35 s instead of 50 s).
+# For JVMs that compile as users' do (C1 then C2): the suite's C1_ONLY taken out,
+# as run_spark_job(env=USERS_JIT) takes it (None removes a variable), or users_jit(env)
+# for a Popen. Also for jobs that compute for tens of seconds, where C2 pays for
+# itself (tests/jobs/memory_job.py: 35 s instead of 50 s).
 USERS_JIT = {"JAVA_TOOL_OPTIONS": None} if os.environ.get("JAVA_TOOL_OPTIONS") == C1_ONLY else {}
+
+
+def users_jit(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in {**env, **USERS_JIT}.items() if v is not None}
 
 
 def java_job_jar(tmp_path_factory, name: str) -> Path:
