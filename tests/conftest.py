@@ -20,7 +20,7 @@ import pytest
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, spark_home, submit_argv
-from sparkscope import influx
+from sparkscope import influx, versions
 from sparkscope.process import wait_until
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, Settings
@@ -29,7 +29,7 @@ from sparkscope_testkit.sandbox import isolated_settings, reader_http
 from sparkscope_testkit.tiers import refuse_in_fast_tier
 
 JOBS = Path(__file__).parent / "jobs"
-SPARK4_VERSION = "4.3.0"  # the Spark 4 the same jar is tried on (ensure_pyspark)
+SPARK4_VERSION = versions.SPARK_4  # the Spark 4 the same jar is tried on (ensure_pyspark)
 
 # The suite's JVMs (Spark's driver and executors, spark-submit's launcher) compile
 # with C1 only. Its Spark runs last seconds, and C2 compiling code they never run

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from sparkscope import cli
+from sparkscope import cli, versions
 from sparkscope.demo import command as demo_command
 from sparkscope.process import quiet
 from sparkscope.stack import StackError, choose_backend, open_stack, record_backend, recorded_backend
@@ -65,11 +65,11 @@ def test_ps_json_is_read_one_object_per_line_and_as_one_array():
 
 def test_compose_v1_containers_are_read_from_docker_inspect():
     inspected = ('[{"Id": "ab", "Name": "/sparkscope_influxdb_1", "State": {"Status": "running", '
-                 '"Health": {"Status": "healthy"}}, "Config": {"Image": "influxdb:1.8.10", '
+                 '"Health": {"Status": "healthy"}}, "Config": {"Image": "influxdb:1.13.1", '
                  '"Labels": {"com.docker.compose.service": "influxdb"}}}]')
     assert containers_from_inspect(inspected) == [{"Service": "influxdb", "Name": "sparkscope_influxdb_1",
                                                    "State": "running", "Health": "healthy",
-                                                   "Image": "influxdb:1.8.10"}]
+                                                   "Image": "influxdb:1.13.1"}]
 
 
 def test_up_status_down_with_compose_v2_the_cli_remembers_the_backend(docker, settings):
@@ -89,7 +89,7 @@ def test_up_status_down_with_compose_v2_the_cli_remembers_the_backend(docker, se
     influxdb = next(line for line in out.splitlines() if line.startswith("influxdb"))
     assert influxdb.split()[:4] == ["influxdb", "compose", "up", "container"]
     assert "sparkscope-influxdb-1" in influxdb and settings.influx_url in influxdb
-    assert "1.8.10" in influxdb and "database spark: 2.0 MB, 1,234 series" in influxdb
+    assert versions.INFLUXDB in influxdb and "database spark: 2.0 MB, 1,234 series" in influxdb
     grafana = next(line for line in out.splitlines() if line.startswith("grafana"))
     assert "12.4.1" in grafana and "sparkscope-grafana-1" in grafana
 

@@ -76,6 +76,7 @@ class Settings:
     telegraf_buffer_limit: int  # points Telegraf keeps while InfluxDB cannot take them
     telegraf_buffer_strategy: str  # memory | disk (telegraf.conf says what each costs)
     grafana_home: str  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
+    influxd_binary: str  # the user's own influxd for the native backend; "" = build it (provision/go.py)
     influxdb_bind: str  # apart from Grafana's http_bind: exposing Grafana keeps InfluxDB private
     # InfluxDB's users (influx.ensure_users); passwords "" until ./sparkscope up writes them to .env
     influx_admin_user: str
@@ -132,7 +133,8 @@ class Settings:
         return {
             "SPARKSCOPE_STATE_DIR": str(self.state_dir), "SPARKSCOPE_CACHE_DIR": str(self.cache_dir),
             "GRAFANA_ADMIN_USER": self.grafana_user, "GRAFANA_ADMIN_PASSWORD": self.grafana_password,
-            "GRAFANA_HOME": self.grafana_home, "SPARKSCOPE_HTTP_BIND": self.http_bind,
+            "GRAFANA_HOME": self.grafana_home, "INFLUXD_BINARY": self.influxd_binary,
+            "SPARKSCOPE_HTTP_BIND": self.http_bind,
             "GRAFANA_PORT": str(self.grafana_port), "INFLUXDB_BIND": self.influxdb_bind,
             "INFLUXDB_PORT": str(self.influxdb_port), "GRAPHITE_BIND": self.graphite_bind,
             "GRAPHITE_PORT": str(self.graphite_port), "EVENTS_PORT": str(self.events_port),
@@ -278,6 +280,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         retention=retention,
         unread_metrics=unread,
         grafana_home=values["GRAFANA_HOME"],
+        influxd_binary=values["INFLUXD_BINARY"],
         telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT"),
         telegraf_buffer_strategy=_choice(values, "TELEGRAF_BUFFER_STRATEGY", ("memory", "disk")),
         influxdb_bind=_bind(values, "INFLUXDB_BIND"),

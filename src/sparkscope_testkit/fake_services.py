@@ -14,6 +14,8 @@ import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from sparkscope import versions
+
 INFLUX_SERIES = 1234
 INFLUX_DISK_BYTES = 2 * 2**20
 
@@ -43,7 +45,7 @@ class Influx(BaseHTTPRequestHandler):
     def _reply(self, status: int, body: dict | None = None) -> None:
         data = json.dumps(body).encode() if body is not None else b""
         self.send_response(status)
-        self.send_header("X-Influxdb-Version", "1.8.10")
+        self.send_header("X-Influxdb-Version", versions.INFLUXDB)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -39,6 +39,7 @@ SLOW_NAMES = {
     "spark_env": "a Spark process",
     "ensure_annotator_jar": "the annotator jar (a Maven build)",
     "ensure_pyspark": "a second Spark (a download)",
+    "ensure_previous_influxd": "an InfluxDB build",
     "chromium": "a Chromium",
 }
 

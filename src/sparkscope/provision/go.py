@@ -11,15 +11,18 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
+from sparkscope import versions
 from sparkscope.provision import BuildError, build_once
 from sparkscope.process import Progress, log_tail, run_logged
 
 INFLUXD_MODULE = "github.com/influxdata/influxdb/cmd/influxd"
-INFLUXD_VERSION = "v1.8.10"
+INFLUXD_VERSION = f"v{versions.INFLUXDB}"
+PKG_CONFIG_MODULE = "github.com/influxdata/pkg-config"
 TELEGRAF_MODULE = "github.com/influxdata/telegraf/cmd/telegraf"
-TELEGRAF_VERSION = "v1.37.2"
+TELEGRAF_VERSION = f"v{versions.TELEGRAF}"
 # Telegraf is built with only the plugins telegraf/telegraf.conf uses: a plugin
 # added there must be added here, or Telegraf refuses the config at start
 # (tests/test_build.py compares the two).
@@ -47,8 +50,8 @@ def go_env(cgo: bool = False) -> dict[str, str]:
     """The environment of every Go build here; the user's GOPROXY, GOFLAGS, GOCACHE are kept."""
     if shutil.which("go") is None:
         raise BuildError(
-            "Go is not installed (needed once, to build InfluxDB, Telegraf and Grafana natively). "
-            "Install Go 1.21+ (1.26 is known to work) from https://go.dev/dl/ or your package manager, "
+            "Go is not installed (needed once, to build InfluxDB and Telegraf natively). "
+            "Install Go 1.26+ from https://go.dev/dl/ or your package manager, "
             "add its bin directory to PATH and run again; or use Docker: ./sparkscope up --backend compose"
         )
     env = dict(os.environ)
@@ -56,8 +59,8 @@ def go_env(cgo: bool = False) -> dict[str, str]:
     env["GOTOOLCHAIN"] = "local"
     # A go.work above the cache dir must not pull the build into someone's workspace.
     env["GOWORK"] = "off"
-    if not cgo:  # InfluxDB and Telegraf are pure Go; Grafana needs cgo for sqlite
-        env["CGO_ENABLED"] = "0"
+    # Telegraf and the test tools are pure Go; InfluxDB needs cgo for Flux's Rust library.
+    env["CGO_ENABLED"] = "1" if cgo else "0"
     return env
 
 
@@ -99,9 +102,61 @@ def go_install(package: str, version: str, binary: str, dest: Path, progress: Pr
                     what or f"{binary} {version} from source (first run only, one or two minutes)", needs)
 
 
+RUST_HOW = ("Install Rust with rustup (https://rustup.rs: `curl --proto '=https' -sSf https://sh.rustup.rs | sh`, "
+            "then open a new shell), or use Docker: ./sparkscope up --backend compose")
+
+
+def rust_env(cwd: Path = Path("/")) -> dict[str, str]:
+    """What cargo needs to build libflux here, or a BuildError saying what to install.
+
+    Flux pins its toolchain in rust-toolchain.toml (1.83), which rustup would
+    download; RUSTUP_TOOLCHAIN names the one installed instead (any rustc from
+    RUST_FOR_FLUX on builds it). Flux's crates deny warnings by default, so a
+    newer rustc's new lints could fail the build: --cap-lints=warn keeps them
+    warnings."""
+    if shutil.which("cargo") is None:
+        raise BuildError(f"InfluxDB {versions.INFLUXDB} needs Rust (cargo) to build its Flux library, and "
+                         f"cargo is not on PATH. {RUST_HOW}")
+    try:  # run from / so that no rust-toolchain.toml above the caller's folder picks the toolchain
+        out = subprocess.run(["rustc", "--version"], capture_output=True, text=True, cwd=cwd, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise BuildError(f"rustc --version failed ({err}). {RUST_HOW}") from err
+    found = re.match(r"rustc (\d+)\.(\d+)\.(\d+)", out)
+    if not found or tuple(map(int, found.groups()[:2])) < versions.RUST_FOR_FLUX:
+        need = ".".join(map(str, versions.RUST_FOR_FLUX))
+        raise BuildError(f"InfluxDB {versions.INFLUXDB}'s Flux library needs Rust {need} or newer; this machine "
+                         f"has {out.strip() or 'no working rustc'} (Debian's apt cargo is too old). {RUST_HOW}")
+    env = {"RUSTFLAGS": "--cap-lints=warn"}
+    if shutil.which("rustup"):
+        env["RUSTUP_TOOLCHAIN"] = ".".join(found.groups())
+    return env
+
+
 def ensure_influxd(cache_dir: Path, progress: Progress = print) -> Path:
-    return go_install(INFLUXD_MODULE, INFLUXD_VERSION, "influxd",
-                      cache_dir / "bin" / f"influxd-{INFLUXD_VERSION}", progress)
+    """influxd, built with cgo: Flux's libflux is a Rust static library that
+    InfluxData's pkg-config builds with cargo when cgo asks for it (no build
+    tag leaves Flux out; influxdb.conf turns it off at run time)."""
+    dest = cache_dir / "bin" / f"influxd-{INFLUXD_VERSION}"
+    if (dest / "influxd").is_file():
+        return dest / "influxd"
+    env = go_env(cgo=True)
+    if shutil.which(env.get("CC") or "gcc") is None:
+        raise BuildError(f"InfluxDB {versions.INFLUXDB} is built with cgo and needs a C compiler: install gcc "
+                         f"(Debian: apt-get install gcc), or use Docker: ./sparkscope up --backend compose")
+    env.update(rust_env())
+    pkg_config = go_install(PKG_CONFIG_MODULE, f"v{versions.INFLUX_PKG_CONFIG}", "pkg-config",
+                            cache_dir / "bin" / f"pkg-config-v{versions.INFLUX_PKG_CONFIG}", progress,
+                            what=f"InfluxData's pkg-config v{versions.INFLUX_PKG_CONFIG} (for InfluxDB's Flux library)")
+    env["PKG_CONFIG"] = str(pkg_config)
+    # main.version is what influxd reports in its X-Influxdb-Version header and
+    # `influxd version` (InfluxData's release builds set it the same way), so
+    # `status` shows the running server's own version, not "unknown".
+    return go_build(["go", "install", f"-ldflags=-X main.version={versions.INFLUXDB}",
+                     f"{INFLUXD_MODULE}@{INFLUXD_VERSION}"], "influxd", dest, progress,
+                    f"InfluxDB {INFLUXD_VERSION} from source with its Rust Flux library (first run only, "
+                    f"about 6 minutes of CPU)",
+                    needs="It needs Go, a C compiler (gcc), Rust (cargo) and, the first time, the Go module "
+                          "proxy and crates.io. ", env=env)
 
 
 def ensure_telegraf(cache_dir: Path, progress: Progress = print) -> Path:
@@ -121,3 +176,11 @@ def plugins_in_config(conf_text: str) -> set[str]:
     if "inputs.influxdb_listener" in plugins:
         plugins.add(PARSERS["influx"])
     return plugins
+
+
+def ensure_previous_influxd(cache_dir: Path, progress: Progress = print) -> Path:
+    """For the test command: the InfluxDB users upgrade from (versions.INFLUXDB_PREVIOUS,
+    pure Go), which tests/test_upgrade.py fills a data directory with."""
+    version = f"v{versions.INFLUXDB_PREVIOUS}"
+    return go_install(INFLUXD_MODULE, version, "influxd", cache_dir / "bin" / f"influxd-{version}", progress,
+                      what=f"InfluxDB {version}, the version users upgrade from, for the upgrade test (once)")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sparkscope import versions
 from sparkscope.provision.go import go_install
 from sparkscope.process import Progress
 
 HELM_MODULE = "helm.sh/helm/v3/cmd/helm"
-HELM_VERSION = "v3.22.0"
+HELM_VERSION = f"v{versions.HELM}"
 # What helm's own release build (its Makefile) sets with -ldflags, which a
 # plain `go install` does not: the version `helm version` prints, and the
 # Kubernetes version that `helm template` and `helm lint` assume without

@@ -23,12 +23,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sparkscope import versions
 from sparkscope.provision import BuildError, build_once
 from sparkscope.provision.go import go_install
 from sparkscope.process import Progress
 
 KUBECONFORM_MODULE = "github.com/yannh/kubeconform/cmd/kubeconform"
-KUBECONFORM_VERSION = "v0.8.0"
+KUBECONFORM_VERSION = f"v{versions.KUBECONFORM}"
 SHIPPED_REF = "/api/_definitions.json#"
 LOCAL_REF = "_definitions.json#"
 # kubeconform's -schema-location template: <dir>/v1.30.0-local-strict/deployment-apps-v1.json

@@ -37,12 +37,14 @@ def test_tool_steps(cache_dir: Path) -> Steps:
     """The test command's Go tools. Its other needs (Kubernetes' schemas from a
     pip package, Chromium and apt's tools) are not builds and come after pip."""
     from sparkscope.provision.dashcheck import ensure_dashcheck
+    from sparkscope.provision.go import ensure_previous_influxd
     from sparkscope.provision.helm import ensure_helm
     from sparkscope.provision.kubeconform import ensure_kubeconform
 
     return [("dashboard checker", lambda: ensure_dashcheck(cache_dir)),
             ("helm", lambda: ensure_helm(cache_dir)),  # the chart's tests (tests/test_chart.py)
-            ("kubeconform", lambda: ensure_kubeconform(cache_dir))]  # ... with Kubernetes' schemas
+            ("kubeconform", lambda: ensure_kubeconform(cache_dir)),  # ... with Kubernetes' schemas
+            ("InfluxDB to upgrade from", lambda: ensure_previous_influxd(cache_dir))]  # tests/test_upgrade.py
 
 
 def builds(for_tests: bool, cache_dir: Path, root: Path) -> Steps:

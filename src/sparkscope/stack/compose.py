@@ -108,7 +108,7 @@ class ComposeBackend(Backend):
         return {name: f"container {running[name]['Name']}" if name in running else None for name in SERVICE_NAMES}
 
     def versions(self) -> dict[str, str]:
-        # The image tag: what the container runs (influxdb:1.8.10 -> 1.8.10).
+        # The image tag: what the container runs (influxdb:1.13.1 -> 1.13.1).
         return {c["Service"]: c.get("Image", "").rpartition(":")[2] or "-" for c in self.containers()
                 if c.get("Service") in SERVICE_NAMES}
 

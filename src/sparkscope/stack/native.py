@@ -72,8 +72,19 @@ def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("INFLUXDB_", "GF_"))}
 
 
+def influxd_binary(settings: Settings, progress: Progress) -> Path:
+    """The user's influxd (INFLUXD_BINARY), else the one built here once."""
+    if not settings.influxd_binary:
+        return ensure_influxd(settings.cache_dir, progress)
+    given = Path(settings.influxd_binary).expanduser()
+    if not (given.is_file() and os.access(given, os.X_OK)):
+        raise StackError(f"INFLUXD_BINARY={settings.influxd_binary} is not an executable file: give the path of "
+                         f"an influxd 1.x (1.13 or newer), or leave it empty in .env to build one")
+    return given
+
+
 def influxdb_service(settings: Settings, progress: Progress) -> Service:
-    influxd = ensure_influxd(settings.cache_dir, progress)
+    influxd = influxd_binary(settings, progress)
     dirs = influx_dirs(settings.state_dir)
     return Service("influxdb", [str(influxd), "-config", str(settings.root / "influxdb" / "influxdb.conf")], {
         **_base_env(),
@@ -165,8 +176,9 @@ class NativeBackend(Backend):
         return {name: f"pid {pid}" if pid else None for name, pid in pids.items()}
 
     def versions(self) -> dict[str, str]:
-        # InfluxDB built by `go install` says "unknown" itself; Grafana says its own.
-        return {"influxdb": INFLUXD_VERSION, "telegraf": TELEGRAF_VERSION}
+        # What runs says its own version (InfluxDB's ping header, Grafana's health);
+        # these stand in while it does not answer. Telegraf never says.
+        return {"influxdb": self.settings.influxd_binary or INFLUXD_VERSION, "telegraf": TELEGRAF_VERSION}
 
     def _start(self, names: tuple[str, ...], progress: Progress) -> dict[str, str]:
         labels = {}
@@ -197,7 +209,7 @@ class NativeBackend(Backend):
     def prepare(self, names: tuple[str, ...], progress: Progress) -> None:
         # Builds run before any start, so a first run's build time never eats a service's health deadline.
         if "influxdb" in names:
-            ensure_influxd(self.settings.cache_dir, progress)
+            influxd_binary(self.settings, progress)
         if "telegraf" in names:
             ensure_telegraf(self.settings.cache_dir, progress)
 
