@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sparkscope.provision import BuildError, apt
+from sparkscope.provision import go
 from sparkscope.provision.go import TELEGRAF_PLUGINS, plugins_in_config
 from sparkscope.process import group_alive, run_logged, start_group, stop_group, wait_until
 from sparkscope.settings import ROOT
@@ -224,3 +225,36 @@ def test_the_prebuild_runs_on_the_standard_library_alone():
                           "PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['sparkscope']", done.stdout
+
+
+def fake_tools(folder: Path, **scripts: str) -> str:
+    """A PATH of stand-in tools (name -> what it prints) beside Go and a shell."""
+    folder.mkdir()
+    for name, output in scripts.items():
+        (folder / name).write_text(f"#!/bin/sh\necho '{output}'\n")
+        (folder / name).chmod(0o755)
+    for real in ("go", "sh", "gcc"):
+        found = shutil.which(real)
+        if found:
+            (folder / real).symlink_to(found)
+    return str(folder)
+
+
+def test_influxd_without_cargo_says_to_install_rust_before_building_anything(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", fake_tools(tmp_path / "bin"))
+    with pytest.raises(BuildError, match=r"needs Rust \(cargo\).*rustup") as raised:
+        go.ensure_influxd(tmp_path / "cache", progress=lambda _: None)
+    assert "compose" in str(raised.value)
+    assert not (tmp_path / "cache" / "bin").exists()  # nothing half-built, nothing fetched
+
+
+def test_influxd_with_debians_old_rust_names_the_version_flux_needs(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", fake_tools(tmp_path / "bin", cargo="cargo 1.63.0", rustc="rustc 1.63.0 (4b91a6ea7 2022-08-08)"))
+    with pytest.raises(BuildError, match=r"needs Rust 1\.83 or newer; this machine has rustc 1\.63\.0"):
+        go.ensure_influxd(tmp_path / "cache", progress=lambda _: None)
+
+
+def test_a_new_enough_rust_is_named_to_rustup_over_flux_s_pinned_toolchain(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", fake_tools(tmp_path / "bin", cargo="cargo 1.95.0", rustc="rustc 1.95.0 (59807616e 2026-04-14)",
+                                          rustup="rustup 1.28.2"))
+    assert go.rust_env() == {"RUSTFLAGS": "--cap-lints=warn", "RUSTUP_TOOLCHAIN": "1.95.0"}
