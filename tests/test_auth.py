@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sparkscope.process import start_group, stop_group, wait_until
+from sparkscope.provision.go import ensure_influxd
 from sparkscope import influx, schema
 from sparkscope.stack import native, rollups
 from sparkscope.stack.native import NativeBackend
@@ -140,6 +141,46 @@ def test_an_unauthenticated_stack_upgraded_keeps_its_data(tmp_path):
         backend.down(progress=lambda _: None)
 
 
+def backup(influxd: Path, port: int, into: Path) -> tuple[bool, str]:
+    """What any user of this host can run against InfluxDB's backup port (no
+    credentials exist for it): whether it finished, and what it said. It
+    retries a refused connection for ever, so 20 s bound it."""
+    try:
+        done = subprocess.run([str(influxd), "backup", "-portable", "-host", f"127.0.0.1:{port}", str(into)],
+                              capture_output=True, text=True, timeout=20)
+        return done.returncode == 0, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as err:
+        return False, (err.stdout or b"").decode(errors="replace") + (err.stderr or b"").decode(errors="replace")
+
+
+def test_nobody_on_the_host_gets_a_backup_of_the_native_influxdb(tmp_path, monkeypatch):
+    settings = isolated_settings(tmp_path / "state")
+    influxd = ensure_influxd(settings.cache_dir, progress=lambda _: None)
+    backend = NativeBackend(settings)
+    try:
+        backend.up(only=("influxdb",), progress=lambda _: None)
+        influx.write(settings.influx_writer, settings.database, f"secret_run value=1 {int(time.time())}")
+        finished, said_ = backup(influxd, settings.influxdb_port + 2, tmp_path / "stolen")
+        assert not finished and "connection refused" in said_, said_
+        assert not list((tmp_path / "stolen").glob("*.meta"))
+        assert influx.query(settings.influx_reader, 'SELECT count("value") FROM "secret_run"', settings.database)
+    finally:
+        backend.down(progress=lambda _: None)
+    # Where no namespace can be made, the port is on the host's loopback as
+    # InfluxDB opens it: the same command gets every database and the users'
+    # password hashes, and up says so.
+    monkeypatch.setattr(native, "_private_network", {"answer": "user namespaces are off here"})
+    said: list[str] = []
+    try:
+        backend.up(only=("influxdb",), progress=said.append)
+        assert any("backup port" in line and "compose" in line for line in said), said
+        finished, said_ = backup(influxd, settings.influxdb_port + 2, tmp_path / "stolen-shared")
+        assert finished, said_
+        assert b"$2a$" in b"".join(meta.read_bytes() for meta in (tmp_path / "stolen-shared").glob("*.meta"))
+    finally:
+        backend.down(progress=lambda _: None)
+
+
 def users_and_grants(admin: influx.Endpoint) -> dict:
     users = {row[0]: row[1] for row in influx.query(admin, "SHOW USERS")[0]["values"]}
     grants = {user: [tuple(r) for s in influx.query(admin, f"SHOW GRANTS FOR {influx.identifier(user)}")
@@ -199,8 +240,10 @@ def test_compose_setup_script_leaves_what_up_leaves(tmp_path, influx_only):
 
 def test_exposing_grafana_leaves_influxdb_on_loopback(tmp_path):
     settings = isolated_settings(tmp_path / "state", SPARKSCOPE_HTTP_BIND="0.0.0.0")
-    env = native.influxdb_service(settings, lambda _: None).env
-    assert env["INFLUXDB_HTTP_BIND_ADDRESS"] == f"127.0.0.1:{settings.influxdb_port}"
+    service = native.influxdb_service(settings, lambda _: None)
+    served = service.argv[service.argv.index("--listen") + 1] if "--listen" in service.argv else \
+        service.env["INFLUXDB_HTTP_BIND_ADDRESS"]  # the relay's address, or influxd's own without a namespace
+    assert served == f"127.0.0.1:{settings.influxdb_port}"
     assert native.grafana_service.__name__  # Grafana's own bind is SPARKSCOPE_HTTP_BIND:
     assert settings.http_bind == "0.0.0.0" and settings.influxdb_bind == "127.0.0.1"
     others = [a for a in subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()

@@ -10,8 +10,12 @@ stopped by that pid only.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -27,6 +31,7 @@ from sparkscope.privilege import why_untrusted
 from sparkscope.probe_cli import switched_on
 from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
+from sparkscope.stack import influx_relay as relay_module
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
 from sparkscope.settings import Settings, read_env_file
@@ -38,6 +43,8 @@ class Service:
     argv: list[str]
     env: dict[str, str]
     dirs: list[Path] = field(default_factory=list)  # created before it starts
+    pre_start: list[Path] = field(default_factory=list)  # stale files removed before it starts
+    programs: list[Path] = field(default_factory=list)  # what it runs besides argv[0] (checked as root too)
 
 
 class PidFile:
@@ -83,14 +90,69 @@ def influxd_binary(settings: Settings, progress: Progress) -> Path:
     return given
 
 
+# unshare from util-linux: a user namespace (no root needed) holding a network
+# namespace of its own, where influxd's backup port is out of everyone's reach.
+PRIVATE_NETWORK = ["unshare", "--user", "--map-root-user", "--net", "--"]
+_private_network: dict[str, Optional[str]] = {}
+
+
+def why_no_private_network() -> Optional[str]:
+    """None when this machine lets us start a process in a network namespace of
+    its own, else why not (no unshare; user namespaces off, as in some containers)."""
+    if "answer" not in _private_network:
+        try:
+            done = subprocess.run(PRIVATE_NETWORK + ["true"], capture_output=True, text=True, timeout=10)
+            _private_network["answer"] = None if done.returncode == 0 else (
+                done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        except (OSError, subprocess.TimeoutExpired) as err:
+            _private_network["answer"] = str(err)
+    return _private_network["answer"]
+
+
+def influx_socket(state_dir: Path) -> Path:
+    """Where influxd serves HTTP for the relay: a folder only this user may enter.
+    A Unix socket's path has at most 107 bytes; a deep state dir gets a short one."""
+    folder = state_dir / "run"  # not beside InfluxDB's files: their disk may be full or read-only
+    if len(str(folder / "influxd.sock")) > 100:
+        digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
+        folder = Path(tempfile.gettempdir()) / f"sparkscope-{os.getuid()}-{digest}"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise StackError(f"{folder} is not a folder of this user's: remove it, then ./sparkscope up again")
+    folder.chmod(0o700)
+    return folder / "influxd.sock"
+
+
 def influxdb_service(settings: Settings, progress: Progress) -> Service:
     influxd = influxd_binary(settings, progress)
     dirs = influx_dirs(settings.state_dir)
-    return Service("influxdb", [str(influxd), "-config", str(settings.root / "influxdb" / "influxdb.conf")], {
-        **_base_env(),
-        **{key: str(path) for key, path in dirs.items()},
+    env = {**_base_env(), **{key: str(path) for key, path in dirs.items()}}
+    argv = [str(influxd), "-config", str(settings.root / "influxdb" / "influxdb.conf")]
+    http_address = f"{settings.influxdb_bind}:{settings.influxdb_port}"
+    no_namespace = why_no_private_network()
+    if no_namespace is None:
+        sock = influx_socket(settings.state_dir)
+        return Service("influxdb", [
+            sys.executable, "-I", "-m", "sparkscope.stack.influx_relay", "--listen", http_address,
+            "--socket", str(sock), "--", *PRIVATE_NETWORK, *argv], {
+            **env,
+            # Inside its namespace: HTTP on the socket the relay reaches (and on
+            # a loopback nobody else shares), the backup port where nobody can connect.
+            "INFLUXDB_HTTP_UNIX_SOCKET_ENABLED": "true",
+            "INFLUXDB_HTTP_BIND_SOCKET": str(sock),
+            "INFLUXDB_HTTP_UNIX_SOCKET_PERMISSIONS": "0700",
+            "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:8086",
+            "INFLUXDB_BIND_ADDRESS": "127.0.0.1:8088",
+        }, pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
+    progress(f"  warning: InfluxDB's backup port 127.0.0.1:{settings.influxdb_port + 2} will answer any local "
+             f"user without credentials: this machine allows no network namespace of our own "
+             f"({no_namespace}). On a host shared with others, use compose (./sparkscope up --backend compose) "
+             f"or allow user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
+    return Service("influxdb", argv, {
+        **env,
         # Its own bind: exposing Grafana (SPARKSCOPE_HTTP_BIND) leaves InfluxDB where it was.
-        "INFLUXDB_HTTP_BIND_ADDRESS": f"{settings.influxdb_bind}:{settings.influxdb_port}",
+        "INFLUXDB_HTTP_BIND_ADDRESS": http_address,
         # The backup RPC port sits two above the HTTP port (8086 -> 8088),
         # so two stacks on one machine never collide on it.
         "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{settings.influxdb_port + 2}",
@@ -183,14 +245,23 @@ class NativeBackend(Backend):
     def _start(self, names: tuple[str, ...], progress: Progress) -> dict[str, str]:
         labels = {}
         for name in names:
+            if name == "influxdb":
+                # InfluxDB 1.13 starts on a read-only disk and refuses every write
+                # (1.8 exited at once): not started at all, with the reason.
+                problem = influx_disk_problem(self.settings)
+                if problem:
+                    raise StackError(f"influxdb not started: {problem}")
             service = SERVICES[name](self.settings, progress)
-            untrusted = why_untrusted(Path(service.argv[0]))
+            program, untrusted = next(((p, why) for p in [Path(service.argv[0]), *service.programs]
+                                       if (why := why_untrusted(p))), (None, None))
             if untrusted:
-                raise StackError(f"{name}: not started as root from {service.argv[0]}: {untrusted}. Run "
+                raise StackError(f"{name}: not started as root from {program}: {untrusted}. Run "
                                  f"./sparkscope as the user who owns it, or keep the cache dir "
                                  f"(SPARKSCOPE_CACHE_DIR) root's own")
             for directory in service.dirs:
                 directory.mkdir(parents=True, exist_ok=True)
+            for stale in service.pre_start:
+                stale.unlink(missing_ok=True)
             proc = start_group(service.argv, self.log_path(name), env=service.env, cwd=self.settings.state_dir)
             PidFile(self.settings.state_dir, name).write(proc.pid)
             labels[name] = f"pid {proc.pid}"

@@ -1,0 +1,159 @@
+"""InfluxDB's HTTP API on the host, and nothing else of it.
+
+InfluxDB 1.x always opens a backup and restore service (its `bind-address`)
+that asks nobody for credentials: whoever reaches it copies every database
+and the users' password hashes, or restores over them. Natively, influxd
+therefore runs in a network namespace of its own (`unshare`, with a user
+namespace so that no root is needed), where nobody can reach that port, and
+serves HTTP on a Unix socket in a folder only the stack's user may enter.
+This process, on the host, relays InfluxDB's HTTP address to that socket
+byte for byte, so InfluxDB's own authentication answers every request as
+before; Telegraf, Grafana and the CLI see no difference.
+
+    python -m sparkscope.stack.influx_relay --listen HOST:PORT --socket PATH -- COMMAND...
+
+It starts COMMAND (influxd in its namespace) in a process group of its own,
+relays until COMMAND exits and exits with its status. A SIGTERM or SIGINT is
+passed on to COMMAND once (a second would turn influxd's clean shutdown into
+a hard one), and the kernel kills COMMAND if this process dies, so stopping
+this process by its group, as the native backend does, stops both.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+# More concurrent clients than this are refused at once (each costs two
+# threads here): Grafana, Telegraf and the CLI keep a handful open.
+MAX_CONNECTIONS = 256
+CHUNK = 256 * 1024
+# influxd gives its clean shutdown 30 s before a hard one; after that, it is killed.
+STOP_GRACE_S = 35.0
+
+
+def pump(source: socket.socket, sink: socket.socket) -> None:
+    """Copy until source ends, then end sink's sending side (HTTP keep-alive and
+    half-closes pass through unchanged)."""
+    try:
+        while True:
+            data = source.recv(CHUNK)
+            if not data:
+                break
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+class Relay:
+    def __init__(self, listener: socket.socket, socket_path: str):
+        self.listener = listener
+        self.socket_path = socket_path
+        self.open = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # the listener was closed: stopping
+            if not self.open.acquire(blocking=False):
+                client.close()
+                continue
+            threading.Thread(target=self.connection, args=(client,), daemon=True).start()
+
+    def connection(self, client: socket.socket) -> None:
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                upstream.connect(self.socket_path)
+            except OSError:
+                return  # influxd is not serving yet (or any more): the client sees a closed connection
+            back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
+            back.start()
+            pump(client, upstream)
+            back.join()
+        finally:
+            upstream.close()
+            client.close()
+            self.open.release()
+
+
+def die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the relay dies (PR_SET_PDEATHSIG), so
+    influxd never outlives the process its stop goes through."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+
+
+def listen(address: str) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, int(port)))
+    listener.listen(128)
+    return listener
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sparkscope.stack.influx_relay", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--listen", required=True, help="HOST:PORT of InfluxDB's HTTP API on the host")
+    parser.add_argument("--socket", required=True, help="the Unix socket influxd serves HTTP on")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then influxd's command line")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command to run after --")
+    try:
+        listener = listen(args.listen)
+    except OSError as err:
+        print(f"influx_relay: cannot listen on {args.listen}: {err}", file=sys.stderr, flush=True)
+        return 1
+    stopping = threading.Event()
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True,
+                             preexec_fn=die_with_parent)
+
+    def stop(signum, frame) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            child.send_signal(signal.SIGTERM)
+        try:
+            listener.close()
+        except OSError:
+            pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    threading.Thread(target=Relay(listener, args.socket).serve, daemon=True).start()
+    print(f"influx_relay: {args.listen} -> {args.socket} (influxd pid {child.pid})", file=sys.stderr, flush=True)
+    while child.poll() is None:
+        if stopping.is_set():
+            deadline = time.monotonic() + STOP_GRACE_S
+            while child.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if child.poll() is None:
+                child.kill()
+            break
+        time.sleep(0.2)
+    code = child.wait()
+    listener.close()
+    return code if code >= 0 else 128 - code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
