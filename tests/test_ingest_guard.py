@@ -219,3 +219,13 @@ def test_points_dated_years_ahead_or_before_the_retention_are_refused_on_both_in
     assert newest_end < limit, f"a shard ends {newest_end}: a point dated years ahead was stored"
     assert not admin(settings, "SELECT * FROM \"heap.used\" WHERE \"applicationid\" =~ /app-future|app-old/")
     assert wait_until(lambda: refused(settings).get("future", 0) >= 4, 20), refused(settings)
+
+
+def test_policies_get_influxdbs_own_write_limits_only_where_the_server_has_them():
+    # InfluxDB 1.12+ knows FUTURE/PAST LIMIT; 1.8.10 (what the suite may still run) refuses the clause.
+    assert influx.has_write_limits("1.13.2") and influx.has_write_limits("v1.12.0")
+    assert influx.has_write_limits("1.8.10") is False and influx.has_write_limits(None) is None
+    create, alter = influx.database_statements("spark", "30d", limits=True)
+    assert create.endswith("FUTURE LIMIT 10m PAST LIMIT 30d") and alter.endswith("FUTURE LIMIT 10m PAST LIMIT 30d")
+    assert "LIMIT" not in " ".join(influx.database_statements("spark", "30d", limits=False))
+    assert influx.write_limits("INF") == " FUTURE LIMIT 10m"  # the lookups' policy keeps its 1970 points
