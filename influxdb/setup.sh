@@ -54,6 +54,16 @@ until curl -sf -o /dev/null "$url/ping"; do
   sleep 1
 done
 
+# InfluxDB 1.12+ refuses writes dated more than 10 min ahead or older than the
+# policy keeps (FUTURE/PAST LIMIT; influx.write_limits): a point dated years ahead
+# would make a shard that outlives the retention. Older servers know no such clause.
+version="$(curl -sI "$url/ping" | tr -d '\r' | sed -n 's/^[Xx]-[Ii]nfluxdb-[Vv]ersion: *v\{0,1\}//p')"
+limits() {
+  case "$version" in 1.1[2-9].*|1.[2-9][0-9].*) ;; *) return 0 ;; esac
+  printf ' FUTURE LIMIT 10m'
+  [ "$1" = INF ] || printf ' PAST LIMIT %s' "$1"
+}
+
 if q admin "SHOW USERS"; then
   :
 elif q none "CREATE USER \"$admin\" WITH PASSWORD '$INFLUXDB_ADMIN_PASSWORD' WITH ALL PRIVILEGES"; then
@@ -64,9 +74,9 @@ else
 fi
 users="$(cat "$out")"
 
-if ! q admin "CREATE DATABASE \"$db\" WITH DURATION $retention REPLICATION 1 NAME \"sparkscope\""; then
+if ! q admin "CREATE DATABASE \"$db\" WITH DURATION $retention REPLICATION 1 NAME \"sparkscope\"$(limits "$retention")"; then
   grep -q conflict "$out" || fail "CREATE DATABASE $db: $(cat "$out")"
-  q admin "ALTER RETENTION POLICY \"sparkscope\" ON \"$db\" DURATION $retention DEFAULT" \
+  q admin "ALTER RETENTION POLICY \"sparkscope\" ON \"$db\" DURATION $retention DEFAULT$(limits "$retention")" \
     || fail "ALTER RETENTION POLICY on $db: $(cat "$out")"
 fi
 
@@ -96,9 +106,9 @@ while IFS= read -r line; do
   case "$kind" in
     policy)
       name="${rest%% *}"; duration="${rest#* }"
-      if ! q admin "CREATE RETENTION POLICY \"$name\" ON \"$db\" DURATION $duration REPLICATION 1"; then
+      if ! q admin "CREATE RETENTION POLICY \"$name\" ON \"$db\" DURATION $duration REPLICATION 1$(limits "$duration")"; then
         grep -q conflict "$out" || fail "policy $name: $(cat "$out")"
-        q admin "ALTER RETENTION POLICY \"$name\" ON \"$db\" DURATION $duration" || fail "policy $name: $(cat "$out")"
+        q admin "ALTER RETENTION POLICY \"$name\" ON \"$db\" DURATION $duration$(limits "$duration")" || fail "policy $name: $(cat "$out")"
       fi ;;
     query)
       name="${rest%% *}"; statement="${rest#* }"

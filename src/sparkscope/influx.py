@@ -9,11 +9,12 @@ and statistics), a writer (Telegraf, the CLI's own writes) and a reader
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from sparkscope import http
 from sparkscope.errors import SparkscopeError
@@ -195,26 +196,65 @@ def write(base_url: Where, database: str, lines: str, precision: str = "s", poli
         raise WriteRefused(status, reason)
 
 
-def database_statements(database: str, retention: str) -> list[str]:
+# InfluxDB refuses a write dated further ahead than this (1.12+, FUTURE LIMIT), as
+# Telegraf's ingest guard does (ingest_guard.FUTURE_LIMIT_S): a point dated years
+# ahead would make a shard that outlives the retention.
+FUTURE_LIMIT = "10m"
+WRITE_LIMITS_SINCE = (1, 12)  # the first InfluxDB 1.x with FUTURE LIMIT / PAST LIMIT
+
+
+def write_limits(retention: str) -> str:
+    """The clause a policy of this duration gets on InfluxDB 1.12+: nothing ahead
+    of FUTURE_LIMIT, nothing older than the policy keeps."""
+    return f" FUTURE LIMIT {FUTURE_LIMIT}" + ("" if retention == "INF" else f" PAST LIMIT {retention}")
+
+
+def has_write_limits(version: Optional[str]) -> Optional[bool]:
+    """Whether an InfluxDB of this X-Influxdb-Version knows FUTURE/PAST LIMIT; None
+    when the version is unknown (a `go install` build): then only asking tells."""
+    match = re.match(r"v?(\d+)\.(\d+)", version or "")
+    return None if not match else (int(match.group(1)), int(match.group(2))) >= WRITE_LIMITS_SINCE
+
+
+def database_statements(database: str, retention: str, limits: bool = False) -> list[str]:
     """What influxdb/setup.sh runs in Docker, as statements.
 
     CREATE DATABASE is idempotent when the policy matches; ALTER brings an
-    existing database's policy to the configured retention.
+    existing database's policy to the configured retention (and, with limits,
+    the write limits of InfluxDB 1.12+).
     """
+    clause = write_limits(retention) if limits else ""
     return [
-        f'CREATE DATABASE "{database}" WITH DURATION {retention} REPLICATION 1 NAME "sparkscope"',
-        f'ALTER RETENTION POLICY "sparkscope" ON "{database}" DURATION {retention} DEFAULT',
+        f'CREATE DATABASE "{database}" WITH DURATION {retention} REPLICATION 1 NAME "sparkscope"{clause}',
+        f'ALTER RETENTION POLICY "sparkscope" ON "{database}" DURATION {retention} DEFAULT{clause}',
     ]
 
 
-def ensure_database(base_url: Where, database: str, retention: str) -> None:
-    create, alter = database_statements(database, retention)
+def with_write_limits(base_url: Where, run: Callable[[bool], None]) -> None:
+    """run(limits) with the write limits where the server has them: by its version
+    when it says one, else by trying (an older server's parser refuses FUTURE)."""
+    known = has_write_limits(server_version(base_url))
+    if known is not None:
+        run(known)
+        return
     try:
-        query(base_url, create)
+        run(True)
     except InfluxError as err:
-        if "conflict" not in str(err):
+        if "FUTURE" not in str(err):
             raise
-        query(base_url, alter)
+        run(False)
+
+
+def ensure_database(base_url: Where, database: str, retention: str) -> None:
+    def run(limits: bool) -> None:
+        create, alter = database_statements(database, retention, limits)
+        try:
+            query(base_url, create)
+        except InfluxError as err:
+            if "conflict" not in str(err):
+                raise
+            query(base_url, alter)
+    with_write_limits(base_url, run)
 
 
 # --- InfluxQL quoting: stored values never become code -------------------------------

@@ -38,12 +38,45 @@ STACK = "stack"  # ./sparkscope up and status (lookups, self-check)
 GAUGE, COUNTER, EVENT = "gauge", "counter", "event"
 
 
+# Field types, as InfluxDB names them (SHOW FIELD KEYS): line protocol's 1i is an
+# integer, 1 and 1.5 are floats, "x" a string, true a boolean.
+INTEGER, FLOAT, STRING, BOOLEAN = "integer", "float", "string", "boolean"
+FIELD_TYPES = (INTEGER, FLOAT, STRING, BOOLEAN)
+# Telegraf tags every point it receives with the machine's name (omit_hostname =
+# false in telegraf.conf): a tag of every measurement, whoever writes it.
+HOST_TAG = "host"
+
+
 @dataclass(frozen=True)
 class Measurement:
     name: str
     writer: str
     kind: str = GAUGE  # counter: cumulative, read with differences or max, never a mean
     rolled: bool = False  # rolled up into the 1m/10m/30m policies (stack/rollups.py)
+    # What a point holds, for the measurements written through the events listener,
+    # where Telegraf's ingest guard (generated from these, sparkscope.ingest_guard)
+    # stores only these tags and these fields with these types. Empty for Spark's
+    # Graphite metrics (tags from telegraf.conf's templates, one float "value") and
+    # Telegraf's own inputs.
+    tags: tuple[str, ...] = ()
+    fields: tuple[tuple[str, str], ...] = ()  # (name, type)
+    # Fields named by what the writer sees (a streaming batch's durationMs keys,
+    # written as <key in snake case>_ms): (suffix, type) for any name ending so.
+    field_suffixes: tuple[tuple[str, str], ...] = ()
+    # A second writer of the same points (Telegraf's "no end seen" writes the end
+    # of a run whose driver fell silent, sparkscope_application, as the annotator does).
+    also_written_by: tuple[str, ...] = ()
+
+    def field_type(self, field: str) -> str | None:
+        """The declared type of a field of this measurement, None if it has no such field."""
+        declared = dict(self.fields).get(field)
+        if declared:
+            return declared
+        return next((kind for suffix, kind in self.field_suffixes if field.endswith(suffix)), None)
+
+
+def _f(kind: str, *names: str) -> tuple[tuple[str, str], ...]:
+    return tuple((name, kind) for name in names)
 
 
 # --- retention policies and the dashboards' lookups -----------------------------------------
@@ -131,39 +164,116 @@ NO_END_SEEN_MEASUREMENT = "sparkscope_no_end_seen"  # Telegraf's starlark: a run
 SELF_CHECK_MEASUREMENT = "sparkscope_selfcheck"  # ./sparkscope status' test write
 TELEGRAF_WRITE_MEASUREMENT = "internal_write"  # Telegraf's own: buffer size and drops per output
 
+# The tags of the annotator's events: a run, and where it is (RUNNING, FINISHED ...).
+# "status" is a tag of these and a field of sparkscope_stage_peaks.
+STATUS = "status"
+_RUN_TAGS = (APPLICATION, STATUS)
+# Spark's ExecutorMetricType names the annotator writes as integer fields
+# (annotator ExecutorPeaks.METRICS, then TaskPeakExecutionMemory).
+EXECUTOR_METRICS = ("JVMHeapMemory", "JVMOffHeapMemory", "OnHeapExecutionMemory", "OffHeapExecutionMemory",
+                    "OnHeapStorageMemory", "OffHeapStorageMemory", "OnHeapUnifiedMemory", "OffHeapUnifiedMemory",
+                    "DirectPoolMemory", "MappedPoolMemory", "ProcessTreeJVMVMemory", "ProcessTreeJVMRSSMemory",
+                    "ProcessTreePythonVMemory", "ProcessTreePythonRSSMemory", "ProcessTreeOtherVMemory",
+                    "ProcessTreeOtherRSSMemory", "MinorGCCount", "MinorGCTime", "MajorGCCount", "MajorGCTime",
+                    "TotalGCTime", "ConcurrentGCCount", "ConcurrentGCTime", "TaskPeakExecutionMemory")
+_PEAKS = _f(INTEGER, *EXECUTOR_METRICS)
+# The Spark settings the annotator writes, as given, to sparkscope_memory_conf
+# (annotator ExecutorPeaks.MEMORY_SETTINGS).
+MEMORY_SETTINGS = ("spark.master", "spark.executor.memory", "spark.executor.memoryOverhead",
+                   "spark.executor.memoryOverheadFactor", "spark.executor.pyspark.memory", "spark.executor.cores",
+                   "spark.executor.instances", "spark.driver.memory", "spark.driver.memoryOverhead",
+                   "spark.driver.cores", "spark.memory.fraction", "spark.memory.storageFraction",
+                   "spark.memory.offHeap.enabled", "spark.memory.offHeap.size",
+                   "spark.executor.metrics.pollingInterval", "spark.executor.heartbeatInterval",
+                   "spark.dynamicAllocation.enabled", "spark.task.cpus")
+INGEST_REFUSED_MEASUREMENT = "sparkscope_ingest_refused"
+
 MEASUREMENTS: tuple[Measurement, ...] = (
     *(Measurement(name, SPARK, GAUGE, rolled=True) for name in _SPARK_GAUGES),
     *(Measurement(name, SPARK, COUNTER, rolled=True) for name in _SPARK_COUNTERS),
     *(Measurement(name, SPARK, COUNTER) for name in _SPARK_RAW_COUNTERS),
     *(Measurement(name, SPARK, COUNTER) for name in _SPARK_UNREAD_COUNTERS),
-    # The annotator (annotator/src/main/java/dev/sparkscope/annotator/).
-    Measurement(APPLICATION_MEASUREMENT, ANNOTATOR, EVENT),
-    Measurement("sparkscope_query", ANNOTATOR, EVENT),
-    Measurement("sparkscope_job", ANNOTATOR, EVENT),
-    Measurement("sparkscope_stage", ANNOTATOR, EVENT),
-    Measurement("sparkscope_executor", ANNOTATOR, EVENT),
-    Measurement("sparkscope_executor_peaks", ANNOTATOR),
-    Measurement("sparkscope_stage_peaks", ANNOTATOR),
-    Measurement("sparkscope_stage_executor_peaks", ANNOTATOR),
-    Measurement("sparkscope_memory_conf", ANNOTATOR),
-    Measurement(CONTAINER_MEASUREMENT, ANNOTATOR),
-    Measurement("sparkscope_streaming", ANNOTATOR, EVENT),
-    Measurement("sparkscope_streaming_query", ANNOTATOR, EVENT),
-    Measurement("sparkscope_streaming_state", ANNOTATOR),
-    Measurement("sparkscope_streaming_end", ANNOTATOR, EVENT),  # stamped when a query ended (failed 0/1)
-    *(Measurement(TASK_TOTALS_PREFIX + counter, ANNOTATOR, COUNTER, rolled=True)
+    # The annotator (annotator/src/main/java/dev/sparkscope/annotator/): tags and
+    # fields as its Point calls write them (AnnotationRecorder, ExecutorPeaks,
+    # CgroupMemory, StreamingQueries, TaskTimeTotals, ProfileLines).
+    Measurement(APPLICATION_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
+                fields=_f(STRING, "app_name", "spark_user", "spark_version", "text")
+                + _f(INTEGER, "end_time_ms", "duration_ms", "exit_code"),
+                also_written_by=(TELEGRAF,)),
+    Measurement("sparkscope_query", ANNOTATOR, EVENT, tags=_RUN_TAGS,
+                fields=_f(INTEGER, "execution_id", "end_time_ms", "duration_ms")
+                + _f(STRING, "text", "description", "error")),
+    Measurement("sparkscope_job", ANNOTATOR, EVENT, tags=_RUN_TAGS,
+                fields=_f(INTEGER, "job_id", "execution_id", "end_time_ms", "duration_ms")
+                + _f(STRING, "text", "job_group", "description", "error")),
+    Measurement("sparkscope_stage", ANNOTATOR, EVENT, tags=(*_RUN_TAGS, "straggler"),
+                fields=_f(INTEGER, "stage_id", "attempt", "job_id", "num_tasks", "execution_id", "end_time_ms",
+                          "duration_ms", "task_count_seen", "task_failed_count", "task_killed_count",
+                          "task_resubmitted_count", "task_max_ms", "task_p50_ms", "task_p75_ms", "task_p95_ms",
+                          "task_mean_input_bytes", "task_mean_shuffle_read_bytes", "slowest_partition",
+                          "slowest_input_bytes", "slowest_shuffle_read_bytes", "slowest_gc_ms",
+                          "slowest_fetch_wait_ms")
+                + _f(FLOAT, "skew_ratio")
+                + _f(STRING, "text", "job_description", "name", "failure_reason", "slowest_executor",
+                     "slowest_host")),
+    Measurement("sparkscope_executor", ANNOTATOR, EVENT, tags=(*_RUN_TAGS, "event"),
+                fields=_f(STRING, "executor_id", "host", "text", "reason", "cause")
+                + _f(INTEGER, "cores", "exit_code")),
+    Measurement("sparkscope_executor_peaks", ANNOTATOR, tags=(APPLICATION,),
+                fields=_PEAKS + _f(STRING, "executor_id", "written_at", "text")),
+    Measurement("sparkscope_stage_peaks", ANNOTATOR, tags=(APPLICATION,),
+                fields=_PEAKS + _f(INTEGER, "stage_id", "attempt", "execution_id", "executors")
+                + _f(STRING, "name", "status", "heap_peak_executor", "execution_peak_executor", "text")),
+    Measurement("sparkscope_stage_executor_peaks", ANNOTATOR, tags=(APPLICATION,),
+                fields=_PEAKS + _f(INTEGER, "stage_id", "attempt", "execution_id") + _f(STRING, "executor_id")),
+    Measurement("sparkscope_memory_conf", ANNOTATOR, tags=(APPLICATION,),
+                fields=_f(STRING, *MEMORY_SETTINGS) + _f(INTEGER, "settings_set")),
+    Measurement(CONTAINER_MEASUREMENT, ANNOTATOR, tags=(APPLICATION, EXECUTOR),
+                fields=_f(INTEGER, "cgroup_version", "usage_bytes", "working_set_bytes", "anon_bytes",
+                          "file_bytes", "limit_bytes", "limit_hits", "oom_kills")
+                + _f(FLOAT, "pressure_some_avg10")),
+    Measurement("sparkscope_streaming", ANNOTATOR, EVENT, tags=(APPLICATION, "query_name"),
+                fields=_f(STRING, "query_id", "run_id")
+                + _f(INTEGER, "batch_id", "input_rows", "batch_ms", "trigger_ms", "watermark_ms",
+                     "event_time_max_ms", "event_time_lag_ms", "backlog", "state_rows", "state_memory_bytes")
+                + _f(FLOAT, "input_rate", "processing_rate"),
+                # StreamingQueries.durationField: each durationMs key but triggerExecution.
+                field_suffixes=(("_ms", INTEGER),)),
+    Measurement("sparkscope_streaming_query", ANNOTATOR, EVENT, tags=_RUN_TAGS,
+                fields=_f(STRING, "query_id", "run_id", "name", "text", "exception", "slowest_batch_why")
+                + _f(INTEGER, "end_time_ms", "duration_ms", "batches", "slowest_batch_id", "slowest_batch_ms")),
+    Measurement("sparkscope_streaming_state", ANNOTATOR, tags=(APPLICATION, "query_name", "operator"),
+                fields=_f(INTEGER, "batch_id", "rows_total", "rows_updated", "memory_bytes",
+                          "rows_dropped_by_watermark")),
+    # stamped when a query ended (failed 0/1)
+    Measurement("sparkscope_streaming_end", ANNOTATOR, EVENT, tags=(APPLICATION, "query_name"),
+                fields=_f(STRING, "query_id", "run_id", "exception") + _f(INTEGER, "failed", "start_time_ms")),
+    *(Measurement(TASK_TOTALS_PREFIX + counter, ANNOTATOR, COUNTER, rolled=True, tags=(APPLICATION,),
+                  fields=_f(FLOAT, "value"))
       for counter in TASK_TIME_COUNTERS),
-    # Profiles: the profiler plugin (Java) and sparkscope profile / the thread sampler (Python).
-    Measurement(FLAME_MEASUREMENT, PROFILES),
-    Measurement(PROFILES_MEASUREMENT, PROFILES, EVENT),
-    # The host probes.
-    Measurement(BLOCK_LATENCY, BLOCK_PROBE),
-    Measurement(BLOCK_LATENCY_HIST, BLOCK_PROBE),
-    Measurement(BLOCK_OUTLIER, BLOCK_PROBE, EVENT),
-    Measurement(BLOCK_OUTLIER_DROPPED, BLOCK_PROBE, COUNTER),
-    Measurement(THREADS_MEASUREMENT, THREAD_SAMPLER),
-    Measurement(THREAD_WAITS_MEASUREMENT, THREAD_SAMPLER),
-    Measurement(THREAD_SAMPLER_MEASUREMENT, THREAD_SAMPLER),
+    # Profiles: the profiler plugin (Java ProfileLines) and sparkscope profile / the
+    # thread sampler (Python profiles/store.py) write the same lines.
+    Measurement(FLAME_MEASUREMENT, PROFILES, tags=(APPLICATION, EXECUTOR, "kind"),
+                fields=_f(INTEGER, "level", "value", "self") + _f(STRING, "label", "profile")),
+    # executorid is a field here, a tag in sparkscope_flame: a name that is both.
+    Measurement(PROFILES_MEASUREMENT, PROFILES, EVENT, tags=(APPLICATION, "kind"),
+                fields=_f(STRING, "profile", EXECUTOR, "stage", "unit", "top") + _f(FLOAT, "seconds")
+                + _f(INTEGER, "samples")),
+    # The host probes (src/sparkscope/blockprobe/probe.py, threadprobe/periods.py, sampler.py).
+    Measurement(BLOCK_LATENCY, BLOCK_PROBE, tags=("device", "direction"),
+                fields=_f(INTEGER, "count") + _f(FLOAT, "mean_ms", "p50_ms", "p99_ms", "max_ms")),
+    Measurement(BLOCK_LATENCY_HIST, BLOCK_PROBE, tags=("device", "direction", "le_us"), fields=_f(INTEGER, "count")),
+    Measurement(BLOCK_OUTLIER, BLOCK_PROBE, EVENT, tags=("device", "direction"),
+                fields=_f(FLOAT, "latency_ms") + _f(INTEGER, "bytes", "pid") + _f(STRING, "comm", "text")),
+    Measurement(BLOCK_OUTLIER_DROPPED, BLOCK_PROBE, COUNTER, fields=_f(INTEGER, "count")),
+    Measurement(THREADS_MEASUREMENT, THREAD_SAMPLER, tags=(APPLICATION, EXECUTOR, "class"),
+                fields=_f(FLOAT, "running", "disk", "sleeping", "other", "threads", "on_cpu", "cpu_wait",
+                          "io", "network", "lock", "other_wait") + _f(INTEGER, "samples")),
+    Measurement(THREAD_WAITS_MEASUREMENT, THREAD_SAMPLER, tags=(APPLICATION, EXECUTOR, "state", "wchan"),
+                fields=_f(FLOAT, "threads", "seconds")),
+    Measurement(THREAD_SAMPLER_MEASUREMENT, THREAD_SAMPLER,
+                fields=_f(FLOAT, "cpu_pct") + _f(INTEGER, "jvms", "thread_samples", "skipped", "errors",
+                                                  "dropped_lines")),
     # Telegraf's host inputs and its own processors.
     Measurement("cpu", TELEGRAF),
     Measurement("mem", TELEGRAF),
@@ -171,7 +281,12 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement("diskio", TELEGRAF, COUNTER),  # /proc/diskstats counters per device
     Measurement("pressure", TELEGRAF, COUNTER),  # PSI "total", microseconds stalled since boot
     Measurement(TELEGRAF_WRITE_MEASUREMENT, TELEGRAF),
-    Measurement(NO_END_SEEN_MEASUREMENT, TELEGRAF, EVENT),
+    Measurement(NO_END_SEEN_MEASUREMENT, TELEGRAF, EVENT, tags=(APPLICATION,),
+                fields=_f(INTEGER, "end_time_ms", "silent_s")),
+    # Telegraf's ingest guard: points and keys it refused at the door, per reason,
+    # since Telegraf started (sparkscope.ingest_guard; ./sparkscope status shows them).
+    Measurement(INGEST_REFUSED_MEASUREMENT, TELEGRAF, COUNTER, tags=("refusal",),
+                fields=_f(INTEGER, "points", "keys") + _f(STRING, "last")),
     # The stack's lookups and self-check.
     Measurement(RESOLUTION_MEASUREMENT, STACK),
     Measurement(PEAK_SOURCE_MEASUREMENT, STACK),
@@ -193,3 +308,20 @@ ROLLED_MEASUREMENTS = tuple(m.name for m in MEASUREMENTS if m.rolled)
 # Spark's metrics the Telegraf filter always stores (telegraf.conf, the "pass" rule).
 SPARK_READ = tuple(m.name for m in MEASUREMENTS if m.writer == SPARK and m.name not in _SPARK_UNREAD_COUNTERS)
 COUNTER_MEASUREMENTS = frozenset(m.name for m in MEASUREMENTS if m.kind == COUNTER)
+
+
+# --- what comes in through the events listener --------------------------------------------
+
+# The writers that post line protocol to Telegraf's events listener: for their
+# measurements Telegraf's ingest guard holds the declared tags and fields.
+EVENTS_WRITERS = (ANNOTATOR, BLOCK_PROBE, THREAD_SAMPLER, PROFILES)
+EVENTS_MEASUREMENTS = tuple(m for m in MEASUREMENTS if m.writer in EVENTS_WRITERS)
+# Names that are a tag of one measurement and a field of another (or of the same:
+# Telegraf's host tag beside sparkscope_executor's host field). A reader qualifies
+# them ("status"::tag): InfluxQL reads a bare name as the field when both exist.
+_ALL_TAGS = {t for m in MEASUREMENTS for t in m.tags} | {HOST_TAG}
+_ALL_FIELDS = {f for m in MEASUREMENTS for f, _ in m.fields}
+TAG_AND_FIELD_NAMES = frozenset(_ALL_TAGS & _ALL_FIELDS)
+# Tags that are never a field of any measurement, and fields that are never a tag.
+TAGS_ONLY = frozenset(_ALL_TAGS - _ALL_FIELDS)
+FIELDS_ONLY = frozenset(_ALL_FIELDS - _ALL_TAGS)

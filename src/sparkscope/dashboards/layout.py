@@ -308,7 +308,7 @@ def _annotations(annotated: list[int]) -> list[dict[str, Any]]:
 
     def events(name: str, measurement: str, color: str, enable: bool, where: str = "",
                everywhere: bool = False) -> dict[str, Any]:
-        query = (f'SELECT "text", "end_time_ms", "status" FROM {source(measurement)} WHERE {APP}'
+        query = (f'SELECT "text", "end_time_ms", "status"::tag FROM {source(measurement)} WHERE {APP}'
                  f"{where} AND $timeFilter")
         return {"name": name, "datasource": DATASOURCE, "enable": enable, "hide": False, "iconColor": color,
                 **({} if everywhere else only_on),
@@ -321,7 +321,7 @@ def _annotations(annotated: list[int]) -> list[dict[str, Any]]:
         events("Jobs", "sparkscope_job", "#B877D9", False),
         events("Stages", "sparkscope_stage", "#73BF69", False),
         events("Straggler stages", "sparkscope_stage", "#F2495C", True,
-               " AND \"straggler\" = 'true' AND \"status\" <> 'RUNNING'", everywhere=True),
+               " AND \"straggler\" = 'true' AND \"status\"::tag <> 'RUNNING'", everywhere=True),
         events("Streaming queries", "sparkscope_streaming_query", "#FADE2A", True, everywhere=True),
         {"name": "Executors added/removed", "datasource": DATASOURCE, "enable": True, "hide": False,
          "iconColor": "#FF9830",

@@ -28,7 +28,7 @@ def _applications_table() -> Panel:
 
     def select(status: str, extra: str = "") -> dict[str, Any]:
         return raw(f'SELECT {shared_columns}{extra}, "applicationid" FROM "sparkscope_application" '
-                   f"WHERE \"status\" = '{status}' AND $timeFilter", result_format="table")
+                   f"WHERE \"status\"::tag = '{status}' AND $timeFilter", result_format="table")
 
     return Panel(
         "Applications",
@@ -38,7 +38,7 @@ def _applications_table() -> Panel:
         "after SPARKSCOPE_NO_END_GRACE_S of silence). A click on a row opens that run here or in the summary, "
         "over its own time range. " + NEEDS_ANNOTATOR,
         [select("RUNNING")] + [select(end, ', "duration_ms" AS "run time", "end_time_ms" AS "ended", '
-                                          '"status" AS "ending"') for end in ("FINISHED", "NO_END_SEEN")],
+                                          '"status"::tag AS "ending"') for end in ("FINISHED", "NO_END_SEEN")],
         "none", kind="table", width=24, height=5,
         options={"sortBy": [{"displayName": "started", "desc": True}]},
         transformations=[{"id": "merge", "options": {}},

@@ -43,7 +43,7 @@ def _stage_table(title: str, description: str, sort_by: str) -> Panel:
              '"task_mean_input_bytes" + "task_mean_shuffle_read_bytes" AS "average read", '
              '"slowest_gc_ms" AS "slowest GC", "slowest_fetch_wait_ms" AS "slowest fetch wait", '
              f'"straggler", "status", "end_time_ms" AS "end" FROM "sparkscope_stage" WHERE {APP} '
-             'AND "status" <> \'RUNNING\' AND $timeFilter')
+             'AND "status"::tag <> \'RUNNING\' AND $timeFilter')
     # The slowest executor links to its profiles over the stage's own time
     # (there are some when a profile was taken then, or continuous profiling is on).
     profiles = {"title": "Profiles of executor ${__data.fields[\"slowest on\"]} during stage "
@@ -244,7 +244,7 @@ def stages_row() -> Row:
               "SQL queries (executions) of the run with status and duration; the description is the query "
               "text or the job description set by the application. " + NEEDS_ANNOTATOR,
               [raw('SELECT "execution_id", "duration_ms" AS "duration", "status", "description" '
-                   f'FROM "sparkscope_query" WHERE {APP} AND "status" <> \'RUNNING\' AND $timeFilter',
+                   f'FROM "sparkscope_query" WHERE {APP} AND "status"::tag <> \'RUNNING\' AND $timeFilter',
                    result_format="table")],
               "none", kind="table", width=24, height=8,
               options={"sortBy": [{"displayName": "duration", "desc": True}]},

@@ -41,7 +41,7 @@ def executor_peaks(settings: Settings, app_id: str) -> dict[str, dict[str, float
 
 def annotations(settings: Settings, app_id: str, measurement: str, where: str = "") -> list[dict[str, Any]]:
     statement = (f'SELECT * FROM "{measurement}" WHERE "applicationid" = {influx.string_literal(app_id)} '
-                 f"AND \"status\" <> 'RUNNING'{where}")
+                 f"AND \"status\"::tag <> 'RUNNING'{where}")
     return influx.rows(influx.query(settings.influx_reader, statement, settings.database))
 
 

@@ -193,7 +193,7 @@ class RunReader:
         """Finished applications, newest first."""
         where = f" AND \"app_name\" = {influx.string_literal(app_name)}" if app_name else ""
         rows = influx.rows(self.q('SELECT "app_name", "end_time_ms", "duration_ms", "applicationid" FROM '
-                            f"\"sparkscope_application\" WHERE \"status\" = 'FINISHED'{where} GROUP BY \"applicationid\""))
+                            f"\"sparkscope_application\" WHERE \"status\"::tag = 'FINISHED'{where} GROUP BY \"applicationid\""))
         return sorted(rows, key=lambda r: r["time"], reverse=True)
 
     def latest_app(self) -> str:
@@ -283,7 +283,7 @@ class RunReader:
             facts.second_lag_ms = settled.get(name, {}).get("lag")
             facts.lag_step_p75_ms = steps.get(name, {}).get("p75")
         for row in influx.rows(self.q(f"SELECT * FROM \"sparkscope_streaming_query\" WHERE {app} "
-                                "AND \"status\" <> 'RUNNING'")):
+                                "AND \"status\"::tag <> 'RUNNING'")):
             facts = out.get(row.get("name") or row.get("query_id") or "")
             if facts is not None:
                 facts.status = row.get("status") or facts.status
@@ -339,9 +339,9 @@ class RunReader:
                 executor(row["executor_id"]).cores = int(row["cores"])
             if row.get("event") == "removed":
                 removals.append(row)
-        stages = influx.rows(self.q(f"SELECT * FROM \"sparkscope_stage\" WHERE {app} AND \"status\" <> 'RUNNING'"))
+        stages = influx.rows(self.q(f"SELECT * FROM \"sparkscope_stage\" WHERE {app} AND \"status\"::tag <> 'RUNNING'"))
         stage_peaks = influx.rows(self.q(f'SELECT * FROM "sparkscope_stage_peaks" WHERE {app}'))
-        queries = influx.rows(self.q(f"SELECT * FROM \"sparkscope_query\" WHERE {app} AND \"status\" <> 'RUNNING'"))
+        queries = influx.rows(self.q(f"SELECT * FROM \"sparkscope_query\" WHERE {app} AND \"status\"::tag <> 'RUNNING'"))
         return RunFacts(app_id=app_id, app_name=head.get("app_name") or apps[0].get("app_name") or app_id,
                         started_ms=started_ms, ending=ending, ended_ms=ended_ms,
                         settings=settings, executors=executors, stages=stages, stage_peaks=stage_peaks,

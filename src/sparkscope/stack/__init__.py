@@ -28,6 +28,7 @@ from sparkscope.alerts import contact_points
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
 from sparkscope import influx
+from sparkscope.schema import INGEST_REFUSED_MEASUREMENT
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import human_size, influx_write_problem
 from sparkscope.settings import Settings
@@ -241,6 +242,27 @@ class Backend:
             row.data += f", {int(dropped):,} dropped"
             row.detail = (f"Telegraf dropped {int(dropped):,} points since it started: InfluxDB could not take them "
                           f"before its buffer (TELEGRAF_BUFFER_LIMIT={settings.telegraf_buffer_limit:,}) filled up")
+        refused = self._refused_at_the_door()
+        if refused:
+            row.data += f", {sum(n for n, _ in refused.values()):,} refused"
+            row.detail = "; ".join(filter(None, [row.detail, "the ingest guard refused what the schema does not "
+                                   "declare (since Telegraf started): " + ", ".join(
+                                       f"{reason} {n:,} (last: {last})" for reason, (n, last) in sorted(refused.items()))
+                                   + ". Fix the sender, or declare the new name in src/sparkscope/schema.py and "
+                                   "run python -m sparkscope.ingest_guard"]))
+
+    def _refused_at_the_door(self) -> dict[str, tuple[int, str]]:
+        """What Telegraf's ingest guard refused, per reason: (points, the last one's name, made
+        printable: a sender chose it). Its counts start at 0 when Telegraf starts; the last hour's."""
+        try:
+            series = influx.query(self.settings.influx_reader,
+                                  f'SELECT last("points"), last("last") FROM "{INGEST_REFUSED_MEASUREMENT}" '
+                                  'WHERE time > now() - 1h GROUP BY "refusal"', self.settings.database)
+        except influx.InfluxError:
+            return {}
+        printable = lambda text: "".join(c if c.isprintable() else "?" for c in str(text or ""))[:120]
+        return {printable(s["tags"]["refusal"]): (int(s["values"][0][1] or 0), printable(s["values"][0][2]))
+                for s in series}
 
     def _influx_row(self, row: ServiceStatus) -> None:
         settings = self.settings

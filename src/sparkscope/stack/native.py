@@ -174,6 +174,7 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
         "TELEGRAF_BUFFER_STRATEGY": settings.telegraf_buffer_strategy,
         "TELEGRAF_BUFFER_DIR": str(settings.state_dir / "telegraf" / "buffer"),
         "SPARKSCOPE_NO_END_GRACE_S": str(settings.no_end_grace_s),
+        "SPARKSCOPE_RETENTION": settings.retention,  # the ingest guard refuses older points
         # Basic auth on the events listener when EVENTS_AUTH asks for it; both empty: none.
         **dict(zip(("EVENTS_USER", "EVENTS_PASSWORD"), settings.events_credentials or ("", ""))),
     }, dirs=[settings.state_dir / "telegraf" / "buffer"])

@@ -144,12 +144,17 @@ def task_scope_lines() -> str:
 
 
 def ensure_policy(base_url: influx.Where, database: str, name: str, duration: str) -> None:
-    try:
-        influx.query(base_url, f'CREATE RETENTION POLICY "{name}" ON "{database}" DURATION {duration} REPLICATION 1')
-    except influx.InfluxError as err:
-        if "conflict" not in str(err):
-            raise
-        influx.query(base_url, f'ALTER RETENTION POLICY "{name}" ON "{database}" DURATION {duration}')
+    def run(limits: bool) -> None:
+        # InfluxDB 1.12+: nothing dated ahead (influx.write_limits).
+        clause = influx.write_limits(duration) if limits else ""
+        try:
+            influx.query(base_url, f'CREATE RETENTION POLICY "{name}" ON "{database}" DURATION {duration} '
+                                   f"REPLICATION 1{clause}")
+        except influx.InfluxError as err:
+            if "conflict" not in str(err):
+                raise
+            influx.query(base_url, f'ALTER RETENTION POLICY "{name}" ON "{database}" DURATION {duration}{clause}')
+    influx.with_write_limits(base_url, run)
 
 
 def existing_queries(base_url: influx.Where, database: str) -> dict[str, str]:

@@ -191,13 +191,13 @@ class TopReader:
         """The newest runs with the annotator, newest first: each wrote a RUNNING
         point at its start, and a FINISHED one stamped with the same start at its end."""
         started = influx.rows(self.q(f'SELECT "app_name", "applicationid" FROM "sparkscope_application" '
-                               f"WHERE \"status\" = 'RUNNING' ORDER BY time DESC LIMIT {most}"))
+                               f"WHERE \"status\"::tag = 'RUNNING' ORDER BY time DESC LIMIT {most}"))
         if not started:
             return []
         oldest = min(r["time"] for r in started)
         ended = {r["applicationid"]: r for r in influx.rows(self.q(
-            f'SELECT "end_time_ms", "applicationid", "status" FROM "sparkscope_application" '
-            f"WHERE \"status\" <> 'RUNNING' AND time >= {oldest}ms"))}
+            f'SELECT "end_time_ms", "applicationid", "status"::tag FROM "sparkscope_application" '
+            f"WHERE \"status\"::tag <> 'RUNNING' AND time >= {oldest}ms"))}
         return [Run(r["applicationid"], r.get("app_name") or r["applicationid"], int(r["time"]),
                     _int(ended[r["applicationid"]].get("end_time_ms")) if r["applicationid"] in ended else None,
                     str(ended[r["applicationid"]].get("status") or "") if r["applicationid"] in ended else "")
@@ -215,7 +215,7 @@ class TopReader:
     def run(self, app_id: str) -> Optional[Run]:
         """The run of this id; one without annotator points is shown by its metrics alone;
         None when InfluxDB has neither."""
-        rows = influx.rows(self.q(f'SELECT "app_name", "end_time_ms", "status" FROM "sparkscope_application" '
+        rows = influx.rows(self.q(f'SELECT "app_name", "end_time_ms", "status"::tag FROM "sparkscope_application" '
                             f'WHERE {quoted_app(app_id)}'))
         if not rows:
             first = influx.rows(self.q(f'SELECT first("value") FROM "{HEAP}" WHERE {quoted_app(app_id)}'))

@@ -1,0 +1,231 @@
+"""The schema at the door (issue 38, items 1, 4 and 5): Telegraf's ingest guard,
+generated from src/sparkscope/schema.py, holds what reaches InfluxDB.
+
+Fast: the guard in telegraf.conf is what the schema generates; the writers
+(the annotator's Java, Telegraf's own "no end seen" Starlark) write only what
+the schema declares. Slow: a throwaway stack (InfluxDB and Telegraf, built as
+the native runner builds them), attacked as a stranger on the host would: a
+field "status" posted to the events port before a real Spark run; Graphite 1.1
+tags and sparkscope's own names on the Graphite port; points dated years ahead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from sparkscope import influx, schema
+from sparkscope.process import wait_until
+from sparkscope.settings import ROOT
+from sparkscope_testkit.sandbox import throwaway_stack
+
+JAVA = ROOT / "annotator" / "src" / "main" / "java" / "dev" / "sparkscope" / "annotator"
+POISON = 'sparkscope_application,applicationid=x status="RUNNING",app_name="x",text="x"'
+
+
+# --- generated, and true to its writers ------------------------------------------------
+
+def test_the_guard_in_telegraf_conf_is_the_one_the_schema_generates():
+    from sparkscope import ingest_guard
+
+    conf = ingest_guard.TELEGRAF_CONF.read_text()
+    assert ingest_guard.with_block(conf) == conf, "run python -m sparkscope.ingest_guard"
+    # A real check: a block that lost a declared field is found stale and rewritten.
+    stale = conf.replace('"exit_code": "int"', '"exit_code": "float"', 1)
+    assert stale != conf and ingest_guard.with_block(stale) == conf
+    assert ingest_guard.main(["--check"]) == 0
+
+
+def test_every_tag_and_field_the_annotator_writes_is_declared_for_its_measurements():
+    declared_tags = {t for m in schema.MEASUREMENTS if m.writer in (schema.ANNOTATOR, schema.PROFILES) for t in m.tags}
+    declared_fields = {f for m in schema.MEASUREMENTS if m.writer in (schema.ANNOTATOR, schema.PROFILES)
+                       for f, _ in m.fields}
+    written_tags, written_fields = set(), set()
+    for source in JAVA.glob("*.java"):
+        text = source.read_text()
+        written_tags |= set(re.findall(r'\.tag\("(\w+)"', text))
+        written_fields |= set(re.findall(r'\.field\("(\w+)"', text))
+        written_fields |= set(re.findall(r'\.wholeFloatField\("(\w+)"', text))
+        # ProfileLines spells its lines by hand: key=value pairs after a space or a comma.
+        if source.name == "ProfileLines.java":
+            written_fields |= set(re.findall(r'[ ,"](\w+)=" ?\+', text)) - {"applicationid", "executorid", "kind"}
+    assert written_tags and written_fields
+    assert written_tags - declared_tags == set()
+    assert written_fields - declared_fields == set()
+
+
+def test_the_no_end_seen_starlark_writes_only_what_the_schema_declares():
+    conf = (ROOT / "telegraf" / "telegraf.conf").read_text()
+    script = conf[conf.index('## "No end seen"'):]
+    script = script[:script.index("[processors.starlark.constants]")]
+    app = schema.BY_NAME[schema.APPLICATION_MEASUREMENT]
+    seen = schema.BY_NAME[schema.NO_END_SEEN_MEASUREMENT]
+    assert schema.TELEGRAF in app.also_written_by
+    end_tags = set(re.findall(r'end\.tags\["(\w+)"\]', script))
+    end_fields = set(re.findall(r'end\.fields\["(\w+)"\]', script)) | set(
+        re.findall(r'"\w+": "(app_name|spark_user|spark_version)"', script))
+    assert end_tags == set(app.tags) and end_fields <= set(dict(app.fields)) and len(end_fields) == 6
+    assert set(re.findall(r'seen\.tags\["(\w+)"\]', script)) == set(seen.tags)
+    assert set(re.findall(r'seen\.fields\["(\w+)"\]', script)) == set(dict(seen.fields))
+
+
+def test_names_that_are_both_a_tag_and_a_field_are_known():
+    # "status": a tag of the run events, a field of sparkscope_stage_peaks; readers qualify it.
+    assert {"status", "executorid", "host"} <= schema.TAG_AND_FIELD_NAMES
+    assert "applicationid" in schema.TAGS_ONLY and "app_name" in schema.FIELDS_ONLY
+
+
+# --- against a real stack ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    with throwaway_stack(tmp_path_factory.mktemp("guard"), only=("influxdb", "telegraf"),
+                        unread_metrics="pass") as settings:  # the filter passing all: the guard alone holds
+        yield settings
+
+
+def admin(settings, statement: str) -> list[dict]:
+    return influx.query(settings.influx_admin, statement, settings.database)
+
+
+def post_events(settings, *lines: str) -> None:
+    """As a stranger: no credentials (the events listener asks for none on loopback)."""
+    request = urllib.request.Request(f"{settings.events_url}/write?precision=ns", data="\n".join(lines).encode(),
+                                     method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 204
+
+
+def send_graphite(settings, text: str) -> None:
+    with socket.create_connection((settings.graphite_host, settings.graphite_port), 5) as s:
+        s.sendall(text.encode())
+
+
+def drain(settings) -> None:
+    """Until Telegraf wrote everything sent before: its buffer is first in, first out."""
+    marker = f"app-drained-{time.time_ns()}"
+    send_graphite(settings, f"spark.{marker}.driver.jvm.heap.used 1 {int(time.time())}\n")
+    assert wait_until(lambda: admin(settings, f'SELECT count("value") FROM "heap.used" '
+                                              f"WHERE \"applicationid\" = '{marker}'"), 30), "Telegraf wrote nothing"
+
+
+def all_panels(panels: list[dict]):
+    for panel in panels:
+        yield panel
+        yield from all_panels(panel.get("panels", []))
+
+
+def refused(settings) -> dict[str, int]:
+    """The guard's counts per reason, once it reported (every 10 s after a refusal)."""
+    series = admin(settings, f'SELECT last("points") FROM "{schema.INGEST_REFUSED_MEASUREMENT}" GROUP BY "refusal"')
+    return {s["tags"]["refusal"]: int(s["values"][0][1]) for s in series}
+
+
+def test_a_status_field_posted_to_the_events_port_hides_no_run_from_top_report_or_the_pickers(guarded, tmp_path):
+    from conftest import Stack, run_spark_job
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
+    from sparkscope.report.run_facts import RunReader
+    from sparkscope.spark.conf import annotator_properties
+    from sparkscope.stack.native import NativeBackend
+    from sparkscope.top.data import TopReader
+
+    settings = guarded
+    post_events(settings, POISON)
+    drain(settings)
+
+    jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+    run = run_spark_job(Stack(settings), "metrics_job.py", tmp_path, conf=annotator_properties(settings, jar))
+    assert wait_until(lambda: admin(settings, "SELECT \"duration_ms\" FROM \"sparkscope_application\" WHERE "
+                                              f"\"applicationid\" = '{run.app_id}' AND \"status\"::tag = 'FINISHED'"),
+                      30), "the annotator's end of the run never arrived"
+    drain(settings)
+
+    # top: the run is listed, and finished.
+    top = TopReader(settings.influx_reader, settings.database)
+    runs = {r.app_id: r for r in top.runs()}
+    assert run.app_id in runs and runs[run.app_id].ended_ms
+    # report: the newest finished run is this one.
+    reader = RunReader(settings.influx_reader, settings.database)
+    assert reader.latest_app() == run.app_id
+    assert run.app_id in {r["applicationid"] for r in reader.finished_runs()}
+    # The live dashboard's "Applications" table, where runs are picked: every query of it.
+    board = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
+    panels = [p for p in all_panels(board["panels"]) if p.get("title") == "Applications"]
+    assert panels, "the live dashboard has no Applications table"
+    listed = set()
+    for target in panels[0]["targets"]:
+        query = target["query"].replace("$timeFilter", "time > now() - 1h")
+        listed |= {row.get("applicationid") for row in influx.rows(
+            influx.query(settings.influx_reader, query, settings.database))}
+    assert run.app_id in listed
+
+    # The field never reached InfluxDB (deleting it would not have undone it: the key stays).
+    fields = admin(settings, 'SHOW FIELD KEYS FROM "sparkscope_application"')
+    assert "status" not in {v[0] for s in fields for v in s["values"]}, "the poison's status field was stored"
+    # The door counted what it refused: the poison's one key, and nothing of the real run.
+    assert wait_until(lambda: refused(settings).get("tag_as_field"), 20), refused(settings)
+    assert refused(settings) == {"tag_as_field": 1}, refused(settings)
+    telegraf = next(r for r in NativeBackend(settings).status() if r.name == "telegraf")
+    assert "1 refused" in telegraf.data and "tag_as_field" in telegraf.detail, (telegraf.data, telegraf.detail)
+
+
+def test_graphite_lines_make_only_sparks_metrics_without_tags_of_the_senders(guarded):
+    settings = guarded
+    now = int(time.time())
+    send_graphite(settings, "".join(line + "\n" for line in (
+        # Graphite 1.1 tags: a forged end of a run, a forged executor loss.
+        f"sparkscope_application;applicationid=forged-1;status=FINISHED 1 {now}",
+        f"sparkscope_executor;applicationid=forged-1;status=removed;event=removed 1 {now}",
+        # A Spark metric with a tag of the sender's choosing.
+        f"spark.app-forged-2.driver.jvm.heap.used;colour=red 1 {now}",
+        # sparkscope's own names and a host measurement, through the templates.
+        f"spark.app-forged-3.driver.jvm.sparkscope_application 1 {now}",
+        f"spark.app-forged-3.driver.jvm.cpu 1 {now}",
+        # A path too short for the templates: past the unread-metrics filter, any name.
+        f"anything.new 1 {now}",
+    )))
+    drain(settings)
+    measurements = {v[0] for s in admin(settings, "SHOW MEASUREMENTS") for v in s["values"]}
+    for name in ("sparkscope_application", "sparkscope_executor"):
+        assert name not in measurements or not admin(settings, f'SELECT * FROM "{name}" WHERE '
+                                                               '"applicationid" =~ /forged/ OR "username" =~ /forged/')
+    assert not {m for m in measurements if m.startswith("anything")}, measurements
+    assert not admin(settings, "SELECT * FROM \"heap.used\" WHERE \"applicationid\" =~ /forged/")
+    assert not admin(settings, "SELECT * FROM \"cpu\" WHERE \"applicationid\" =~ /forged/")
+    tag_keys = {v[0] for s in admin(settings, 'SHOW TAG KEYS FROM "heap.used"') for v in s["values"]}
+    assert "colour" not in tag_keys and "status" not in tag_keys
+    assert wait_until(lambda: {"graphite_tags", "graphite_reserved_name", "graphite_path_short"}
+                      <= set(refused(settings)), 20), refused(settings)
+
+
+def test_points_dated_years_ahead_or_before_the_retention_are_refused_on_both_inputs(guarded):
+    settings = guarded
+    ahead = [int(time.mktime((year, 6, 1, 0, 0, 0, 0, 0, -1))) for year in (2030, 2033, 2037)]
+    send_graphite(settings, "".join(f"spark.app-future.driver.jvm.heap.used 1 {t}\n" for t in ahead))
+    long_ago = int(time.time()) - 400 * 86400  # the test stack keeps 7 days
+    send_graphite(settings, f"spark.app-old.driver.jvm.heap.used 1 {long_ago}\n")
+    post_events(settings, f'sparkscope_application,applicationid=app-future,status=RUNNING app_name="f" '
+                          f"{ahead[-1] * 10**9}")
+    drain(settings)
+    newest_end = max((row["end_time"] for row in influx.rows(admin(settings, "SHOW SHARDS"))
+                      if row.get("database") == settings.database), default="")
+    limit = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 30 * 86400))
+    assert newest_end < limit, f"a shard ends {newest_end}: a point dated years ahead was stored"
+    assert not admin(settings, "SELECT * FROM \"heap.used\" WHERE \"applicationid\" =~ /app-future|app-old/")
+    assert wait_until(lambda: refused(settings).get("future", 0) >= 4, 20), refused(settings)
+
+
+def test_policies_get_influxdbs_own_write_limits_only_where_the_server_has_them():
+    # InfluxDB 1.12+ knows FUTURE/PAST LIMIT; 1.8.10 (what the suite may still run) refuses the clause.
+    assert influx.has_write_limits("1.13.2") and influx.has_write_limits("v1.12.0")
+    assert influx.has_write_limits("1.8.10") is False and influx.has_write_limits(None) is None
+    create, alter = influx.database_statements("spark", "30d", limits=True)
+    assert create.endswith("FUTURE LIMIT 10m PAST LIMIT 30d") and alter.endswith("FUTURE LIMIT 10m PAST LIMIT 30d")
+    assert "LIMIT" not in " ".join(influx.database_statements("spark", "30d", limits=False))
+    assert influx.write_limits("INF") == " FUTURE LIMIT 10m"  # the lookups' policy keeps its 1970 points
