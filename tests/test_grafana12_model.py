@@ -605,7 +605,9 @@ def outer_columns(query: str) -> list[str]:
     for item in items + [item]:
         alias = re.search(r'\bAS\s+"([^"]+)"\s*$', item.strip(), re.I)
         function = re.match(r"\s*(\w+)\(", item)
-        names.append(alias.group(1) if alias else function.group(1) if function else item.strip().strip('"'))
+        # A cast ("status"::tag) names the column by the key alone.
+        bare = re.sub(r"::(tag|field|integer|float|string|boolean)$", "", item.strip())
+        names.append(alias.group(1) if alias else function.group(1) if function else bare.strip('"'))
     return names
 
 
