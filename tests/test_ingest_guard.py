@@ -221,11 +221,14 @@ def test_points_dated_years_ahead_or_before_the_retention_are_refused_on_both_in
     assert wait_until(lambda: refused(settings).get("future", 0) >= 4, 20), refused(settings)
 
 
-def test_policies_get_influxdbs_own_write_limits_only_where_the_server_has_them():
-    # InfluxDB 1.12+ knows FUTURE/PAST LIMIT; 1.8.10 (what the suite may still run) refuses the clause.
-    assert influx.has_write_limits("1.13.2") and influx.has_write_limits("v1.12.0")
+def test_influxdb_itself_refuses_points_dated_ahead_on_every_policy_up_makes(guarded):
+    # InfluxDB 1.12+ knows FUTURE/PAST LIMIT (1.8 refused the clause): behind the
+    # guard, the store holds the same line for whoever writes to it directly.
     assert influx.has_write_limits("1.8.10") is False and influx.has_write_limits(None) is None
-    create, alter = influx.database_statements("spark", "30d", limits=True)
-    assert create.endswith("FUTURE LIMIT 10m PAST LIMIT 30d") and alter.endswith("FUTURE LIMIT 10m PAST LIMIT 30d")
-    assert "LIMIT" not in " ".join(influx.database_statements("spark", "30d", limits=False))
-    assert influx.write_limits("INF") == " FUTURE LIMIT 10m"  # the lookups' policy keeps its 1970 points
+    assert influx.has_write_limits(influx.server_version(guarded.influx_url))
+    policies = {row["name"]: row for row in influx.rows(admin(guarded, "SHOW RETENTION POLICIES"))}
+    for name in ("sparkscope", "sparkscope_1m", "sparkscope_10m", "sparkscope_30m"):
+        assert policies[name]["futureWriteLimit"] == "10m0s", policies[name]
+    ahead = int(time.time()) + 7 * 86400
+    with pytest.raises(influx.InfluxError, match="dropped=1"):
+        influx.write(guarded.influx_admin, guarded.database, f"heap.used,applicationid=app-direct value=1 {ahead}")
