@@ -925,6 +925,9 @@ class Dashboard12:
     2 both run on load), url_vars playing ?var-name=..., then each query interpolated and sent as
     Grafana's backend sends it."""
 
+    # Grafana 12 writes a variable query's first $timeFilter as now() - 6h for a relative range.
+    VARIABLE_TIME_FILTER_RELATIVE = True
+
     def __init__(self, board: dict, send: Send, time_from_ms: int, time_to_ms: int, *,
                  url_vars: dict[str, Union[str, List[str]]] | None = None, relative_from: str | None = None,
                  relative_to: str = "now", timezone: str = "UTC", viewport_px: int = 1920,
@@ -1015,11 +1018,15 @@ class Dashboard12:
         sent = self.interpolate(query, where="variable")
         check_single_statement(sent)
         var.request = sent
-        texts = _metric_find_values(sent, self.send(sent, None))
+        texts = self._option_texts(sent, self.send(sent, None))
         regex = spec.get("regex")
         if regex:
             regex = self._frontend(regex, "variable", None, "regex")
         return options_from_texts(texts, regex, int(spec.get("sort") or 0))
+
+    def _option_texts(self, query: str, series: list[dict]) -> list[str]:
+        """The options text of a variable query's answer (a seam: Grafana 13's plugin reads it its own way)."""
+        return _metric_find_values(query, series)
 
     def _url_value(self, var: Variable):
         url = self.url_vars[var.name]
@@ -1328,7 +1335,8 @@ class Dashboard12:
 
     def _backend(self, text: str, where: str, panel: dict | None) -> str:
         """Grafana's InfluxQL backend: $timeFilter, then the interval macros, replaced as text."""
-        if where == "variable" and self.relative_from and "$timeFilter" in text:
+        relative = self.VARIABLE_TIME_FILTER_RELATIVE and self.relative_from
+        if where == "variable" and relative and "$timeFilter" in text:
             text = text.replace("$timeFilter", self._relative_time_filter(), 1)
         text = text.replace("$timeFilter", f"time >= {self.time_from_ms}ms and time <= {self.time_to_ms}ms")
         for macro in ("$__interval_ms", "$__interval", "$interval"):
