@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from sparkscope import cli
+from sparkscope import cli, versions
 from sparkscope.demo import command as demo_command
 from sparkscope.process import quiet
 from sparkscope.stack import StackError, choose_backend, open_stack, record_backend, recorded_backend
@@ -91,7 +91,7 @@ def test_up_status_down_with_compose_v2_the_cli_remembers_the_backend(docker, se
     assert "sparkscope-influxdb-1" in influxdb and settings.influx_url in influxdb
     assert "1.8.10" in influxdb and "database spark: 2.0 MB, 1,234 series" in influxdb
     grafana = next(line for line in out.splitlines() if line.startswith("grafana"))
-    assert "12.4.1" in grafana and "sparkscope-grafana-1" in grafana
+    assert versions.GRAFANA in grafana and "sparkscope-grafana-1" in grafana
 
     code, out = run_cli("down")
     assert code == 0, out

@@ -13,6 +13,11 @@ import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+# Run as a script by the fake docker: src/ on the path, for the version the compose image says.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sparkscope import versions  # noqa: E402
 
 INFLUX_SERIES = 1234
 INFLUX_DISK_BYTES = 2 * 2**20
@@ -76,7 +81,7 @@ class Grafana(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/api/health":
-            data = json.dumps({"commit": "fake", "database": "ok", "version": "12.4.1"}).encode()
+            data = json.dumps({"commit": "fake", "database": "ok", "version": versions.GRAFANA}).encode()
             self.send_response(200)
         else:
             data, _ = b'{"message":"Unauthorized"}', self.send_response(401)

@@ -164,6 +164,10 @@ class NativeBackend(Backend):
         pids = {name: PidFile(self.settings.state_dir, name).running_pid() for name in SERVICE_NAMES}
         return {name: f"pid {pid}" if pid else None for name, pid in pids.items()}
 
+    def plugin_install_hint(self) -> str:
+        # The native Grafana reads its plugins from the state dir (GF_PATHS_PLUGINS below).
+        return f" --pluginsDir {self.settings.state_dir / 'grafana' / 'plugins'}"
+
     def versions(self) -> dict[str, str]:
         # InfluxDB built by `go install` says "unknown" itself; Grafana says its own.
         return {"influxdb": INFLUXD_VERSION, "telegraf": TELEGRAF_VERSION}
