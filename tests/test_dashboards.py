@@ -284,7 +284,7 @@ def known_values(stack, run) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("name", RUN_BOARDS)
 def test_opened_plainly_the_dashboard_selects_the_newest_run_and_its_pickers_hold_only_ids(
-        stack, metrics_run, name):
+        stack, metrics_run, name, rules):
     start, end = run_window(metrics_run)
     dash = stack.open_dashboard(BOARDS[name], start, end, rules=rules)
     # The newest run, straight from InfluxDB: the driver's first heap sample that is latest in the range.
@@ -403,7 +403,7 @@ def test_the_summary_peak_headline_is_the_exact_peak_of_the_sizing_table(stack, 
 
 
 def test_task_time_reads_the_annotators_totals_for_all_executors_and_their_own_counters_for_a_pick(
-        stack, metrics_run):
+        stack, metrics_run, rules):
     """The live task time graph, its hidden $task_scope resolved as Grafana
     12 resolves it: with Executor = All it reads the annotator's
     per-application totals (one series a counter), with executors picked, or
@@ -501,7 +501,7 @@ def test_sizing_reads_the_heap_once_for_its_size_and_the_unified_capacity(stack,
 
 @pytest.mark.parametrize("name", ["spark-executors.json", "spark-application.json"])
 def test_graphs_and_the_sampled_peak_table_show_the_executors_with_the_highest_heap_peaks(
-        stack, metrics_run, name):
+        stack, metrics_run, name, rules):
     """$drawn, what the live per-executor graphs and the summary's sampled
     peak table filter on: the picked executors, at most $top (Executors
     drawn, Executors shown), ranked by their highest heap sample in the
@@ -601,22 +601,31 @@ CRAFTED_RUNS = [
 ]
 
 
+# The second each crafted run was written at: each test takes a later one.
+CRAFTED_WRITTEN_AT = [0]
+
+
 def line_protocol_tag(value: str) -> str:
     # InfluxDB 1.x keeps a backslash in a tag value as it is, unless it escapes one of these.
     return value.replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
 
 
 @pytest.mark.parametrize("crafted", CRAFTED_RUNS, ids=["regex", "quote", "backslash"])
-def test_a_crafted_run_id_drops_nothing_and_every_query_stays_one_statement(stack, crafted, rules):
+def test_a_crafted_run_id_drops_nothing_and_every_query_stays_one_statement(stack, crafted):
     """The attack of the security review: a run id that is InfluxQL. Spark's
     measurements cannot carry one (Graphite splits on whitespace, and the
     events listener takes sparkscope's own measurements only), but the
     profiler's can: stored through the real listener, it is the newest
     profiled run, so the profiles dashboard opened plainly selects it. The
     live and summary dashboards get it through a link (?var-applicationid=).
-    Every variable, panel and annotation query runs as Grafana 12 sends it
-    (the model refuses a second statement), and the canary is still there."""
-    now_s = int(time.time())
+    Every variable, panel and annotation query runs as Grafana 12.4 and as
+    Grafana 13 send it (the models refuse a second statement), and the canary
+    is still there. One write, both rule sets: the crafted run must be the
+    newest profiled run when the profiles dashboard is opened."""
+    # A second of its own (the runs are told apart by time: the newest is selected), and a
+    # profile id of its own to wait for (an earlier crafted run's point must not end the wait).
+    now_s = max(int(time.time()), CRAFTED_WRITTEN_AT[-1] + 1)
+    CRAFTED_WRITTEN_AT.append(now_s)
     influx.write(stack.settings.influx_writer, stack.settings.database, f"canary value=1 {now_s - 5}")
     lines = [f"sparkscope_profiles,applicationid={line_protocol_tag(crafted)},executorid=0,kind=cpu "
              f'samples=1i,profile="p-{now_s}" {now_s}',
@@ -625,19 +634,20 @@ def test_a_crafted_run_id_drops_nothing_and_every_query_stays_one_statement(stac
                                      data="\n".join(lines).encode(), method="POST")
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert answer.status == 204
-    stack.wait_for(f'SELECT count("samples") FROM "sparkscope_profiles" WHERE time >= {now_s}s',
+    stack.wait_for(f'SELECT count("samples") FROM "sparkscope_profiles" WHERE "profile" = \'p-{now_s}\'',
                    lambda s: bool(s) and s[0]["values"][0][1] >= 1)
     window = ((now_s - 600) * 1000, (now_s + 60) * 1000)
-    profiles = stack.open_dashboard(BOARDS["spark-profiles.json"], *window, rules=rules)
-    assert profiles.variables["applicationid"].current == [crafted]
-    opened_boards = [(name, stack.open_dashboard(BOARDS[name], *window, rules=rules,
-                                                   url_vars={"applicationid": crafted}))
-                     for name in RUN_BOARDS] + [("spark-profiles.json", profiles)]
-    for name, dash in opened_boards:
-        for panel in panels(BOARDS[name]):
-            dash.run_panel(panel)
-        for annotation in BOARDS[name]["annotations"]["list"]:
-            dash.annotation_events(annotation)
+    for rules in RULE_SETS.values():
+        profiles = stack.open_dashboard(BOARDS["spark-profiles.json"], *window, rules=rules)
+        assert profiles.variables["applicationid"].current == [crafted], rules.__name__
+        opened_boards = [(name, stack.open_dashboard(BOARDS[name], *window, rules=rules,
+                                                       url_vars={"applicationid": crafted}))
+                         for name in RUN_BOARDS] + [("spark-profiles.json", profiles)]
+        for name, dash in opened_boards:
+            for panel in panels(BOARDS[name]):
+                dash.run_panel(panel)
+            for annotation in BOARDS[name]["annotations"]["list"]:
+                dash.annotation_events(annotation)
     assert stack.influx('SELECT count("value") FROM "canary"'), "the canary measurement was dropped"
     # The forged Spark point never reached InfluxDB (Spark's metrics come over Graphite only).
     assert not stack.influx(f'SELECT count("value") FROM "JVMHeapMemory" WHERE time >= {now_s}s '
