@@ -11,7 +11,6 @@ import yaml
 
 from sparkscope import versions
 from sparkscope.settings import ROOT
-from sparkscope_testkit import fake_grafana
 
 
 def numbers(version: str) -> tuple[int, ...]:
@@ -48,10 +47,6 @@ def test_no_other_grafana_version_is_pinned_anywhere():
         if path.suffix in {".yml", ".yaml", ".md", ".py", ".json", ".txt"} and path.is_file():
             pinned |= set(re.findall(r"grafana/grafana:([0-9][\w.]*)", path.read_text(errors="replace")))
     assert pinned <= {versions.GRAFANA, versions.GRAFANA_12}, pinned
-
-
-def test_the_fake_grafana_answers_the_pinned_version_by_default():
-    assert fake_grafana.DEFAULT_VERSION == versions.GRAFANA
 
 
 def test_no_file_points_at_notes_outside_the_repository():

@@ -9,8 +9,7 @@ datasource's user (INFLUX_USER, INFLUX_PASSWORD) able to read its database
 on INFLUX_URL; then it answers /api/health on GF_SERVER_HTTP_ADDR:PORT and
 records its arguments and GF_* environment in $FAKE_GRAFANA_RECORD.
 
-It is the Grafana version $FAKE_GRAFANA_VERSION says (the pinned one by
-default). Up to 12.x the InfluxDB datasource is built in; from 13 it is the
+It is the Grafana version $FAKE_GRAFANA_VERSION says (required). Up to 12.x the InfluxDB datasource is built in; from 13 it is the
 plugin grafana-influxdb-datasource, which this fake has only when a
 plugin.json with the id influxdb lies in a directory of GF_PATHS_PLUGINS or of
 <home>/data/plugins-bundled (it downloads nothing, so GF_PLUGINS_PREINSTALL
@@ -28,12 +27,6 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-
-# Run as a script: src/ on the path, for the pinned version.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sparkscope import versions  # noqa: E402
-
-DEFAULT_VERSION = versions.GRAFANA
 
 
 def refuse(why: str) -> None:
@@ -82,7 +75,9 @@ def main(argv: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k.startswith("GF_") or k.startswith("SPARKSCOPE_")}
     Path(os.environ["FAKE_GRAFANA_RECORD"]).write_text(json.dumps({"argv": argv, "env": env}))
 
-    version = os.environ.get("FAKE_GRAFANA_VERSION", DEFAULT_VERSION)
+    version = os.environ.get("FAKE_GRAFANA_VERSION", "")
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        refuse(f"FAKE_GRAFANA_VERSION={version!r}: set it to the Grafana version this fake stands for")
     admin = "Basic " + base64.b64encode(f"{os.environ['GF_SECURITY_ADMIN_USER']}:"
                                         f"{os.environ['GF_SECURITY_ADMIN_PASSWORD']}".encode()).decode()
 

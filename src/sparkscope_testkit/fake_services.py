@@ -13,11 +13,6 @@ import sys
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-
-# Run as a script by the fake docker: src/ on the path, for the version the compose image says.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sparkscope import versions  # noqa: E402
 
 INFLUX_SERIES = 1234
 INFLUX_DISK_BYTES = 2 * 2**20
@@ -75,13 +70,18 @@ class Influx(BaseHTTPRequestHandler):
             self._reply(404, {"error": "not found"})
 
 
+def image_version() -> str:
+    """The tag of the image the fake docker started this container from (FAKE_IMAGE)."""
+    return os.environ.get("FAKE_IMAGE", "unknown:unknown").rsplit(":", 1)[-1]
+
+
 class Grafana(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
     def do_GET(self) -> None:
         if self.path == "/api/health":
-            data = json.dumps({"commit": "fake", "database": "ok", "version": versions.GRAFANA}).encode()
+            data = json.dumps({"commit": "fake", "database": "ok", "version": image_version()}).encode()
             self.send_response(200)
         else:
             data, _ = b'{"message":"Unauthorized"}', self.send_response(401)
