@@ -1,6 +1,6 @@
 """Shared fixtures: one native stack per test session (InfluxDB and Telegraf;
-no Grafana runs here: dashboards are opened through sparkscope_testkit.grafana12, a
-model of Grafana 12), on free loopback ports, in a temporary state
+no Grafana runs here: dashboards are opened through sparkscope_testkit.grafana12 and
+grafana13, models of Grafana 12.4 and 13), on free loopback ports, in a temporary state
 directory, stopped by the pids it started. Helpers the tests and bench/ share
 live in the package sparkscope_testkit (src/sparkscope_testkit/)."""
 
@@ -70,9 +70,11 @@ SINK_PERIOD_S = 1
 class Stack:
     settings: Settings
 
-    def open_dashboard(self, board: dict, time_from_ms: int, time_to_ms: int, **options) -> Dashboard12:
-        """A dashboard opened as Grafana 12 opens it (options: url_vars, timezone ...)."""
-        return Dashboard12(board, reader_http(self.settings), time_from_ms, time_to_ms, **options)
+    def open_dashboard(self, board: dict, time_from_ms: int, time_to_ms: int, rules=Dashboard12,
+                       **options) -> Dashboard12:
+        """A dashboard opened as Grafana opens it (options: url_vars, timezone ...): 12.4's rules
+        unless `rules` names another (grafana13.RULE_SETS)."""
+        return rules(board, reader_http(self.settings), time_from_ms, time_to_ms, **options)
 
     def influx(self, statement: str) -> list[dict]:
         """The test's own look at what is stored (as the admin: any statement)."""

@@ -335,6 +335,22 @@ def test_an_empty_contact_url_is_refused_as_grafana_refuses_it(dashcheck, tmp_pa
     assert status == 1 and any("settings.url: required" in line for line in lines), lines
 
 
+def test_the_default_email_contact_point_grafana_no_longer_creates_is_refused(dashcheck, tmp_path):
+    # Grafana 12.4+ seeds no grafana-default-email: a policy or a rule naming it stops provisioning.
+    document = yaml.safe_load(contact_points.render({"ALERT_WEBHOOK_URL": "x"}))
+    document["policies"][0]["receiver"] = "grafana-default-email"
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(document))
+    rules = yaml.safe_load(RULES_FILE.read_text())
+    rules["groups"][0]["rules"][0]["notification_settings"] = {"receiver": "grafana-default-email"}
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
+    status, lines = check(dashcheck, tmp_path / "policy.yaml", tmp_path / "rules.yaml")
+    assert status == 1
+    assert any("policy.yaml" in line and "policies[0].receiver: grafana-default-email does not exist in Grafana 12.4"
+               in line for line in lines), lines
+    assert any("rules.yaml" in line and "notification_settings.receiver: grafana-default-email does not exist"
+               in line for line in lines), lines
+
+
 def test_settings_carry_the_contact_keys_to_grafana_in_both_backends(tmp_path):
     settings = isolated_settings(tmp_path / "state", ALERT_WEBHOOK_URL="https://hooks.example/a")
     assert dict(settings.alert_contacts)["ALERT_WEBHOOK_URL"] == "https://hooks.example/a"

@@ -443,6 +443,28 @@ def test_images_are_the_ones_compose_pins(rendered):
     assert images[f"Deployment/{RELEASE}-grafana"] == compose["grafana"]["image"]
 
 
+def grafana_container(objects: list[dict]) -> tuple[dict, dict]:
+    """(the grafana container, its pod spec)."""
+    spec = pod_specs(objects)[f"Deployment/{RELEASE}-grafana"]
+    return spec["containers"][0], spec
+
+
+def test_grafana_gets_its_influxdb_plugin_offline_from_a_mirror_or_a_volume(helm, tmp_path, rendered):
+    container, spec = grafana_container(rendered["defaults"])
+    names = {e["name"] for e in container["env"]}
+    assert not names & {"GF_PLUGINS_PREINSTALL", "GF_PATHS_PLUGINS"}  # by default the image's own way
+    assert "plugins" not in {v["name"] for v in spec["volumes"]}
+    mirror = "influxdb@13.1.1@https://mirror.example/grafana-influxdb-datasource-13.1.1.zip"
+    claim = {"persistentVolumeClaim": {"claimName": "grafana-plugins"}}
+    container, spec = grafana_container(render(helm, tmp_path, {"grafana": {"plugins": {
+        "preinstall": mirror, "volume": claim}}}))
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["GF_PLUGINS_PREINSTALL"] == mirror and env["GF_PATHS_PLUGINS"] == "/var/lib/grafana-plugins"
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "plugins")
+    assert mount == {"name": "plugins", "mountPath": "/var/lib/grafana-plugins", "readOnly": True}
+    assert next(v for v in spec["volumes"] if v["name"] == "plugins") == {"name": "plugins", **claim}
+
+
 def test_telegraf_replicas_follow_the_value(rendered):
     assert one(rendered["defaults"], "Deployment", f"{RELEASE}-telegraf")["spec"]["replicas"] == 2
     assert one(rendered["telegraf replicas 3"], "Deployment", f"{RELEASE}-telegraf")["spec"]["replicas"] == 3

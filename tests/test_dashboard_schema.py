@@ -2,7 +2,13 @@
 (tools/dashcheck, built on grafana-foundation-sdk): no field Grafana 12 does
 not know, no value of the wrong type, per panel type. And the check is real:
 it refuses a Grafana 10 heatmap tooltip, an unknown field and a wrong type,
-and accepts the 12.x shape."""
+and accepts the 12.x shape.
+
+Grafana 13 converts the same JSON to its v2 schema on load: every dashboard
+goes through that conversion (dashcheck -grafana13) with every panel, query,
+variable, annotation and link surviving and the result decoding strictly
+with the SDK's v2 models; a dashboard 12.4 takes and 13's conversion breaks
+fails there and only there."""
 
 from __future__ import annotations
 
@@ -25,11 +31,22 @@ GRAFANA12_HEATMAP_TOOLTIP = {"mode": "single", "yHistogram": False, "showColorSc
 
 
 @pytest.fixture(scope="module")
-def check(tmp_path_factory):
-    """check(*paths) -> problem lines. The binary lands in the same cache as the
-    stack's builds (SPARKSCOPE_CACHE_DIR or the default), so CI builds it once."""
-    cache_dir = isolated_settings(tmp_path_factory.mktemp("state")).cache_dir
+def cache_dir(tmp_path_factory):
+    """The binary lands in the same cache as the stack's builds (SPARKSCOPE_CACHE_DIR or
+    the default), so CI builds it once."""
+    return isolated_settings(tmp_path_factory.mktemp("state")).cache_dir
+
+
+@pytest.fixture(scope="module")
+def check(cache_dir):
+    """check(*paths) -> problem lines, by Grafana 12's v1 models."""
     return lambda *paths: check_dashboards(paths, cache_dir, quiet)
+
+
+@pytest.fixture(scope="module")
+def check13(cache_dir):
+    """check13(*paths) -> problem lines, after Grafana 13's conversion, by its v2 models."""
+    return lambda *paths: check_dashboards(paths, cache_dir, quiet, grafana13=True)
 
 
 def panels(dashboard: dict):
@@ -64,6 +81,45 @@ def write(tmp_path: Path, dashboard: dict) -> Path:
 @pytest.mark.parametrize("dashboard", DASHBOARDS, ids=lambda p: p.name)
 def test_dashboard_decodes_strictly_as_grafana12(check, dashboard):
     assert check(dashboard) == []
+
+
+@pytest.mark.parametrize("dashboard", DASHBOARDS, ids=lambda p: p.name)
+def test_dashboard_survives_grafana13s_conversion_and_decodes_strictly_as_v2(check13, dashboard):
+    assert check13(dashboard) == []
+
+
+def leaf_panels(dashboard: dict) -> list[dict]:
+    return [p for p in panels(dashboard) if p["type"] != "row"]
+
+
+def test_a_repeated_panel_id_passes_12_and_fails_13s_conversion(check, check13, tmp_path):
+    # Grafana 12.4 renumbers a repeated id; 13 names each panel's v2 element by it and loses one.
+    dashboard = json.loads(EXECUTORS.read_text())
+    first, second = leaf_panels(dashboard)[:2]
+    second["id"] = first["id"]
+    path = write(tmp_path, dashboard)
+    assert check(path) == []
+    problems = check13(path)
+    assert any(f"both become element panel-{first['id']}" in line for line in problems), problems
+    assert any("panels lost" in line and "refuses a conversion that loses data" in line for line in problems)
+
+
+def test_a_variable_sort_the_conversion_does_not_map_passes_12_and_fails_13(check, check13, tmp_path):
+    dashboard = json.loads(EXECUTORS.read_text())
+    variable = dashboard["templating"]["list"][0]
+    variable["sort"] = 7  # natural ascending: Grafana 12 sorts by it, 13's conversion maps 0-4 only
+    path = write(tmp_path, dashboard)
+    assert check(path) == []
+    assert any(f'variable "{variable["name"]}": sort 7 is lost' in line for line in check13(path))
+
+
+def test_a_value_of_the_wrong_type_is_refused_by_the_v2_models(check13, tmp_path):
+    dashboard = json.loads(EXECUTORS.read_text())
+    panel = leaf_panels(dashboard)[0]
+    panel["interval"] = 10  # a number where v2's queryOptions.interval is a string
+    problems = check13(write(tmp_path, dashboard))
+    assert any(f"elements[panel-{panel['id']}].spec.data.spec.queryOptions.interval" in line
+               and "cannot unmarshal number" in line for line in problems), problems
 
 
 def test_a_grafana10_heatmap_tooltip_is_refused(check, tmp_path):

@@ -16,6 +16,8 @@ from sparkscope import dashboards
 from sparkscope.dashboards.queries import WHOLE_DISKS, is_counter
 from sparkscope import influx
 from sparkscope.settings import ROOT
+from sparkscope_testkit.grafana12 import Dashboard12, ModelError
+from sparkscope_testkit.grafana13 import RULE_SETS
 
 BOARDS = {path.name: json.loads(path.read_text()) for path in sorted((ROOT / "dashboards").glob("*.json"))}
 DATASOURCE_UIDS = {"sparkscope-influxdb", "__expr__"}
@@ -208,20 +210,27 @@ def test_per_executor_graphs_are_labelled_by_executor(name, panel):
 
 
 # ------------------------------------------------------------------ real run
-# Each dashboard opened as Grafana 12 opens it (sparkscope_testkit/grafana12.py): its
-# variables resolved on the real InfluxDB, each query interpolated by Grafana
-# 12's rules and sent as Grafana's backend sends it.
+# Each dashboard opened as Grafana 12.4 and as Grafana 13 open it
+# (sparkscope_testkit/grafana12.py, grafana13.py): its variables resolved on the
+# real InfluxDB, each query interpolated by that version's rules and sent as
+# Grafana's backend sends it. Users run either, so every real-run test runs both.
+
+
+@pytest.fixture(params=sorted(RULE_SETS), ids=sorted(RULE_SETS))
+def rules(request):
+    return RULE_SETS[request.param]
 
 
 def run_window(run) -> tuple[int, int]:
     return run.started_ms - 60_000, run.ended_ms + 60_000
 
 
-def opened(stack, run, name: str, start: int | None = None, end: int | None = None, **url_vars):
+def opened(stack, run, name: str, start: int | None = None, end: int | None = None, rules=Dashboard12,
+           **url_vars):
     """The dashboard on this run (as its link from the Applications table opens it)."""
     window = run_window(run)
     return stack.open_dashboard(BOARDS[name], window[0] if start is None else start,
-                                window[1] if end is None else end,
+                                window[1] if end is None else end, rules=rules,
                                 url_vars={"applicationid": run.app_id, **url_vars})
 
 
@@ -275,9 +284,9 @@ def known_values(stack, run) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("name", RUN_BOARDS)
 def test_opened_plainly_the_dashboard_selects_the_newest_run_and_its_pickers_hold_only_ids(
-        stack, metrics_run, name):
+        stack, metrics_run, name, rules):
     start, end = run_window(metrics_run)
-    dash = stack.open_dashboard(BOARDS[name], start, end)
+    dash = stack.open_dashboard(BOARDS[name], start, end, rules=rules)
     # The newest run, straight from InfluxDB: the driver's first heap sample that is latest in the range.
     firsts = stack.influx('SELECT first("value") FROM "JVMHeapMemory" WHERE "executorid" = \'driver\' '
                           f'AND time >= {start}ms AND time <= {end}ms GROUP BY "applicationid"')
@@ -287,27 +296,33 @@ def test_opened_plainly_the_dashboard_selects_the_newest_run_and_its_pickers_hol
     assert not picker_problems(dash, known_values(stack, metrics_run))
 
 
-def test_the_picker_check_fails_on_a_picker_that_selects_two_columns(stack, metrics_run):
+def test_the_picker_check_fails_on_a_picker_that_selects_two_columns(stack, metrics_run, rules):
     """A run picker that also selects its first sample lists numbers in
-    Grafana 12: the check above must see it (this is how the picker was)."""
+    Grafana 12: the check above must see it (this is how the picker was).
+    The Grafana 13 rules refuse such a picker outright (the plugin takes one
+    field per frame, and which one is not modelled)."""
     board = json.loads(json.dumps(BOARDS["spark-executors.json"]))
     picker = next(v for v in board["templating"]["list"] if v["name"] == "applicationid")
     picker["query"] = ('SELECT "applicationid", "first" FROM (SELECT first("value") FROM "JVMHeapMemory" '
                        "WHERE \"executorid\" = 'driver' AND $timeFilter GROUP BY \"applicationid\") "
                        "ORDER BY time DESC")
     start, end = run_window(metrics_run)
-    dash = stack.open_dashboard(board, start, end)
+    if rules is not Dashboard12:
+        with pytest.raises(ModelError, match="select one column"):
+            stack.open_dashboard(board, start, end, rules=rules)
+        return
+    dash = stack.open_dashboard(board, start, end, rules=rules)
     problems = picker_problems(dash, known_values(stack, metrics_run))
     assert any(p.startswith("$applicationid offers") for p in problems), problems
 
 
 @pytest.mark.parametrize("name,panel", RUN_PANELS, ids=[f"{n}:{p['title']}" for n, p in RUN_PANELS])
-def test_every_panel_query_returns_data_for_the_run(stack, metrics_run, name, panel):
+def test_every_panel_query_returns_data_for_the_run(stack, metrics_run, name, panel, rules):
     start, end = run_window(metrics_run)
     # Panels that read the end of the range ("now"): end it mid-run for them.
     if any("${__to}" in t.get("query", "") for t in panel["targets"]):
         end = (metrics_run.started_ms + metrics_run.ended_ms) // 2
-    dash = opened(stack, metrics_run, name, start, end)
+    dash = opened(stack, metrics_run, name, start, end, rules=rules)
     results = dash.run_panel(panel)
     scoped = {t["refId"] for t in panel["targets"] if "task_scope" in t.get("query", "")}
     sent_names = {row[0] for series in stack.influx("SHOW MEASUREMENTS") for row in series["values"]}
@@ -365,13 +380,13 @@ def test_transformations_are_only_the_listed_kinds(name):
             print(f"not run by the model: {name}: {panel['title']}: {', '.join(kinds)}")
 
 
-def test_the_summary_peak_headline_is_the_exact_peak_of_the_sizing_table(stack, metrics_run):
+def test_the_summary_peak_headline_is_the_exact_peak_of_the_sizing_table(stack, metrics_run, rules):
     """One screen, one answer: the summary's Peak memory stat shows the
     annotator's exact peaks, equal to the highest of the sizing table's rows
     and not below any Graphite sample; the live dashboard's sampled stats say
     "sampled" in their names."""
     name = "spark-application.json"
-    dash = opened(stack, metrics_run, name)
+    dash = opened(stack, metrics_run, name, rules=rules)
     stat = next(p for p in panels(BOARDS[name]) if p["title"] == "Peak memory")
     sizing = next(p for p in panels(BOARDS[name]) if p["title"].startswith("Sizing:"))
     shown = {t["alias"]: s["values"][0][1] for t in stat["targets"] for s in dash.run_panel(stat)[t["refId"]]}
@@ -388,7 +403,7 @@ def test_the_summary_peak_headline_is_the_exact_peak_of_the_sizing_table(stack, 
 
 
 def test_task_time_reads_the_annotators_totals_for_all_executors_and_their_own_counters_for_a_pick(
-        stack, metrics_run):
+        stack, metrics_run, rules):
     """The live task time graph, its hidden $task_scope resolved as Grafana
     12 resolves it: with Executor = All it reads the annotator's
     per-application totals (one series a counter), with executors picked, or
@@ -398,9 +413,9 @@ def test_task_time_reads_the_annotators_totals_for_all_executors_and_their_own_c
     name = "spark-executors.json"
     panel = next(p for p in panels(BOARDS[name]) if p["title"] == "Task time by component")
     start, end = run_window(metrics_run)
-    every = opened(stack, metrics_run, name)
-    picked = opened(stack, metrics_run, name, executorid=["0", "1"])
-    earlier = opened(stack, metrics_run, name, start - 7_200_000, start - 3_600_000)
+    every = opened(stack, metrics_run, name, rules=rules)
+    picked = opened(stack, metrics_run, name, rules=rules, executorid=["0", "1"])
+    earlier = opened(stack, metrics_run, name, start - 7_200_000, start - 3_600_000, rules=rules)
     assert [d.variables["task_scope"].current for d in (every, picked, earlier)] == [
         ["(?:)"], ["(?:.+)"], ["(?:.+)"]]
     assert every.interval(panel)[1] == 10_000 or every.variables["bucket"].current == ["10s"]
@@ -445,7 +460,7 @@ def test_task_time_reads_the_annotators_totals_for_all_executors_and_their_own_c
         assert drawn["picked"] * scale <= total * (1 + 1e-9), (counter, drawn, total)
 
 
-def test_memory_peaks_read_through_the_rollup_check_equal_the_raw_highest(stack, metrics_run):
+def test_memory_peaks_read_through_the_rollup_check_equal_the_raw_highest(stack, metrics_run, rules):
     """The sampled peak table reads the minute rollup for the whole minutes of
     the range when $peak_rp says it holds every raw sample, raw samples
     otherwise: either way each column equals max() over the raw samples.
@@ -454,7 +469,7 @@ def test_memory_peaks_read_through_the_rollup_check_equal_the_raw_highest(stack,
     name = "spark-application.json"
     panel = next(p for p in panels(BOARDS[name]) if p["title"] == "Peak memory per executor, sampled")
     start, end = metrics_run.started_ms - 60_000, max(int(time.time() * 1000), metrics_run.ended_ms + 60_000)
-    dash = opened(stack, metrics_run, name, start, end)
+    dash = opened(stack, metrics_run, name, start, end, rules=rules)
     assert dash.variables["peak_rp"].current[0] in ("sparkscope", "sparkscope_1m"), dash.variables["peak_rp"]
     results = dash.run_panel(panel)
     for target in panel["targets"]:
@@ -465,7 +480,7 @@ def test_memory_peaks_read_through_the_rollup_check_equal_the_raw_highest(stack,
         assert shown == stored and shown, (measurement, shown, stored)
 
 
-def test_sizing_reads_the_heap_once_for_its_size_and_the_unified_capacity(stack, metrics_run):
+def test_sizing_reads_the_heap_once_for_its_size_and_the_unified_capacity(stack, metrics_run, rules):
     """The sizing table's configured heap and the unified capacity Spark
     derives from it come from one read of heap.max, as two columns: the heap
     equal to its highest raw sample, the capacity (heap - 300 MiB) x 0.6."""
@@ -474,7 +489,7 @@ def test_sizing_reads_the_heap_once_for_its_size_and_the_unified_capacity(stack,
     heap_targets = [t for t in panel["targets"] if '"heap.max"' in t.get("query", "")]
     assert len(heap_targets) == 1, [t.get("query") for t in panel["targets"]]
     start, end = metrics_run.started_ms - 60_000, max(int(time.time() * 1000), metrics_run.ended_ms + 60_000)
-    results = opened(stack, metrics_run, name, start, end).run_panel(panel)[heap_targets[0]["refId"]]
+    results = opened(stack, metrics_run, name, start, end, rules=rules).run_panel(panel)[heap_targets[0]["refId"]]
     rows = {s["tags"]["executorid"]: dict(zip(s["columns"], s["values"][0])) for s in results}
     stored = stored_max(stack, metrics_run, "heap.max", start, end)
     assert stored and set(rows) == set(stored), (rows, stored)
@@ -486,7 +501,7 @@ def test_sizing_reads_the_heap_once_for_its_size_and_the_unified_capacity(stack,
 
 @pytest.mark.parametrize("name", ["spark-executors.json", "spark-application.json"])
 def test_graphs_and_the_sampled_peak_table_show_the_executors_with_the_highest_heap_peaks(
-        stack, metrics_run, name):
+        stack, metrics_run, name, rules):
     """$drawn, what the live per-executor graphs and the summary's sampled
     peak table filter on: the picked executors, at most $top (Executors
     drawn, Executors shown), ranked by their highest heap sample in the
@@ -496,25 +511,25 @@ def test_graphs_and_the_sampled_peak_table_show_the_executors_with_the_highest_h
                      stored_max(stack, metrics_run, "JVMHeapMemory", start, end).items()), reverse=True)
     assert len(ranked) == 3, ranked
     for top, text in ((1, "10"), (2, "20"), (100000, "all")):
-        dash = opened(stack, metrics_run, name, top=str(top))
+        dash = opened(stack, metrics_run, name, rules=rules, top=str(top))
         wanted = sorted(executor for _, executor in ranked[:top])
         assert sorted(dash.variables["drawn"].options_values()) == wanted, (top, dash.variables["drawn"], ranked)
     if name == "spark-application.json":
         return  # the summary has no Executor picker
     # Picking executors in Executor ranks among those only.
     best_of_two = max((peak, e) for peak, e in ranked if e in ("0", "1"))[1]
-    dash = opened(stack, metrics_run, name, top="1", executorid=["0", "1"])
+    dash = opened(stack, metrics_run, name, rules=rules, top="1", executorid=["0", "1"])
     assert dash.variables["drawn"].options_values() == [best_of_two]
 
 
-def test_counter_totals_read_by_their_last_value_equal_their_highest(stack, metrics_run):
+def test_counter_totals_read_by_their_last_value_equal_their_highest(stack, metrics_run, rules):
     """The per-executor counters read last() (fast: the end of each series),
     which is right only if each counter's last value is its highest: checked
     on a real run, column by column, against max() straight from InfluxDB."""
     name = "spark-application.json"
     panel = next(p for p in panels(BOARDS[name]) if p["title"] == "Work per executor")
     start, end = run_window(metrics_run)
-    results = opened(stack, metrics_run, name).run_panel(panel)
+    results = opened(stack, metrics_run, name, rules=rules).run_panel(panel)
     for target in panel["targets"]:
         assert "last(" in target["query"], target["query"]
         measurement = re.search(r'FROM "([^"]+)" WHERE', target["query"]).group(1)
@@ -523,14 +538,14 @@ def test_counter_totals_read_by_their_last_value_equal_their_highest(stack, metr
         assert shown == stored and len(shown) >= 2, (measurement, shown, stored)
 
 
-def test_executors_alive_counts_those_reporting_at_the_end_of_the_range(stack, metrics_run):
+def test_executors_alive_counts_those_reporting_at_the_end_of_the_range(stack, metrics_run, rules):
     """Mid-run both executors report; a minute after the run none does (the panel then shows 0)."""
     name = "spark-executors.json"
     panel = next(p for p in panels(BOARDS[name]) if p["title"] == "Executors alive")
     start, _ = run_window(metrics_run)
 
     def alive(end_ms: int) -> list:
-        results = opened(stack, metrics_run, name, start, end_ms).run_panel(panel)
+        results = opened(stack, metrics_run, name, start, end_ms, rules=rules).run_panel(panel)
         return [v for s in results["A"] for row in s["values"] for v in row[1:] if v is not None]
 
     assert alive((metrics_run.started_ms + metrics_run.ended_ms) // 2) == [2]
@@ -549,8 +564,8 @@ def busy_whole_disks() -> set[str]:
 
 
 @pytest.mark.parametrize("name", RUN_BOARDS)
-def test_variables_offer_this_run_and_its_executors(stack, metrics_run, name):
-    dash = opened(stack, metrics_run, name)
+def test_variables_offer_this_run_and_its_executors(stack, metrics_run, name, rules):
+    dash = opened(stack, metrics_run, name, rules=rules)
     wanted = {"username": {"spark"}, "applicationid": {metrics_run.app_id},
               "executorid": {"0", "1", "driver"}, "device": busy_whole_disks(),
               "rp": {"sparkscope"}, "mean_field": {"value"}, "bucket": {"10s"},
@@ -566,8 +581,8 @@ def test_variables_offer_this_run_and_its_executors(stack, metrics_run, name):
 
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
-def test_annotation_queries_run_and_show_the_runs_queries(stack, metrics_run, name):
-    dash = opened(stack, metrics_run, name)
+def test_annotation_queries_run_and_show_the_runs_queries(stack, metrics_run, name, rules):
+    dash = opened(stack, metrics_run, name, rules=rules)
     for annotation in BOARDS[name]["annotations"]["list"]:
         events = dash.annotation_events(annotation)
         if annotation["name"] in ("SQL queries", "Jobs", "Stages", "Executors added/removed"):
@@ -586,6 +601,10 @@ CRAFTED_RUNS = [
 ]
 
 
+# The second each crafted run was written at: each test takes a later one.
+CRAFTED_WRITTEN_AT = [0]
+
+
 def line_protocol_tag(value: str) -> str:
     # InfluxDB 1.x keeps a backslash in a tag value as it is, unless it escapes one of these.
     return value.replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
@@ -599,9 +618,14 @@ def test_a_crafted_run_id_drops_nothing_and_every_query_stays_one_statement(stac
     profiler's can: stored through the real listener, it is the newest
     profiled run, so the profiles dashboard opened plainly selects it. The
     live and summary dashboards get it through a link (?var-applicationid=).
-    Every variable, panel and annotation query runs as Grafana 12 sends it
-    (the model refuses a second statement), and the canary is still there."""
-    now_s = int(time.time())
+    Every variable, panel and annotation query runs as Grafana 12.4 and as
+    Grafana 13 send it (the models refuse a second statement), and the canary
+    is still there. One write, both rule sets: the crafted run must be the
+    newest profiled run when the profiles dashboard is opened."""
+    # A second of its own (the runs are told apart by time: the newest is selected), and a
+    # profile id of its own to wait for (an earlier crafted run's point must not end the wait).
+    now_s = max(int(time.time()), CRAFTED_WRITTEN_AT[-1] + 1)
+    CRAFTED_WRITTEN_AT.append(now_s)
     influx.write(stack.settings.influx_writer, stack.settings.database, f"canary value=1 {now_s - 5}")
     lines = [f"sparkscope_profiles,applicationid={line_protocol_tag(crafted)},executorid=0,kind=cpu "
              f'samples=1i,profile="p-{now_s}" {now_s}',
@@ -610,18 +634,20 @@ def test_a_crafted_run_id_drops_nothing_and_every_query_stays_one_statement(stac
                                      data="\n".join(lines).encode(), method="POST")
     with urllib.request.urlopen(request, timeout=10) as answer:
         assert answer.status == 204
-    stack.wait_for(f'SELECT count("samples") FROM "sparkscope_profiles" WHERE time >= {now_s}s',
+    stack.wait_for(f'SELECT count("samples") FROM "sparkscope_profiles" WHERE "profile" = \'p-{now_s}\'',
                    lambda s: bool(s) and s[0]["values"][0][1] >= 1)
     window = ((now_s - 600) * 1000, (now_s + 60) * 1000)
-    profiles = stack.open_dashboard(BOARDS["spark-profiles.json"], *window)
-    assert profiles.variables["applicationid"].current == [crafted]
-    opened_boards = [(name, stack.open_dashboard(BOARDS[name], *window, url_vars={"applicationid": crafted}))
-                     for name in RUN_BOARDS] + [("spark-profiles.json", profiles)]
-    for name, dash in opened_boards:
-        for panel in panels(BOARDS[name]):
-            dash.run_panel(panel)
-        for annotation in BOARDS[name]["annotations"]["list"]:
-            dash.annotation_events(annotation)
+    for rules in RULE_SETS.values():
+        profiles = stack.open_dashboard(BOARDS["spark-profiles.json"], *window, rules=rules)
+        assert profiles.variables["applicationid"].current == [crafted], rules.__name__
+        opened_boards = [(name, stack.open_dashboard(BOARDS[name], *window, rules=rules,
+                                                       url_vars={"applicationid": crafted}))
+                         for name in RUN_BOARDS] + [("spark-profiles.json", profiles)]
+        for name, dash in opened_boards:
+            for panel in panels(BOARDS[name]):
+                dash.run_panel(panel)
+            for annotation in BOARDS[name]["annotations"]["list"]:
+                dash.annotation_events(annotation)
     assert stack.influx('SELECT count("value") FROM "canary"'), "the canary measurement was dropped"
     # The forged Spark point never reached InfluxDB (Spark's metrics come over Graphite only).
     assert not stack.influx(f'SELECT count("value") FROM "JVMHeapMemory" WHERE time >= {now_s}s '
@@ -632,9 +658,8 @@ def test_the_crafted_run_check_fails_on_a_variable_query_with_the_run_id_unescap
     """Grafana 12 does not escape a single value in a variable query, even
     inside /^...$/: a board written as ours once was sends the attacker's
     statements, and opening it must fail here (it runs after the test above
-    stored the crafted runs)."""
-    from sparkscope_testkit.grafana12 import ModelError
-
+    stored the crafted runs). Grafana 13's plugin escapes it there, so this
+    failure is 12.4's alone (tests/test_grafana13_model.py shows both)."""
     board = json.loads(json.dumps(BOARDS["spark-executors.json"]))
     picker = next(v for v in board["templating"]["list"] if v["name"] == "executorid")
     picker["query"] = picker["query"].replace("${applicationid:regex}", "$applicationid")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import cli
+from sparkscope import cli, versions
 from sparkscope.process import quiet
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana
 from sparkscope.stack.native import NativeBackend, PidFile
@@ -74,16 +74,34 @@ def test_without_grafana_up_starts_the_rest_says_how_to_get_it_and_status_is_not
         assert "not installed" in capsys.readouterr().out
 
 
+def bundle_influxdb_plugin(home: Path) -> None:
+    """The InfluxDB plugin as Grafana 13's tarball bundles it: data/plugins-bundled/<dir>/plugin.json."""
+    plugin = home / "data" / "plugins-bundled" / "grafana-influxdb-datasource"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.json").write_text(json.dumps({"id": "influxdb", "type": "datasource"}))
+
+
+# (version, whether its home bundles the InfluxDB plugin): 12.4 has it built in.
+LAYOUTS = {"12.4": (versions.GRAFANA_12, False), "13-bundled": (versions.GRAFANA, True),
+           "13-without-plugin": (versions.GRAFANA, False)}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_an_installed_grafana_is_started_with_our_provisioning_on_loopback_and_stopped_by_its_pid(
-        tmp_path, monkeypatch):
-    home = grafana_home(tmp_path / "grafana-12.4.1")
+        tmp_path, monkeypatch, layout):
+    version, bundled = LAYOUTS[layout]
+    home = grafana_home(tmp_path / f"grafana-{version}")
+    if bundled:
+        bundle_influxdb_plugin(home)
     record = tmp_path / "record.json"
     monkeypatch.setenv("FAKE_GRAFANA_RECORD", str(record))
+    monkeypatch.setenv("FAKE_GRAFANA_VERSION", version)
     with throwaway_stack(tmp_path / "state", only=("influxdb",)) as settings:
         env = dict(settings_environ(settings), GRAFANA_HOME=str(home))
         with_home = load_settings(ROOT, env)
         backend = NativeBackend(with_home)
-        backend.up(only=("grafana",), progress=quiet)
+        messages: list[str] = []
+        backend.up(only=("grafana",), progress=messages.append)
         try:
             started = json.loads(record.read_text())
             assert started["argv"] == ["server", "--homepath", str(home), "--config",
@@ -93,7 +111,16 @@ def test_an_installed_grafana_is_started_with_our_provisioning_on_loopback_and_s
             assert (started["env"]["GF_SERVER_HTTP_ADDR"], started["env"]["GF_SERVER_HTTP_PORT"]) == (
                 "127.0.0.1", str(with_home.grafana_port))
             row = next(r for r in backend.status() if r.name == "grafana")
-            assert (row.state, row.version) == ("up", "12.4.1-fake")
+            missing = [m for m in messages if "has no InfluxDB datasource plugin" in m]
+            if layout == "13-without-plugin":
+                # up and status both say it, with the commands that install it where this Grafana looks.
+                plugins_dir = with_home.state_dir / "grafana" / "plugins"
+                assert len(missing) == 1 and f"--pluginsDir {plugins_dir}" in missing[0], messages
+                assert "GF_PLUGINS_PREINSTALL=influxdb" in missing[0]
+                assert (row.state, row.version) == ("degraded", f"{version}-fake")
+                assert "grafana cli plugins install influxdb" in row.detail
+            else:
+                assert missing == [] and (row.state, row.version) == ("up", f"{version}-fake")
             pid = PidFile(with_home.state_dir, "grafana").running_pid()
             assert pid is not None
         finally:

@@ -91,7 +91,7 @@ def test_up_status_down_with_compose_v2_the_cli_remembers_the_backend(docker, se
     assert "sparkscope-influxdb-1" in influxdb and settings.influx_url in influxdb
     assert versions.INFLUXDB in influxdb and "database spark: 2.0 MB, 1,234 series" in influxdb
     grafana = next(line for line in out.splitlines() if line.startswith("grafana"))
-    assert "12.4.1" in grafana and "sparkscope-grafana-1" in grafana
+    assert versions.GRAFANA in grafana and "sparkscope-grafana-1" in grafana
 
     code, out = run_cli("down")
     assert code == 0, out

@@ -26,9 +26,11 @@ RUST_FOR_FLUX = (1, 83)
 
 TELEGRAF = "1.37.2"
 
-# Grafana: users run it (never built here); compose and the chart pin the
-# current major, and 12.4 (the last 12.x, supported until 2027-05-24) is the
-# other the dashboards are checked against (docs/grafana.md).
+# Grafana: users run it (never built here). Compose and the chart pin the
+# newest 13.x patch confirmed (13.2.2, 2026-09-15; never 13.0.0, a pulled tag);
+# 12.4 (the last 12.x, supported until 2027-05-24) is the other line the
+# dashboards are checked against and the native runner accepts. docs/grafana.md
+# says where each number was confirmed.
 GRAFANA = "13.2.2"
 GRAFANA_12 = "12.4.11"
 

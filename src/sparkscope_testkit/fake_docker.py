@@ -166,8 +166,10 @@ def compose(directory: Path, config: dict, args: list[str], v1: bool) -> None:
             container = containers.setdefault(service, {"id": os.urandom(32).hex(), "state": "exited"})
             if container["state"] != "running":
                 log = open(directory / f"{service}.log", "ab")
+                # The container's image, so that it answers the version compose pins.
                 proc = subprocess.Popen([sys.executable, str(HERE / "fake_services.py"), service],
-                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True,
+                                        env={**os.environ, "FAKE_IMAGE": images[service]})
                 container.update(state="running", pid=proc.pid)
                 print(f" Container sparkscope-{service}-1  Started", file=sys.stderr)
     elif command == "stop":

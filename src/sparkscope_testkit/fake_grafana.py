@@ -7,7 +7,14 @@ the provisioning directory (GF_PATHS_PROVISIONING) holding our datasource and
 dashboards, every ${VAR} those files name set and not empty, and the
 datasource's user (INFLUX_USER, INFLUX_PASSWORD) able to read its database
 on INFLUX_URL; then it answers /api/health on GF_SERVER_HTTP_ADDR:PORT and
-records its arguments and GF_* environment in $FAKE_GRAFANA_RECORD."""
+records its arguments and GF_* environment in $FAKE_GRAFANA_RECORD.
+
+It is the Grafana version $FAKE_GRAFANA_VERSION says (required). Up to 12.x the InfluxDB datasource is built in; from 13 it is the
+plugin grafana-influxdb-datasource, which this fake has only when a
+plugin.json with the id influxdb lies in a directory of GF_PATHS_PLUGINS or of
+<home>/data/plugins-bundled (it downloads nothing, so GF_PLUGINS_PREINSTALL
+alone does not count). /api/plugins/influxdb/settings answers 200 or 404, to
+the admin only (GF_SECURITY_ADMIN_USER, GF_SECURITY_ADMIN_PASSWORD)."""
 
 from __future__ import annotations
 
@@ -25,6 +32,19 @@ from pathlib import Path
 def refuse(why: str) -> None:
     print(f"fake grafana: {why}", file=sys.stderr)
     sys.exit(1)
+
+
+def has_influxdb_plugin(home: Path, version: str) -> bool:
+    if int(version.split(".")[0]) < 13:
+        return True  # built in
+    for directory in (Path(os.environ.get("GF_PATHS_PLUGINS", "/nonexistent")), home / "data" / "plugins-bundled"):
+        for manifest in directory.glob("*/plugin.json"):
+            try:
+                if json.loads(manifest.read_text()).get("id") == "influxdb":
+                    return True
+            except (OSError, ValueError):
+                continue
+    return False
 
 
 def main(argv: list[str]) -> None:
@@ -55,16 +75,36 @@ def main(argv: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k.startswith("GF_") or k.startswith("SPARKSCOPE_")}
     Path(os.environ["FAKE_GRAFANA_RECORD"]).write_text(json.dumps({"argv": argv, "env": env}))
 
+    version = os.environ.get("FAKE_GRAFANA_VERSION", "")
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        refuse(f"FAKE_GRAFANA_VERSION={version!r}: set it to the Grafana version this fake stands for")
+    admin = "Basic " + base64.b64encode(f"{os.environ['GF_SECURITY_ADMIN_USER']}:"
+                                        f"{os.environ['GF_SECURITY_ADMIN_PASSWORD']}".encode()).decode()
+
     class Health(BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:
             pass
 
-        def do_GET(self) -> None:
-            body = json.dumps({"database": "ok", "version": "12.4.1-fake"}).encode()
-            self.send_response(200 if self.path == "/api/health" else 404)
+        def answer(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/api/health":
+                self.answer(200, {"database": "ok", "version": f"{version}-fake"})
+            elif self.path == "/api/plugins/influxdb/settings":
+                if self.headers.get("Authorization") != admin:
+                    self.answer(401, {"message": "Unauthorized"})
+                elif has_influxdb_plugin(home, version):
+                    self.answer(200, {"id": "influxdb", "type": "datasource"})
+                else:
+                    self.answer(404, {"message": "Plugin not found, no installed plugin with that id"})
+            else:
+                self.answer(404, {"message": "Not found"})
 
     HTTPServer((os.environ["GF_SERVER_HTTP_ADDR"], int(os.environ["GF_SERVER_HTTP_PORT"])), Health).serve_forever()
 

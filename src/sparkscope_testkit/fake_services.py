@@ -72,13 +72,18 @@ class Influx(BaseHTTPRequestHandler):
             self._reply(404, {"error": "not found"})
 
 
+def image_version() -> str:
+    """The tag of the image the fake docker started this container from (FAKE_IMAGE)."""
+    return os.environ.get("FAKE_IMAGE", "unknown:unknown").rsplit(":", 1)[-1]
+
+
 class Grafana(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
     def do_GET(self) -> None:
         if self.path == "/api/health":
-            data = json.dumps({"commit": "fake", "database": "ok", "version": "12.4.1"}).encode()
+            data = json.dumps({"commit": "fake", "database": "ok", "version": image_version()}).encode()
             self.send_response(200)
         else:
             data, _ = b'{"message":"Unauthorized"}', self.send_response(401)

@@ -13,7 +13,7 @@ viewport (Grafana's container is a few pixels narrower, which can move
 $__interval across a rounding step), and a multi-column variable query lists
 its options column by column.
 
-Sources: /work/shared/GRAFANA12.md; the Apache-2.0 @grafana/scenes code
+Sources (docs/grafana.md, "Grafana 12.4's rules"): the Apache-2.0 @grafana/scenes code
 (interpolation, formats, option selection, URL values, interval variables);
 Grafana's documentation: variable syntax and formats
 (grafana.com/docs/grafana/latest/dashboards/variables/variable-syntax/),
@@ -74,7 +74,7 @@ def influx_http(url: str, db: str, user: str | None = None, password: str | None
                 timeout: float = 60) -> Send:
     """send(query, rp) as Grafana's InfluxQL backend sends a target (datasource httpMode GET):
     GET /query?db=&epoch=ms&q=(&rp=), basic auth when a user is given. Only the first
-    statement's result is read (GRAFANA12.md, "Which path runs")."""
+    statement's result is read (docs/grafana.md)."""
     base = url.rstrip("/")
 
     def send(query: str, rp: str | None = None) -> list[dict]:
@@ -209,7 +209,7 @@ def _js_regex(source: str) -> Tuple[re.Pattern, bool]:
 
 # ------------------------------------------------------------------ intervals (@grafana/data rangeutil)
 
-# roundInterval: the calculated interval, rounded down this table (GRAFANA12.md).
+# roundInterval: the calculated interval, rounded down this table (@grafana/data rangeutil).
 _ROUNDING = ((10, 1), (15, 10), (35, 20), (75, 50), (150, 100), (350, 200), (750, 500), (1_500, 1_000),
              (3_500, 2_000), (7_500, 5_000), (12_500, 10_000), (17_500, 15_000), (25_000, 20_000),
              (45_000, 30_000), (90_000, 60_000), (210_000, 120_000), (450_000, 300_000), (750_000, 600_000),
@@ -527,7 +527,7 @@ def _js_same(a, b) -> bool:
 
 
 def _metric_find_values(query: str, series: list[dict]) -> list[str]:
-    """The options text a variable query yields (GRAFANA12.md "Query variables"): SHOW TAG VALUES
+    """The options text a variable query yields (Grafana 12.4, docs/grafana.md): SHOW TAG VALUES
     its value column; a SELECT the union of every non-time column of every series, a series'
     columns in order, each column's rows in order."""
     head = query.lstrip().upper()
@@ -925,6 +925,9 @@ class Dashboard12:
     2 both run on load), url_vars playing ?var-name=..., then each query interpolated and sent as
     Grafana's backend sends it."""
 
+    # Grafana 12 writes a variable query's first $timeFilter as now() - 6h for a relative range.
+    VARIABLE_TIME_FILTER_RELATIVE = True
+
     def __init__(self, board: dict, send: Send, time_from_ms: int, time_to_ms: int, *,
                  url_vars: dict[str, Union[str, List[str]]] | None = None, relative_from: str | None = None,
                  relative_to: str = "now", timezone: str = "UTC", viewport_px: int = 1920,
@@ -1015,11 +1018,15 @@ class Dashboard12:
         sent = self.interpolate(query, where="variable")
         check_single_statement(sent)
         var.request = sent
-        texts = _metric_find_values(sent, self.send(sent, None))
+        texts = self._option_texts(sent, self.send(sent, None))
         regex = spec.get("regex")
         if regex:
             regex = self._frontend(regex, "variable", None, "regex")
         return options_from_texts(texts, regex, int(spec.get("sort") or 0))
+
+    def _option_texts(self, query: str, series: list[dict]) -> list[str]:
+        """The options text of a variable query's answer (a seam: Grafana 13's plugin reads it its own way)."""
+        return _metric_find_values(query, series)
 
     def _url_value(self, var: Variable):
         url = self.url_vars[var.name]
@@ -1261,7 +1268,7 @@ class Dashboard12:
 
     def _influx_format(self, var: Variable, value: Union[str, List[str]], form: str, pos: int, template: str,
                        where: str) -> str:
-        """The InfluxDB datasource's own formatting (GRAFANA12.md, rules 1-5)."""
+        """The InfluxDB datasource's own formatting in Grafana 12.4 (docs/grafana.md)."""
         if isinstance(value, list):
             return "(" + "|".join(escape_regex(v) for v in value) + ")"
         if starts_with_number(value):
@@ -1328,7 +1335,8 @@ class Dashboard12:
 
     def _backend(self, text: str, where: str, panel: dict | None) -> str:
         """Grafana's InfluxQL backend: $timeFilter, then the interval macros, replaced as text."""
-        if where == "variable" and self.relative_from and "$timeFilter" in text:
+        relative = self.VARIABLE_TIME_FILTER_RELATIVE and self.relative_from
+        if where == "variable" and relative and "$timeFilter" in text:
             text = text.replace("$timeFilter", self._relative_time_filter(), 1)
         text = text.replace("$timeFilter", f"time >= {self.time_from_ms}ms and time <= {self.time_to_ms}ms")
         for macro in ("$__interval_ms", "$__interval", "$interval"):

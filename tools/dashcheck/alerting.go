@@ -285,6 +285,10 @@ func (c *alertingCheck) rule(where string, v any, orgID int, group, folder strin
 			api[key] = val
 		}
 	}
+	// Grafana 12.4+ refuses the whole rules file when a rule names the contact point it no longer creates.
+	if settings, ok := r["notification_settings"].(map[string]any); ok && settings["receiver"] == defaultEmail {
+		c.add(where+".notification_settings.receiver", noDefaultEmail)
+	}
 	if val, ok := r["keepFiringFor"]; ok {
 		api["keep_firing_for"] = val
 	}
@@ -631,6 +635,15 @@ func (c *alertingCheck) contactPoint(where string, v any, receivers map[string]b
 	}
 }
 
+// Grafana 12.4 and later create no default contact point (open-telemetry/opentelemetry-demo#3288:
+// "receiver grafana-default-email does not exist" stops provisioning), so naming it needs a file
+// that provisions it.
+const (
+	defaultEmail   = "grafana-default-email"
+	noDefaultEmail = "grafana-default-email does not exist in Grafana 12.4 and later: provision a contact " +
+		"point of that name in this file, or name one it provisions"
+)
+
 func (c *alertingCheck) policy(where string, v any, receivers map[string]bool) {
 	p := mapping(c, where, v)
 	if p == nil {
@@ -648,7 +661,9 @@ func (c *alertingCheck) policy(where string, v any, receivers map[string]bool) {
 	receiver, _ := p["receiver"].(string)
 	if receiver == "" {
 		c.add(where+".receiver", "the root policy needs a receiver")
-	} else if !receivers[receiver] && receiver != "grafana-default-email" {
+	} else if receiver == defaultEmail && !receivers[receiver] {
+		c.add(where+".receiver", noDefaultEmail)
+	} else if !receivers[receiver] {
 		c.add(where+".receiver", "%q is no contact point of this file", receiver)
 	}
 }

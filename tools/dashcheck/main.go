@@ -11,6 +11,8 @@
 //
 //	dashcheck -alerting ALERTING.yaml...   (alerting.go: provisioned alert rules,
 //	                                        contact points and policies)
+//	dashcheck -grafana13 DASHBOARD.json...  (v2.go: Grafana 13's conversion to the
+//	                                        v2 schema, decoded strictly)
 package main
 
 import (
@@ -57,6 +59,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-alerting" {
 		plugins.RegisterDefaultPlugins() // expression models are decoded by their type
 		os.Exit(runAlerting(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "-grafana13" {
+		os.Exit(checkFiles(os.Args[2:], checkGrafana13))
 	}
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: dashcheck DASHBOARD.json...")

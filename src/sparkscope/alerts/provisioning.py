@@ -15,7 +15,7 @@ Grafana's editor and in the file:
     FIRING     the condition: a threshold on VALUE, or a math expression over
                the reductions where a ratio must not divide by zero
 
-Grafana facts this relies on (GRAFANA12.md, "Alert rules"): the InfluxDB
+Grafana facts this relies on (docs/grafana.md, "Alerting"): the InfluxDB
 datasource replaces $timeFilter with the query's own time range; a query that
 returns no series makes the whole evaluation NoData (noDataState OK: quiet);
 a condition of 0 is Normal, anything else (NaN and Inf too) is Alerting.

@@ -1,6 +1,9 @@
 """dashcheck (tools/dashcheck/): decodes dashboard JSON strictly against
 Grafana 12's models (grafana-foundation-sdk), so a field Grafana 12 does not
-know, or a value of the wrong type, is found without running Grafana.
+know, or a value of the wrong type, is found without running Grafana; with
+grafana13=True it converts each dashboard as Grafana 13 does on load (v1 to the
+v2 schema), decodes that with the SDK's v2 models and reports what the
+conversion loses.
 
 The binary is cached under <cache>/bin/dashcheck-<hash of its sources>/, so an
 edit of tools/dashcheck/ builds a new one and an unchanged tree reuses it.
@@ -21,7 +24,8 @@ from sparkscope.settings import ROOT
 SOURCE_DIR = ROOT / "tools" / "dashcheck"
 # Everything the binary is built from: go.sum pins the SDK, so a new SDK version is a new hash.
 # alerting.go: the alerting mode (dashcheck -alerting), for grafana/provisioning/alerting/.
-SOURCES = ("go.mod", "go.sum", "main.go", "alerting.go")
+# v2.go: Grafana 13's conversion to the v2 schema (dashcheck -grafana13).
+SOURCES = ("go.mod", "go.sum", "main.go", "alerting.go", "v2.go")
 
 
 def source_digest(source_dir: Path = SOURCE_DIR) -> str:
@@ -41,11 +45,13 @@ def ensure_dashcheck(cache_dir: Path, progress: Progress = print) -> Path:
                           "github.com/grafana/grafana-foundation-sdk/go. ", cwd=SOURCE_DIR)
 
 
-def check_dashboards(paths: Iterable[Path], cache_dir: Path, progress: Progress = print) -> list[str]:
+def check_dashboards(paths: Iterable[Path], cache_dir: Path, progress: Progress = print,
+                     grafana13: bool = False) -> list[str]:
     """The problems dashcheck finds in the dashboards, one line each (`<file>: <problem>`);
-    empty when every one decodes strictly."""
+    empty when every one decodes strictly (as Grafana 12's v1 models, or with grafana13
+    after Grafana 13's conversion, as its v2 models)."""
     binary = ensure_dashcheck(cache_dir, progress)
-    argv = [str(binary), *(str(p) for p in paths)]
+    argv = [str(binary), *(["-grafana13"] if grafana13 else []), *(str(p) for p in paths)]
     done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     if done.returncode == 0:

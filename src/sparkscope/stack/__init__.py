@@ -20,6 +20,8 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -46,7 +48,8 @@ class StackError(SparkscopeError):
 class ServiceStatus:
     name: str
     backend: str
-    # up | degraded (InfluxDB answers but cannot store points) | unhealthy | down
+    # up | degraded (InfluxDB answers but cannot store points; Grafana lacks its InfluxDB plugin)
+    # | unhealthy | down
     # | not installed (natively, Grafana: the user has none; the rest of the stack works)
     state: str
     process: str  # "pid 1234", "container sparkscope-influxdb-1", or "-"
@@ -73,6 +76,28 @@ def grafana_health(url: str) -> Optional[dict]:
             body = json.loads(resp.read())
             return body if resp.status == 200 and body.get("database") == "ok" else None
     except (OSError, ValueError):
+        return None
+
+
+# Grafana 13's InfluxDB datasource is a plugin (id influxdb); without it every panel fails.
+INFLUXDB_PLUGIN_MISSING = (
+    "has no InfluxDB datasource plugin (id influxdb), so every panel fails: Grafana 13 ships it as the "
+    "plugin grafana-influxdb-datasource. Install it with `grafana cli plugins install influxdb`{where}, or "
+    "set GF_PLUGINS_PREINSTALL=influxdb (influxdb@<version>@<zip URL> from a mirror without internet), then "
+    "./sparkscope up grafana again (docs/upgrading.md, \"Grafana 12 to 13\")")
+
+
+def influxdb_plugin_installed(settings: Settings) -> Optional[bool]:
+    """Whether the running Grafana has the influxdb datasource plugin (built in up to 12.x, a
+    plugin in 13); None when Grafana cannot tell (not answering, or refusing our admin)."""
+    request = urllib.request.Request(f"{settings.grafana_url}/api/plugins/influxdb/settings")
+    request.add_header("Authorization", http.basic_auth(settings.grafana_user, settings.grafana_password))
+    try:
+        with http.urlopen(request, timeout=5) as resp:
+            return resp.status == 200
+    except urllib.error.HTTPError as err:
+        return False if err.code == 404 else None
+    except OSError:
         return None
 
 
@@ -172,6 +197,8 @@ class Backend:
                     rollups.ensure_rollups(settings.influx_admin, settings.database, settings.retention)
                 progress(f"{name:9} up in {time.monotonic() - started:4.1f} s  {labels.get(name, '')}  "
                          f"{checks[name][1]}")
+                if name == "grafana" and influxdb_plugin_installed(settings) is False:
+                    progress(f"grafana   {INFLUXDB_PLUGIN_MISSING.format(where=self.plugin_install_hint())}")
 
     def _wait_healthy(self, name: str, started: float) -> None:
         healthy, address = health_checks(self.settings)[name]
@@ -194,6 +221,10 @@ class Backend:
             progress(f"{name:9} {'stopped (' + running[name] + ')' if running.get(name) else 'not running'}")
         if not any(self.processes().values()):
             forget_backend(self.settings)
+
+    def plugin_install_hint(self) -> str:
+        """Where `grafana cli plugins install` must put a plugin for this backend's Grafana."""
+        return ""
 
     def status(self) -> list[ServiceStatus]:
         settings = self.settings
@@ -218,6 +249,9 @@ class Backend:
                     self._telegraf_row(row)
                 elif name == "grafana":
                     row.version = (grafana_health(settings.grafana_url) or {}).get("version", row.version)
+                    if influxdb_plugin_installed(settings) is False:
+                        row.state = "degraded"
+                        row.detail = INFLUXDB_PLUGIN_MISSING.format(where=self.plugin_install_hint())
             rows.append(row)
         return rows
 

@@ -41,7 +41,8 @@ class LocalGrafana:
     home: Path
 
     def argv(self, config: Path) -> list[str]:
-        """The server command: `grafana server` (Grafana 9.x and later) or the older `grafana-server`."""
+        """The server command: `grafana server` (Grafana 9.x and later; 13 has no grafana-server), or
+        the older `grafana-server` when that is all the installation has."""
         head = [str(self.binary)] + (["server"] if self.binary.name == "grafana" else [])
         return head + ["--homepath", str(self.home), "--config", str(config.absolute())]
 

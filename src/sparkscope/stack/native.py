@@ -238,6 +238,10 @@ class NativeBackend(Backend):
         pids = {name: PidFile(self.settings.state_dir, name).running_pid() for name in SERVICE_NAMES}
         return {name: f"pid {pid}" if pid else None for name, pid in pids.items()}
 
+    def plugin_install_hint(self) -> str:
+        # The native Grafana reads its plugins from the state dir (GF_PATHS_PLUGINS below).
+        return f" --pluginsDir {self.settings.state_dir / 'grafana' / 'plugins'}"
+
     def versions(self) -> dict[str, str]:
         # What runs says its own version (InfluxDB's ping header, Grafana's health);
         # these stand in while it does not answer. Telegraf never says.
