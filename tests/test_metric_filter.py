@@ -17,7 +17,7 @@ import pytest
 
 from sparkscope.demo import summary as demo_summary
 from sparkscope.report.run_facts import RunReader
-from sparkscope import influx
+from sparkscope import schema, influx
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import throwaway_stack
 
@@ -165,25 +165,36 @@ def test_the_filter_drops_what_nothing_reads(filtered):
     assert len(kept) < len(executor) / 3, f"{len(kept)} of {len(executor)} executor series kept"
 
 
+def declared_point(name: str, application: str) -> str:
+    """A point of this measurement as its writer sends it: its declared tags, its
+    first declared field with a value of the declared type (schema.py)."""
+    measurement = schema.BY_NAME[name]
+    tags = {schema.APPLICATION: application, schema.EXECUTOR: "3", "kind": "cpu", "device": application}
+    tag_text = "".join(f",{t}={tags.get(t, 'x')}" for t in measurement.tags)
+    field, kind = measurement.fields[0]
+    value = {schema.INTEGER: "1i", schema.FLOAT: "1.5", schema.STRING: '"x"', schema.BOOLEAN: "true"}[kind]
+    return f"{name}{tag_text} {field}={value}"
+
+
 def test_annotator_and_host_measurements_pass_the_filter(filtered):
     settings, _, _ = filtered
-    # Line protocol through the events listener, as the annotator and the block probe send it.
-    passing = ("sparkscope_application", "sparkscope_stage", "sparkscope_executor_peaks", "block_latency")
-    body = "\n".join(f"{m},applicationid=app-filter-1 text=\"x\",value=1i" for m in passing)
-    # The profiler plugin's and the thread sampler's points carry executorid, as Spark's metrics do.
-    with_executor = ("sparkscope_flame", "sparkscope_profiles", "sparkscope_threads", "sparkscope_thread_waits")
-    body += "\n" + "\n".join(f"{m},applicationid=app-filter-1,executorid=3,kind=cpu value=1i" for m in with_executor)
+    # Line protocol through the events listener, as the annotator, the block
+    # probe, the profiler plugin and the thread sampler send it.
+    passing = ("sparkscope_application", "sparkscope_stage", "sparkscope_executor_peaks", "block_latency",
+               "sparkscope_flame", "sparkscope_profiles", "sparkscope_threads", "sparkscope_thread_waits")
+    body = "\n".join(declared_point(m, "app-filter-1") for m in passing)
     influx_write = f"http://{settings.graphite_host}:{settings.events_port}/write?db=spark"
     urllib.request.urlopen(urllib.request.Request(influx_write, data=body.encode(), method="POST"), timeout=10)
     stored = None
     for _ in range(20):
+        # The block probe's points name a device, not a run.
         stored = influx.query(settings.influx_admin,
-                              'SELECT count("value") FROM /.*/ WHERE "applicationid" = \'app-filter-1\'',
-                              settings.database)
-        if len(stored) == len(passing + with_executor):
+                              'SELECT count(*) FROM /.*/ WHERE "applicationid" = \'app-filter-1\' '
+                              'OR "device" = \'app-filter-1\'', settings.database)
+        if len(stored) == len(passing):
             break
         time.sleep(1)
-    assert sorted(s["name"] for s in stored) == sorted(passing + with_executor)
+    assert sorted(s["name"] for s in stored) == sorted(passing)
 
 
 def test_a_spark_measurement_sent_to_the_events_listener_cannot_silence_sparks_own_points(filtered):

@@ -24,7 +24,11 @@ INFLUX_PKG_CONFIG = "0.3.0"
 # The oldest rustc libflux builds with (flux v0.200.0's Cargo `rust-version`).
 RUST_FOR_FLUX = (1, 83)
 
-TELEGRAF = "1.37.2"
+# Telegraf: the newest 1.37 patch. 1.38 and later (1.40.1 is served) refuse
+# telegraf.conf as it is: their strict environment-variable handling rejects an
+# unquoted ${VAR} where a number goes (metric_buffer_limit ...), and 1.40 needs
+# Go 1.27; moving needs the config reworked and every Telegraf test run again.
+TELEGRAF = "1.37.3"
 
 # Grafana: users run it (never built here). Compose and the chart pin the
 # newest 13.x patch confirmed (13.2.2, 2026-09-15; never 13.0.0, a pulled tag);
