@@ -225,7 +225,8 @@ def database_statements(database: str, retention: str, limits: bool = False) -> 
     """
     clause = write_limits(retention) if limits else ""
     return [
-        f'CREATE DATABASE "{database}" WITH DURATION {retention} REPLICATION 1 NAME "sparkscope"{clause}',
+        # The limits come before NAME: InfluxQL's order for CREATE DATABASE ... WITH.
+        f'CREATE DATABASE "{database}" WITH DURATION {retention} REPLICATION 1{clause} NAME "sparkscope"',
         f'ALTER RETENTION POLICY "sparkscope" ON "{database}" DURATION {retention} DEFAULT{clause}',
     ]
 
