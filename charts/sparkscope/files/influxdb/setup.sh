@@ -74,7 +74,7 @@ else
 fi
 users="$(cat "$out")"
 
-if ! q admin "CREATE DATABASE \"$db\" WITH DURATION $retention REPLICATION 1 NAME \"sparkscope\"$(limits "$retention")"; then
+if ! q admin "CREATE DATABASE \"$db\" WITH DURATION $retention REPLICATION 1$(limits "$retention") NAME \"sparkscope\""; then
   grep -q conflict "$out" || fail "CREATE DATABASE $db: $(cat "$out")"
   q admin "ALTER RETENTION POLICY \"sparkscope\" ON \"$db\" DURATION $retention DEFAULT$(limits "$retention")" \
     || fail "ALTER RETENTION POLICY on $db: $(cat "$out")"
