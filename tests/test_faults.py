@@ -477,3 +477,49 @@ def test_a_driver_killed_with_sigkill_is_ended_no_end_seen_and_a_finished_one_is
         time.sleep(12)
         assert stack.influx(f"SELECT * FROM \"sparkscope_application\" WHERE \"applicationid\" = '{done.app_id}' "
                             "AND \"status\" = 'NO_END_SEEN'") == []
+
+
+# The rated load and the downtime to survive, both a tenth (so the shipped buffer, a
+# hundredth): Telegraf must keep every point of an InfluxDB outage that long.
+SCALE = 10
+
+
+def test_influxdb_down_for_the_downtime_to_survive_at_the_rated_load_loses_nothing(tmp_path):
+    """Simulated executors send Spark's metric names at a tenth of the rated
+    stored rate; InfluxDB stops for a tenth of the downtime the buffer is sized
+    for, then restarts; Telegraf runs with a hundredth of the shipped
+    TELEGRAF_BUFFER_LIMIT. Every point sent is stored."""
+    import random
+    import sys
+    import threading
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from ingest import executor_metric_paths, send_load, stored_points
+    from sparkscope.settings import INFLUX_DOWNTIME_TO_SURVIVE_S, RATED_STORED_POINTS_S, shipped_defaults
+
+    limit = int(shipped_defaults()["TELEGRAF_BUFFER_LIMIT"]) // SCALE ** 2
+    outage_s = INFLUX_DOWNTIME_TO_SURVIVE_S / SCALE
+    executors = round(RATED_STORED_POINTS_S / SCALE / len(executor_metric_paths()))  # each reports every 1 s
+    with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"), unread_metrics="pass",
+                         TELEGRAF_BUFFER_LIMIT=str(limit)) as settings:
+        backend, app = NativeBackend(settings), f"app-outage-{int(time.time())}"
+        sent: list[int] = []
+        sender = threading.Thread(target=lambda: sent.append(send_load(
+            (settings.graphite_host, settings.graphite_port), app, executors, 1.0, int(outage_s) + 20,
+            random.Random(7))[0]), daemon=True)
+        since = int(time.time()) - 5
+        sender.start()
+        time.sleep(8)
+        backend.down(only=("influxdb",), progress=quiet)
+        down = time.monotonic()
+        time.sleep(max(0.0, outage_s - 1))  # the fault: InfluxDB away this long (its start counts too)
+        backend.up(only=("influxdb",), progress=quiet)
+        away = time.monotonic() - down
+        sender.join(120)
+        assert sent, "the sender did not finish"
+        wait_until(lambda: stored_points(settings.influx_reader, settings.database, app, since) >= sent[0], 120, 2)
+        stored = stored_points(settings.influx_reader, settings.database, app, since)
+    rate = RATED_STORED_POINTS_S / SCALE
+    print(f"\n{sent[0]:,} points sent at ~{rate:,.0f}/s, InfluxDB away {away:.1f} s, buffer {limit:,}: "
+          f"{stored:,} stored")
+    assert away >= outage_s * 0.9 and rate * away > limit / 2, "the outage must fill a real share of the buffer"
+    assert stored == sent[0], f"{sent[0] - stored:,} of {sent[0]:,} points lost through a {away:.0f} s outage"

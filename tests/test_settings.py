@@ -151,3 +151,28 @@ def test_the_probes_spark_conf_and_settings_defaults_are_env_examples():
     s = load_settings(Path("/nonexistent-root"), {})
     assert (s.graphite_port, s.events_port, s.database, s.no_end_grace_s) == (
         int(d["GRAPHITE_PORT"]), int(d["EVENTS_PORT"]), d["SPARKSCOPE_DB"], int(d["SPARKSCOPE_NO_END_GRACE_S"]))
+
+
+def test_one_telegraf_buffer_size_everywhere_rides_out_the_downtime_at_the_rated_load():
+    """TELEGRAF_BUFFER_LIMIT: .env.example holds the number, sized to keep every
+    point of the rated ingest through the InfluxDB downtime to survive (an
+    eighth to spare for host metrics and events); telegraf.conf's fallback,
+    compose's default and the chart's value are that number, and the chart's
+    memory limit holds a full buffer (else the kernel kills Telegraf and the
+    whole buffer goes)."""
+    import yaml
+    from sparkscope.settings import (BUFFER_BYTES_PER_POINT, INFLUX_DOWNTIME_TO_SURVIVE_S,
+                                     RATED_STORED_POINTS_S)
+    shipped = int(shipped_defaults()["TELEGRAF_BUFFER_LIMIT"])
+    assert shipped >= RATED_STORED_POINTS_S * INFLUX_DOWNTIME_TO_SURVIVE_S * 9 // 8
+    conf = re.findall(r"^\s*metric_buffer_limit = \$\{TELEGRAF_BUFFER_LIMIT:-(\d+)\}",
+                      (ROOT / "telegraf" / "telegraf.conf").read_text(), flags=re.M)
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    compose_default = re.fullmatch(r"\$\{TELEGRAF_BUFFER_LIMIT:-(\d+)\}",
+                                   compose["services"]["telegraf"]["environment"]["TELEGRAF_BUFFER_LIMIT"])
+    values = yaml.safe_load((ROOT / "charts" / "sparkscope" / "values.yaml").read_text())["telegraf"]
+    assert conf == [str(shipped)] and compose_default and int(compose_default.group(1)) == shipped
+    assert values["buffer"]["limit"] == shipped
+    memory = re.fullmatch(r"(\d+)([MG])i", values["resources"]["limits"]["memory"])
+    limit_bytes = int(memory.group(1)) << (30 if memory.group(2) == "G" else 20)
+    assert limit_bytes >= shipped * BUFFER_BYTES_PER_POINT + (256 << 20)

@@ -55,6 +55,16 @@ def read_env_file(path: Path) -> dict[str, str]:
     return values
 
 
+# What TELEGRAF_BUFFER_LIMIT (.env.example) is sized from: the rated ingest
+# (README "Sizing": 3,500 executors at a 5 s period, points/s stored after the
+# filter) times the InfluxDB downtime to ride out (a restart that opens a large
+# tsi1 index takes minutes), plus an eighth for what shares the buffer (host
+# metrics, annotator events, probes). Each point held costs Telegraf about
+# 980 bytes of memory (bench/telegraf_buffer.py, docs/performance.md).
+RATED_STORED_POINTS_S = 26_600
+INFLUX_DOWNTIME_TO_SURVIVE_S = 300
+BUFFER_BYTES_PER_POINT = 980
+
 @dataclass(frozen=True)
 class Settings:
     root: Path
@@ -73,7 +83,7 @@ class Settings:
     unread_metrics: str  # drop | pass: Spark metrics no panel or report reads (telegraf.conf)
     # No field has a default here: every one comes from load_settings, whose
     # defaults are .env.example's (shipped_defaults).
-    telegraf_buffer_limit: int  # points Telegraf keeps while InfluxDB cannot take them
+    telegraf_buffer_limit: int  # points Telegraf keeps while InfluxDB cannot take them (BUFFER_SIZING)
     telegraf_buffer_strategy: str  # memory | disk (telegraf.conf says what each costs)
     grafana_home: str  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
     influxd_binary: str  # the user's own influxd for the native backend; "" = build it (provision/go.py)

@@ -12,6 +12,14 @@ before; Telegraf, Grafana and the CLI see no difference.
 
     python -m sparkscope.stack.influx_relay --listen HOST:PORT --socket PATH -- COMMAND...
 
+The first admin: InfluxDB with authentication on and no user yet lets anyone
+create an admin without credentials. With SPARKSCOPE_FIRST_ADMIN_USER and
+SPARKSCOPE_FIRST_ADMIN_PASSWORD in its environment (never argv; neither is
+passed on to COMMAND), the relay holds its address (bound and listening, so
+nobody else takes it) but accepts no client until it has created that admin
+over the socket, or learnt that InfluxDB has users already. Whoever knocks
+meanwhile waits in the listen queue and is served once an admin exists.
+
 It starts COMMAND (influxd in its namespace) in a process group of its own,
 relays until COMMAND exits and exits with its status. A SIGTERM or SIGINT is
 passed on to COMMAND once (a second would turn influxd's clean shutdown into
@@ -31,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 
 # More concurrent clients than this are refused at once (each costs two
 # threads here): Grafana, Telegraf and the CLI keep a handful open.
@@ -92,6 +101,52 @@ class Relay:
             self.open.release()
 
 
+FIRST_ADMIN_ENV = ("SPARKSCOPE_FIRST_ADMIN_USER", "SPARKSCOPE_FIRST_ADMIN_PASSWORD")
+
+
+def over_socket(socket_path: str, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+    """One HTTP/1.0 exchange with influxd on its Unix socket: (status, body)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(30)
+        conn.connect(socket_path)
+        conn.sendall(f"{method} {path} HTTP/1.0\r\nHost: influxd\r\nContent-Length: {len(body)}\r\n"
+                     f"Content-Type: application/x-www-form-urlencoded\r\n\r\n".encode() + body)
+        answer = b""
+        while chunk := conn.recv(CHUNK):
+            answer += chunk
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    parts = head.split(b" ", 2)
+    return (int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0), rest
+
+
+def first_admin_statement(user: str, password: str) -> str:
+    """InfluxQL's quoting (backslash, then the quote), as influx.identifier/string_literal."""
+    name = user.replace("\\", "\\\\").replace('"', '\\"')
+    secret = password.replace("\\", "\\\\").replace("'", "\\'")
+    return f'CREATE USER "{name}" WITH PASSWORD \'{secret}\' WITH ALL PRIVILEGES'
+
+
+def ensure_first_admin(socket_path: str, user: str, password: str, alive) -> str:
+    """Once influxd answers on its socket: create the admin unless users exist.
+    Returns what was done; raises RuntimeError when influxd says something else."""
+    while True:
+        if not alive():
+            raise RuntimeError("influxd exited before it served HTTP")
+        try:
+            if over_socket(socket_path, "GET", "/ping")[0] == 204:
+                break
+        except OSError:
+            pass
+        time.sleep(0.05)
+    body = urllib.parse.urlencode({"q": first_admin_statement(user, password)}).encode()
+    status, said = over_socket(socket_path, "POST", "/query", body)
+    if status == 200 and b'"error"' not in said:
+        return f"created the first admin {user!r} over the socket"
+    if status == 401:
+        return "InfluxDB has users already"
+    raise RuntimeError(f"influxd refused to create the first admin ({status}): {said.decode(errors='replace')[:300]}")
+
+
 def die_with_parent() -> None:
     """In the child before exec: SIGKILL when the relay dies (PR_SET_PDEATHSIG), so
     influxd never outlives the process its stop goes through."""
@@ -125,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"influx_relay: cannot listen on {args.listen}: {err}", file=sys.stderr, flush=True)
         return 1
     stopping = threading.Event()
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True,
-                             preexec_fn=die_with_parent)
+    admin = [os.environ.get(key, "") for key in FIRST_ADMIN_ENV]
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
+                             env={k: v for k, v in os.environ.items() if k not in FIRST_ADMIN_ENV})
 
     def stop(signum, frame) -> None:
         if not stopping.is_set():
@@ -139,8 +195,20 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    threading.Thread(target=Relay(listener, args.socket).serve, daemon=True).start()
-    print(f"influx_relay: {args.listen} -> {args.socket} (influxd pid {child.pid})", file=sys.stderr, flush=True)
+    failed = False
+    if all(admin):
+        try:
+            done = ensure_first_admin(args.socket, *admin, alive=lambda: child.poll() is None and not stopping.is_set())
+            print(f"influx_relay: {done}", file=sys.stderr, flush=True)
+        except (RuntimeError, OSError) as err:
+            if not stopping.is_set():  # (a stop asked for meanwhile is no failure)
+                failed = True
+                print(f"influx_relay: {err}; nobody is let in without an admin. Read influxd's lines above, "
+                      f"then ./sparkscope up again", file=sys.stderr, flush=True)
+                stop(signal.SIGTERM, None)
+    if not stopping.is_set():
+        threading.Thread(target=Relay(listener, args.socket).serve, daemon=True).start()
+        print(f"influx_relay: {args.listen} -> {args.socket} (influxd pid {child.pid})", file=sys.stderr, flush=True)
     while child.poll() is None:
         if stopping.is_set():
             deadline = time.monotonic() + STOP_GRACE_S
@@ -152,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.2)
     code = child.wait()
     listener.close()
-    return code if code >= 0 else 128 - code
+    return 1 if failed else code if code >= 0 else 128 - code
 
 
 if __name__ == "__main__":

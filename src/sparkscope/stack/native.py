@@ -124,24 +124,59 @@ def influx_socket(state_dir: Path) -> Path:
     return folder / "influxd.sock"
 
 
+def unreachable_tls(folder: Path) -> Optional[dict[str, str]]:
+    """Where no namespace can be made, influxd's own TCP listener (1.13 always
+    opens one) stays on the host's loopback: these settings make it speak TLS
+    that asks for a client certificate signed by a key in this 0700 folder, which
+    no client holds, so nobody gets an HTTP request through it; the relay serves
+    HTTP from the socket. None without openssl to make the throwaway key."""
+    cert, key = folder / "influxd-unreachable.crt", folder / "influxd-unreachable.key"
+    if not (cert.exists() and key.exists()):
+        try:
+            done = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                                   "ec_paramgen_curve:prime256v1", "-nodes", "-days", "36500",
+                                   "-subj", "/CN=sparkscope-influxd-unreachable", "-keyout", str(key),
+                                   "-out", str(cert)], capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if done.returncode != 0:
+            return None
+    key.chmod(0o600)
+    return {"INFLUXDB_HTTP_HTTPS_ENABLED": "true", "INFLUXDB_HTTP_HTTPS_CERTIFICATE": str(cert),
+            "INFLUXDB_HTTP_HTTPS_PRIVATE_KEY": str(key),
+            "INFLUXDB_HTTP_HTTPS_CLIENT_AUTH_TYPE": "RequireAndVerifyClientCert",
+            "INFLUXDB_HTTP_HTTPS_CLIENT_CA_PATHS_0": str(cert)}
+
+
 def influxdb_service(settings: Settings, progress: Progress) -> Service:
     influxd = influxd_binary(settings, progress)
     dirs = influx_dirs(settings.state_dir)
     env = {**_base_env(), **{key: str(path) for key, path in dirs.items()}}
     argv = [str(influxd), "-config", str(settings.root / "influxdb" / "influxdb.conf")]
     http_address = f"{settings.influxdb_bind}:{settings.influxdb_port}"
+    sock = influx_socket(settings.state_dir)
+    # The relay, run as the very file checked below (not whatever `-m` would find
+    # on sys.path), creates the first admin over the socket before it lets
+    # anyone in: no moment when a stranger's CREATE USER ... WITH ALL PRIVILEGES
+    # finds an InfluxDB without users (the admin's password is in its
+    # environment, which only this user and root may read, never in argv).
+    relay = [sys.executable, "-I", str(Path(relay_module.__file__)), "--listen", http_address,
+             "--socket", str(sock), "--"]
+    via_socket = {
+        **env,
+        "SPARKSCOPE_FIRST_ADMIN_USER": settings.influx_admin.user,
+        "SPARKSCOPE_FIRST_ADMIN_PASSWORD": settings.influx_admin.password,
+        # HTTP on the socket the relay reaches.
+        "INFLUXDB_HTTP_UNIX_SOCKET_ENABLED": "true",
+        "INFLUXDB_HTTP_BIND_SOCKET": str(sock),
+        "INFLUXDB_HTTP_UNIX_SOCKET_PERMISSIONS": "0700",
+    }
     no_namespace = why_no_private_network()
     if no_namespace is None:
-        sock = influx_socket(settings.state_dir)
-        return Service("influxdb", [
-            sys.executable, "-I", "-m", "sparkscope.stack.influx_relay", "--listen", http_address,
-            "--socket", str(sock), "--", *PRIVATE_NETWORK, *argv], {
-            **env,
-            # Inside its namespace: HTTP on the socket the relay reaches (and on
-            # a loopback nobody else shares), the backup port where nobody can connect.
-            "INFLUXDB_HTTP_UNIX_SOCKET_ENABLED": "true",
-            "INFLUXDB_HTTP_BIND_SOCKET": str(sock),
-            "INFLUXDB_HTTP_UNIX_SOCKET_PERMISSIONS": "0700",
+        return Service("influxdb", [*relay, *PRIVATE_NETWORK, *argv], {
+            **via_socket,
+            # Inside its namespace: HTTP on a loopback nobody else shares, the
+            # backup port where nobody can connect.
             "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:8086",
             "INFLUXDB_BIND_ADDRESS": "127.0.0.1:8088",
         }, pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
@@ -149,14 +184,20 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
              f"user without credentials: this machine allows no network namespace of our own "
              f"({no_namespace}). On a host shared with others, use compose (./sparkscope up --backend compose) "
              f"or allow user namespaces (sysctl kernel.unprivileged_userns_clone=1)")
-    return Service("influxdb", argv, {
-        **env,
+    # The backup RPC port sits two above the HTTP port (8086 -> 8088),
+    # so two stacks on one machine never collide on it.
+    backup = {"INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{settings.influxdb_port + 2}"}
+    tls = unreachable_tls(sock.parent)
+    if tls is None:
+        progress("  warning: no openssl here, so a fresh InfluxDB answers on its own address before its first "
+                 "admin exists: any local user could create one first. Install openssl, then ./sparkscope up")
         # Its own bind: exposing Grafana (SPARKSCOPE_HTTP_BIND) leaves InfluxDB where it was.
-        "INFLUXDB_HTTP_BIND_ADDRESS": http_address,
-        # The backup RPC port sits two above the HTTP port (8086 -> 8088),
-        # so two stacks on one machine never collide on it.
-        "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{settings.influxdb_port + 2}",
-    })
+        return Service("influxdb", argv, {**env, **backup, "INFLUXDB_HTTP_BIND_ADDRESS": http_address})
+    return Service("influxdb", [*relay, *argv], {
+        **via_socket, **backup, **tls,
+        # influxd's own TCP listener: any free port, and useless to anyone (unreachable_tls).
+        "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:0",
+    }, pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
 
 
 def telegraf_service(settings: Settings, progress: Progress) -> Service:
