@@ -452,8 +452,8 @@ class FirstAdminRace:
 
     STATEMENT = b"q=" + urllib.parse.quote_plus("CREATE USER evil WITH PASSWORD 'x' WITH ALL PRIVILEGES").encode()
 
-    def __init__(self, port: int, tls: bool = False):
-        self.port, self.won, self.tries, self.tls = port, [], 0, tls
+    def __init__(self, port: int, tls: bool = False, unix_socket: Path | None = None):
+        self.port, self.won, self.tries, self.tls, self.unix_socket = port, [], 0, tls, unix_socket
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -461,7 +461,13 @@ class FirstAdminRace:
         request = (b"POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                    b"Content-Type: application/x-www-form-urlencoded\r\n"
                    b"Content-Length: %d\r\n\r\n" % len(self.STATEMENT)) + self.STATEMENT
-        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as raw:
+        if self.unix_socket is not None:  # where a container's published port is, in the compose test
+            raw = socket.socket(socket.AF_UNIX)
+            raw.settimeout(5)
+            raw.connect(str(self.unix_socket))
+        else:
+            raw = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        with raw:
             conn = raw
             if self.tls:  # as curl -k would: any server certificate, no client certificate
                 context = ssl.create_default_context()
@@ -524,3 +530,57 @@ def test_a_stranger_racing_up_never_creates_the_first_admin(tmp_path, monkeypatc
                 assert not stranger.won
     finally:
         backend.down(progress=lambda _: None)
+
+
+@pytest.mark.parametrize("entrypoint", ["first-admin.sh", "the image's own (before)"])
+def test_a_stranger_racing_a_new_compose_influxdb_never_creates_the_first_admin(tmp_path, entrypoint):
+    """Compose's influxdb container, as far as it runs without Docker: the same
+    influxd and config in a network namespace of its own (the container's), its
+    published port stood in for by a Unix socket the stranger reaches from the
+    host. Before, a new volume answered anyone until influxdb-setup ran."""
+    settings = isolated_settings(tmp_path / "state")
+    influxd = ensure_influxd(settings.cache_dir, progress=lambda _: None)
+    published = tmp_path / "published.sock"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("INFLUXDB_")},
+           **{key: str(path) for key, path in native.influx_dirs(settings.state_dir).items()},
+           "INFLUXDB_HTTP_UNIX_SOCKET_ENABLED": "true", "INFLUXDB_HTTP_BIND_SOCKET": str(published),
+           "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:8086", "INFLUXDB_BIND_ADDRESS": "127.0.0.1:8088",
+           "SPARKSCOPE_FIRST_ADMIN_USER": settings.influx_admin_user,
+           "SPARKSCOPE_FIRST_ADMIN_PASSWORD": settings.influx_admin_password}
+    command = [str(influxd), "-config", str(ROOT / "influxdb" / "influxdb.conf")]
+    if entrypoint == "first-admin.sh":
+        command = ["sh", str(ROOT / "influxdb" / "first-admin.sh"), *command]
+    # A container's network has its loopback up; a new namespace's starts down.
+    container = start_group([*native.PRIVATE_NETWORK, "sh", "-c", 'ip link set lo up && exec "$@"', "container",
+                             *command], tmp_path / "container.log", env=env)
+    try:
+        with FirstAdminRace(0, unix_socket=published) as race:
+            # influxdb-setup starts once the container is healthy, 10 s and more later.
+            assert wait_until(lambda: race.tries > 50 or container.poll() is not None, 60), race.tries
+            time.sleep(2)
+        log = (tmp_path / "container.log").read_text()
+        if entrypoint != "first-admin.sh":
+            assert race.won, "the race found no window: it cannot tell the fix from no fix"
+            return
+        assert not race.won, f"the stranger created an admin ({len(race.won)} of {race.tries} tries won)"
+        assert "admin " + settings.influx_admin_user + " created" in log, log
+        assert settings.influx_admin_password not in log
+        answer = unix_query(published, "SHOW USERS", settings.influx_admin_user, settings.influx_admin_password)
+        assert f'["{settings.influx_admin_user}",true]' in answer, answer
+    finally:
+        stop_group(container.pid, proc=container)
+
+
+def unix_query(path: Path, statement: str, user: str, password: str) -> str:
+    body = ("q=" + urllib.parse.quote_plus(statement)).encode()
+    token = base64.b64encode(f"{user}:{password}".encode())
+    request = (b"POST /query HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic " + token +
+               b"\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(10)
+        conn.connect(str(path))
+        conn.sendall(request)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer.decode(errors="replace")

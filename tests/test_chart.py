@@ -38,7 +38,7 @@ from sparkscope.spark.conf import SINK, annotator_properties, conf_flags
 from sparkscope import influx, schema
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import influx_dirs
-from sparkscope.stack.native import influxdb_service
+from sparkscope.provision.go import ensure_influxd
 from sparkscope.settings import ROOT, load_settings
 
 from sparkscope_testkit.sandbox import free_port, isolated_settings
@@ -310,7 +310,7 @@ def test_no_object_holds_a_default_or_empty_password(rendered):
 
 
 def test_each_part_gets_only_the_credentials_it_needs(rendered):
-    """The admin for the setup Job alone, the writer for Telegraf, the reader for
+    """The admin for the setup Job and InfluxDB's first start, the writer for Telegraf, the reader for
     Grafana and the test pod; the events password for Telegraf alone."""
     keys_by_pod = {}
     objects = rendered["defaults"]
@@ -323,7 +323,8 @@ def test_each_part_gets_only_the_credentials_it_needs(rendered):
         f"Deployment/{RELEASE}-telegraf": {"influxdb-write-password", "events-password"},
         f"Deployment/{RELEASE}-grafana": {"influxdb-read-password", "grafana-admin-password"},
         f"Pod/{RELEASE}-test": {"influxdb-read-password"},
-        f"StatefulSet/{RELEASE}-influxdb": set(),
+        # InfluxDB's own pod creates its first admin before it serves (first-admin.sh).
+        f"StatefulSet/{RELEASE}-influxdb": {"influxdb-admin-password"},
     }
     users = {kind_name: env_of(spec["containers"][0]).get("INFLUX_USER", {}).get("value")
              for kind_name, spec in pod_specs(objects).items()}
@@ -895,20 +896,27 @@ def localized(argv: list[str], mounts: dict[str, Path]) -> list[str]:
 
 @pytest.fixture
 def chart_stack(helm, tmp_path):
-    """A fresh InfluxDB 1.8 (authentication on, no users yet) started with the
-    influxdb.conf the chart renders, as the StatefulSet's pod would start."""
+    """A fresh InfluxDB started as the StatefulSet's pod starts it: the rendered
+    command (first-admin.sh, then the image's entrypoint, here influxd itself)
+    with the rendered influxdb.conf and environment."""
     tmp = tmp_path / "chart-stack"
     tmp.mkdir()
     objects = render(helm, tmp, {})
     settings = isolated_settings(tmp / "state")
     statefulset = pod_specs(objects)[f"StatefulSet/{RELEASE}-influxdb"]
-    mounts = config_map_files(objects, statefulset, statefulset["containers"][0], tmp / "influxdb")
-    influxd = influxdb_service(settings, quiet).argv[0]
+    (container,) = statefulset["containers"]
+    mounts = config_map_files(objects, statefulset, container, tmp / "influxdb")
+    influxd = str(ensure_influxd(settings.cache_dir, quiet))
+    config = str(mounts["/etc/influxdb"] / "influxdb.conf")
+    command = localized(container["command"], mounts)
+    assert command[-2:] == ["/entrypoint.sh", "influxd"]  # the image's own entrypoint and command
     port = free_port(pair_offset=2)
-    env = {"PATH": os.environ["PATH"], **{k: str(v) for k, v in influx_dirs(settings.state_dir).items()},
-           "INFLUXDB_HTTP_BIND_ADDRESS": f"127.0.0.1:{port}", "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{port + 2}"}
-    proc = start_group([influxd, "-config", str(mounts["/etc/influxdb"] / "influxdb.conf")],
-                       tmp / "influxd.log", env=env)
+    env = {**container_env(container, secret_values(objects)),
+           **{k: str(v) for k, v in influx_dirs(settings.state_dir).items()},
+           "INFLUXDB_HTTP_BIND_ADDRESS": f"127.0.0.1:{port}", "INFLUXDB_BIND_ADDRESS": f"127.0.0.1:{port + 2}",
+           # The pod's loopback is its own; here the first start gets a free port of the host's.
+           "SPARKSCOPE_FIRST_START_ADDRESS": f"127.0.0.1:{free_port()}"}
+    proc = start_group([*command[:-2], influxd, "-config", config], tmp / "influxd.log", env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         assert wait_until(lambda: influx.ping(url), 60), (tmp / "influxd.log").read_text()[-2000:]
@@ -932,7 +940,8 @@ def influx_state(admin: influx.Endpoint, db: str) -> dict:
     users = {row[0]: row[1] for row in influx.query(admin, "SHOW USERS")[0]["values"]}
     grants = {user: sorted(tuple(r) for s in influx.query(admin, f"SHOW GRANTS FOR {influx.identifier(user)}")
                            for r in s.get("values", [])) for user in users}
-    policies = {r[0]: (r[1], r[4]) for r in influx.query(admin, f'SHOW RETENTION POLICIES ON "{db}"')[0]["values"]}
+    policies = {r["name"]: (r["duration"], r["default"])
+                for r in influx.rows(influx.query(admin, f'SHOW RETENTION POLICIES ON "{db}"'))}
     queries = rollups.existing_queries(admin, db)
     lookup = {m: influx.query(admin, f'SELECT * FROM "sparkscope_meta".{influx.identifier(m)}', db)
               for m in (schema.RESOLUTION_MEASUREMENT, schema.PEAK_SOURCE_MEASUREMENT,
@@ -945,7 +954,8 @@ def test_setup_job_leaves_the_users_grants_and_rollups_up_leaves(chart_stack, tm
     secrets, url = chart_stack["secrets"], chart_stack["url"]
     first = run_setup_job(chart_stack, tmp_path / "first")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "created admin user sparkscope_admin" in first.stdout
+    # The admin was made by the pod itself, before it served anyone (first-admin.sh).
+    assert "created admin user" not in first.stdout and "created sparkscope_writer" in first.stdout
     for secret in secrets.values():
         assert secret not in first.stdout + first.stderr
     admin = influx.Endpoint(url, "sparkscope_admin", secrets["influxdb-admin-password"])

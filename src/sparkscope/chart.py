@@ -27,6 +27,7 @@ FILES_DIR = CHART_DIR / "files"
 SOURCES = (
     "influxdb/influxdb.conf",
     "influxdb/setup.sh",
+    "influxdb/first-admin.sh",
     "influxdb/rollups.setup",
     "telegraf/telegraf.conf",
     "grafana/grafana.ini",

@@ -40,6 +40,7 @@ SLOW_NAMES = {
     "ensure_annotator_jar": "the annotator jar (a Maven build)",
     "ensure_pyspark": "a second Spark (a download)",
     "ensure_previous_influxd": "an InfluxDB build",
+    "ensure_influxd": "an InfluxDB build",
     "chromium": "a Chromium",
 }
 
