@@ -22,12 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from ingest import executor_metric_paths, send_load, stored_points  # noqa: E402
-from sparkscope.process import quiet, wait_until  # noqa: E402
-from sparkscope.stack.native import NativeBackend, PidFile  # noqa: E402
-from sparkscope_testkit.sandbox import throwaway_stack  # noqa: E402
+from ingest import executor_metric_paths, send_load, stored_points
+from sparkscope.process import quiet, wait_until
+from sparkscope.stack.native import NativeBackend, PidFile
+from sparkscope_testkit.sandbox import throwaway_stack
 
 
 def rss_mb(pid: int, key: str = "VmRSS:") -> float:

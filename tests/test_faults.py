@@ -489,11 +489,16 @@ def test_influxdb_down_for_the_downtime_to_survive_at_the_rated_load_loses_nothi
     stored rate; InfluxDB stops for a tenth of the downtime the buffer is sized
     for, then restarts; Telegraf runs with a hundredth of the shipped
     TELEGRAF_BUFFER_LIMIT. Every point sent is stored."""
+    import importlib.util
     import random
     import sys
     import threading
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from ingest import executor_metric_paths, send_load, stored_points
+    from sparkscope.settings import ROOT
+    spec = importlib.util.spec_from_file_location("bench_ingest", ROOT / "bench" / "ingest.py")
+    ingest = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = ingest  # its dataclasses look their module up there
+    spec.loader.exec_module(ingest)
+    executor_metric_paths, send_load, stored_points = ingest.executor_metric_paths, ingest.send_load, ingest.stored_points
     from sparkscope.settings import INFLUX_DOWNTIME_TO_SURVIVE_S, RATED_STORED_POINTS_S, shipped_defaults
 
     limit = int(shipped_defaults()["TELEGRAF_BUFFER_LIMIT"]) // SCALE ** 2
