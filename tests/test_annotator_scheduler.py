@@ -97,16 +97,16 @@ def test_telegraf_keeps_the_good_lines_of_a_batch_with_a_bad_one(stack):
     listener answers 400 "metric parse error ... (and N other parse errors)" and
     stores the lines it could parse, so only the refused ones are lost."""
     marker, now = uuid.uuid4().hex, time.time_ns()
-    body = (f'sparkscope_partial,applicationid={marker} f=1i {now}\n'
-            f'sparkscope_partial,applicationid={marker} f=bad {now}\n'
-            f'sparkscope_partial,applicationid={marker} f=alsobad {now}\n'
-            f'sparkscope_partial,applicationid={marker} f=2i {now + 1}\n').encode()
+    body = (f'sparkscope_executor_peaks,applicationid={marker} JVMHeapMemory=1i {now}\n'
+            f'sparkscope_executor_peaks,applicationid={marker} JVMHeapMemory=bad {now}\n'
+            f'sparkscope_executor_peaks,applicationid={marker} JVMHeapMemory=alsobad {now}\n'
+            f'sparkscope_executor_peaks,applicationid={marker} JVMHeapMemory=2i {now + 1}\n').encode()
     request = urllib.request.Request(f"{stack.settings.events_url}/write?db=spark&precision=ns", data=body)
     with pytest.raises(urllib.error.HTTPError) as answer:
         urllib.request.urlopen(request, timeout=10)
     text = answer.value.read().decode()
     assert answer.value.code == 400 and "metric parse error" in text and "(and 1 other parse error)" in text, text
-    stack.wait_for(f'SELECT count("f") FROM "sparkscope_partial" WHERE "applicationid" = \'{marker}\'',
+    stack.wait_for(f'SELECT count("JVMHeapMemory") FROM "sparkscope_executor_peaks" WHERE "applicationid" = \'{marker}\'',
                    lambda s: bool(s) and s[0]["values"][0][1] == 2)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import time
+import uuid
 
 import pytest
 
@@ -43,18 +44,22 @@ def test_the_writer_refuses_what_influxdb_would_refuse():
 
 
 def test_every_string_survives_telegraf_and_influxdb(stack):
+    # Through declared keys of a declared measurement (Telegraf's ingest guard
+    # stores nothing else): the profile rows' applicationid tag and label field.
     values = CASES + fuzzed(300)
-    now = time.time_ns()
+    now, run = time.time_ns(), uuid.uuid4().hex
     lines = []
     for n, value in enumerate(values):
-        lines.append(lineprotocol.line("sparkscope_lp_fuzz", {"case": str(n), "t": value},
-                                       {"s": value, "n": n}, now + n))
+        lines.append(lineprotocol.line("sparkscope_flame", {"applicationid": value, "executorid": str(n),
+                                                            "kind": f"lp-{run}"},
+                                       {"label": value, "level": n}, now + n))
         # A sentinel after every case: nothing else on the request may be lost.
-        lines.append(lineprotocol.line("sparkscope_lp_sentinel", {"case": str(n)}, {"n": n}, now + n))
+        lines.append(lineprotocol.line("sparkscope_profiles", {"applicationid": f"lp-{run}", "kind": str(n)},
+                                       {"samples": n}, now + n))
     # One request, as the probes send a period: one value Telegraf could not
     # parse would have it refuse them all.
     http.post_lines(stack.settings.events_url, lines, timeout=30)
-    query = 'SELECT "s", "t", "n" FROM "sparkscope_lp_fuzz"'
+    query = f'SELECT "label", "applicationid", "level" FROM "sparkscope_flame" WHERE "kind" = \'lp-{run}\''
     series = stack.wait_for(query, lambda s: bool(s) and len(s[0]["values"]) == len(values), deadline_s=30)
     stored = {row[3]: (row[1], row[2]) for row in series[0]["values"]}
     wrong = []
@@ -63,7 +68,7 @@ def test_every_string_survives_telegraf_and_influxdb(stack):
         if field != value or (tag or "") != tag_as_stored(value):
             wrong.append((value, field, tag))
     assert not wrong, f"{len(wrong)} of {len(values)} changed: {wrong[:5]}"
-    sentinels = stack.influx('SELECT count("n") FROM "sparkscope_lp_sentinel"')
+    sentinels = stack.influx(f'SELECT count("samples") FROM "sparkscope_profiles" WHERE "applicationid" = \'lp-{run}\'')
     assert sentinels[0]["values"][0][1] == len(values)
 
 
@@ -75,21 +80,23 @@ def test_a_probes_host_tag_is_the_one_stored_and_telegraf_adds_its_own_only_with
     from sparkscope.probe_cli import host_tagged
 
     hosts = ["node-1", "ip-10-0-3-7.ec2.internal", "a b,c=d", "ends\\", "x\\ y"]
-    now = time.time_ns()
+    now, device = time.time_ns(), f"sd a,{uuid.uuid4().hex}"
     lines = []
     for n, host in enumerate(hosts):
         # Series keys with escaped spaces and commas, string fields with spaces: the tag goes after the key.
-        written = [lineprotocol.line("sparkscope_lp host,x", {"case": str(n), "device": "sd a"},
-                                     {"text": "a b c", "n": n}, now + n)]
+        written = [lineprotocol.line("block_outlier", {"device": device, "direction": f"case {n}"},
+                                     {"text": "a b c", "bytes": n}, now + n)]
         lines += host_tagged(written, {"SPARKSCOPE_HOST": host})
-    lines += host_tagged([lineprotocol.line("sparkscope_lp host,x", {"case": "plain"}, {"n": -1}, now)], {})
+    lines += host_tagged([lineprotocol.line("block_outlier", {"device": device, "direction": "plain"},
+                                            {"bytes": -1}, now)], {})
     http.post_lines(stack.settings.events_url, lines, timeout=30)
-    series = stack.wait_for('SELECT "n", "text" FROM "sparkscope_lp host,x" GROUP BY "case", "host", "device"',
+    series = stack.wait_for(f'SELECT "bytes", "text" FROM "block_outlier" WHERE "device" = {influx.string_literal(device)} '
+                            f'GROUP BY "direction", "host", "device"',
                             lambda s: len(s) == len(hosts) + 1, deadline_s=30)
-    stored = {s["tags"]["case"]: s for s in series}
+    stored = {s["tags"]["direction"]: s for s in series}
     for n, host in enumerate(hosts):
-        assert stored[str(n)]["tags"]["host"] == tag_as_stored(host), (host, stored[str(n)]["tags"])
-        assert stored[str(n)]["tags"]["device"] == "sd a" and stored[str(n)]["values"][0][2] == "a b c"
+        assert stored[f"case {n}"]["tags"]["host"] == tag_as_stored(host), (host, stored[f"case {n}"]["tags"])
+        assert stored[f"case {n}"]["tags"]["device"] == device and stored[f"case {n}"]["values"][0][2] == "a b c"
     assert stored["plain"]["tags"]["host"] == socket.gethostname()
 
 
