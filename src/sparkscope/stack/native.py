@@ -25,7 +25,8 @@ from sparkscope.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
 from sparkscope.threadprobe.sampler import STARTED as THREADPROBE_STARTED
 from sparkscope.privilege import why_untrusted
 from sparkscope.probe_cli import switched_on
-from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
+from sparkscope.process import (Progress, is_zombie, log_tail, python_module_argv, start_group, start_ticks,
+                               stop_group, wait_until)
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
@@ -46,12 +47,21 @@ class PidFile:
 
     def write(self, pid: int) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(f"{pid} {start_ticks(pid) or ''}\n")
+        # Never through a symlink: as root that would truncate any file it points at.
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{pid} {start_ticks(pid) or ''}\n")
 
     def running_pid(self) -> Optional[int]:
-        """The recorded pid if that very process still runs, else None."""
+        """The recorded pid if that very process still runs, else None. Only a pid
+        file we wrote counts: `down` signals what it names."""
         try:
-            pid_text, _, ticks = self.path.read_text().strip().partition(" ")
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd) as f:
+                st = os.fstat(f.fileno())
+                if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                    return None
+                pid_text, _, ticks = f.read(64).strip().partition(" ")
             pid = int(pid_text)
         except (OSError, ValueError):
             return None
@@ -201,7 +211,20 @@ class NativeBackend(Backend):
         if "telegraf" in names:
             ensure_telegraf(self.settings.cache_dir, progress)
 
+    def refuse_untrusted_state_dir(self) -> None:
+        """As root, up and down signal the pids recorded in the state dir and append
+        to its logs: a user who may write there could plant a pid file (root then
+        kills their pick) or a log symlink. Such a state dir is refused."""
+        state = self.settings.state_dir
+        for directory in (state, state / "pids", state / "logs"):
+            reason = why_untrusted(directory) if directory.exists() else None
+            if reason:
+                raise StackError(f"state dir {state}: {reason}; as root sparkscope signals the pids and appends "
+                                 f"to the logs kept there. Make it root's own (chown -R root: {directory}; "
+                                 f"chmod go-w {directory}), or set SPARKSCOPE_STATE_DIR to a directory of root's")
+
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        self.refuse_untrusted_state_dir()
         if "grafana" in only and local_grafana(self.settings) is None:
             progress(f"grafana   not started: {HOW_TO_GET}")
             only = tuple(name for name in only if name != "grafana")
@@ -211,6 +234,7 @@ class NativeBackend(Backend):
             self.start_threadprobe(progress)
 
     def down(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        self.refuse_untrusted_state_dir()
         if "telegraf" in only:
             self.stop_blockprobe(progress)
             self.stop_probe(THREADPROBE, progress)
@@ -255,8 +279,9 @@ class NativeBackend(Backend):
             return False, None, env
         log = self.log_path(name)
         size = log.stat().st_size if log.exists() else 0
-        proc = start_group([sys.executable, "-m", module, "--url", self.settings.events_url],
-                           log, env=env, cwd=self.settings.state_dir)
+        # From / (root's), and without the cwd on sys.path: nothing of the state dir is imported.
+        proc = start_group(python_module_argv(module, "--url", self.settings.events_url),
+                           log, env=env, cwd=Path("/"))
         pidfile.write(proc.pid)
         started = wait_until(lambda: started_marker in log.read_text(errors="replace")[size:]
                              or proc.poll() is not None, deadline_s) and proc.poll() is None

@@ -1,0 +1,125 @@
+"""What root trusts on this host: the code it imports, the files it signals
+and appends to, the processes it starts and keeps running. Each test does
+what another local user (or the machine) would do, and checks root is not
+fooled or stopped by it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkscope.process import start_group, start_ticks, stop_group, wait_until
+from sparkscope.settings import ROOT
+from sparkscope.stack import StackError
+from sparkscope.stack.native import NativeBackend, PidFile
+
+from sparkscope_testkit.sandbox import isolated_settings
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="what root trusts matters only as root")
+
+PLANTED_INIT = "import os, pathlib\npathlib.Path({marker!r}).write_text(f'planted code ran as uid {{os.geteuid()}}')\n"
+
+
+def plant_sparkscope(where: Path, marker: Path) -> None:
+    """A `sparkscope` package as a user would drop it in a directory they may write."""
+    package = where / "sparkscope"
+    for sub in (package, package / "threadprobe", package / "blockprobe"):
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / "__init__.py").write_text(PLANTED_INIT.format(marker=str(marker)))
+        (sub / "__main__.py").write_text(PLANTED_INIT.format(marker=str(marker)))
+
+
+@needs_root
+def test_the_launcher_run_as_root_from_a_planted_directory_imports_only_sparkscope(tmp_path):
+    """A user plants sparkscope/__main__.py in /tmp; root runs ./sparkscope from there."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    marker = tmp_path / "planted-ran"
+    plant_sparkscope(shared, marker)
+    # A ready venv whose python is the project's (the launcher's first run would pip install).
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (venv / "bin" / "python").chmod(0o755)
+    (venv / ".sparkscope-ready").touch()
+    os.utime(venv / ".sparkscope-ready", (time.time() + 3600,) * 2)  # newer than pyproject.toml
+    done = subprocess.run([str(ROOT / "sparkscope"), "--help"], cwd=shared, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "SPARKSCOPE_VENV": str(venv),
+                                            "PYTHONPATH": str(ROOT / "src")})
+    assert not marker.exists(), marker.read_text()
+    assert done.returncode == 0 and "usage" in done.stdout, done.stderr
+
+
+@needs_root
+def test_a_root_probe_imports_nothing_from_its_state_dir(tmp_path):
+    """The probes used to start with the state dir as cwd, first on sys.path."""
+    settings = isolated_settings(tmp_path / "state", THREADPROBE_PYSPY="false")
+    settings.state_dir.mkdir(parents=True)
+    marker = tmp_path / "planted-ran"
+    plant_sparkscope(settings.state_dir, marker)
+    backend = NativeBackend(settings)
+    said: list[str] = []
+    try:
+        assert backend.start_threadprobe(said.append), said
+        assert not marker.exists(), marker.read_text()
+    finally:
+        backend.stop_probe("threadprobe")
+
+
+@needs_root
+def test_root_refuses_a_state_dir_others_may_write(tmp_path):
+    """Pid files there would make root's `down` signal any process; log
+    symlinks there would make root append to any file."""
+    settings = isolated_settings(tmp_path / "state")
+    settings.state_dir.mkdir(parents=True)
+    settings.state_dir.chmod(0o777)
+    # A victim process (another user's) and a pid file naming it, as the planter writes it.
+    victim = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"],
+                              start_new_session=True)
+    try:
+        assert wait_until(lambda: start_ticks(victim.pid) is not None, 5)
+        (settings.state_dir / "pids").mkdir(mode=0o777)
+        (settings.state_dir / "pids" / "threadprobe.pid").write_text(f"{victim.pid} {start_ticks(victim.pid)}\n")
+        with pytest.raises(StackError, match="state dir .*writable by group and others.*chmod"):
+            NativeBackend(settings).down(progress=lambda _: None)
+        assert victim.poll() is None, "root's down signalled a process named by a planted pid file"
+        with pytest.raises(StackError, match="state dir"):
+            NativeBackend(settings).up(only=("influxdb",), progress=lambda _: None)
+    finally:
+        stop_group(victim.pid, proc=victim)
+
+
+def test_a_log_or_pid_file_that_is_a_symlink_is_not_followed(tmp_path):
+    target = tmp_path / "victim"
+    target.write_text("precious\n")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "threadprobe.log").symlink_to(target)
+    with pytest.raises(OSError, match="symbolic link|Too many levels"):
+        start_group(["true"], logs / "threadprobe.log")
+    assert target.read_text() == "precious\n"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    (pids / "threadprobe.pid").symlink_to(target)
+    assert PidFile(tmp_path, "threadprobe").running_pid() is None
+    with pytest.raises(OSError):
+        PidFile(tmp_path, "threadprobe").write(os.getpid())
+    assert target.read_text() == "precious\n"
+
+
+def test_logs_are_private_to_their_owner(tmp_path):
+    """Logs may carry what a service prints about its users: 0600, whatever the umask."""
+    old = os.umask(0o022)
+    try:
+        proc = start_group(["true"], tmp_path / "logs" / "x.log")
+        proc.wait()
+    finally:
+        os.umask(old)
+    assert (tmp_path / "logs" / "x.log").stat().st_mode & 0o077 == 0
