@@ -6,6 +6,7 @@ fooled or stopped by it."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,3 +124,60 @@ def test_logs_are_private_to_their_owner(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "logs" / "x.log").stat().st_mode & 0o077 == 0
+
+
+# --- the thread probe's root py-spy: bounded, and only on real PySpark workers -------
+
+FORGED_WORKERS = 24
+SLEEPER = "import time; time.sleep(120)"
+
+
+def forged_executor(tmp_path: Path, real_jvm: bool) -> subprocess.Popen:
+    """What any local user can start: a process that says it is a Spark executor
+    (a real JVM, or anything renamed `java`), with many "PySpark worker" children."""
+    python = os.path.realpath(sys.executable)  # not a launcher script that would exec it under another argv[0]
+    child = f"{python} -c '{SLEEPER}' -m pyspark.daemon"
+    args = "org.apache.spark.executor.CoarseGrainedExecutorBackend --executor-id 1 --app-id app-forged"
+    if not real_jvm:
+        script = f"for i in $(seq {FORGED_WORKERS}); do {child} & done; " \
+                 f"exec -a java {python} -c '{SLEEPER}' {args}"
+        return subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    source = tmp_path / "Forged.java"
+    source.write_text(
+        "public class Forged { public static void main(String[] a) throws Exception {"
+        f" for (int i = 0; i < {FORGED_WORKERS}; i++) new ProcessBuilder(\"{python}\", \"-c\", \"{SLEEPER}\","
+        " \"-m\", \"pyspark.daemon\").start(); Thread.sleep(120000); } }")
+    subprocess.run(["javac", "-d", str(tmp_path), str(source)], check=True, timeout=120)
+    # The class name is the last word that counts: it ends with ExecutorBackend.
+    return subprocess.Popen(["java", "-cp", str(tmp_path), "Forged", *args.split()], start_new_session=True)
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="the forged executor is a small Java program")
+@pytest.mark.parametrize("real_jvm", [False, True], ids=["renamed-python", "real-jvm"])
+def test_a_forged_executor_gets_a_bounded_number_of_py_spys(tmp_path, real_jvm):
+    from sparkscope.threadprobe import jvms, procfs, python_workers
+    if python_workers.py_spy_path() is None:
+        pytest.skip("py-spy is not installed")
+    forged = forged_executor(tmp_path, real_jvm)
+    said: list[str] = []
+    workers = python_workers.PythonWorkers(said.append)
+    try:
+        assert wait_until(lambda: len([c for c in procfs.children(forged.pid)
+                                       if "pyspark.daemon" in (procfs.cmdline(c) or [])]) == FORGED_WORKERS, 60)
+        def as_executor():
+            return jvms.from_cmdline(forged.pid, int(start_ticks(forged.pid)), procfs.cmdline(forged.pid) or [])
+        assert wait_until(lambda: as_executor() is not None, 30)  # bash has exec'd its `java`
+        jvm = as_executor()
+        assert jvm.app_id == "app-forged"  # it passes for an executor by its argv
+        for _ in range(3):  # three refreshes: the bound holds across them
+            workers.refresh([jvm], 1.0)
+        started = len(workers.running) + len(workers.finished)
+        if real_jvm:
+            assert 0 < started <= python_workers.MAX_PER_EXECUTOR
+            assert any(f"{FORGED_WORKERS - started} more" in line and "not profiled" in line for line in said), said
+        else:
+            assert started == 0
+            assert any("not a JVM" in line for line in said), said
+    finally:
+        workers.stop()
+        stop_group(forged.pid, proc=forged)
