@@ -181,3 +181,74 @@ def test_a_forged_executor_gets_a_bounded_number_of_py_spys(tmp_path, real_jvm):
     finally:
         workers.stop()
         stop_group(forged.pid, proc=forged)
+
+
+# --- faults a probe lives through ---------------------------------------------------
+
+class Impostor:
+    """A listener on the events port that first answers like an SSH server (a
+    local user who bound the port while Telegraf restarted), then like Telegraf."""
+
+    def __init__(self, impostor_answers: int):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.left = impostor_answers
+        self.bodies: list[str] = []
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                try:
+                    while b"\r\n\r\n" not in data:
+                        data += conn.recv(65536) or b"\r\n\r\n"
+                    head, _, body = data.partition(b"\r\n\r\n")
+                    length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                                   if h.lower().startswith(b"content-length:")), 0)
+                    while len(body) < length:
+                        body += conn.recv(65536)
+                except OSError:
+                    continue
+                if self.left > 0:
+                    self.left -= 1
+                    conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+                else:
+                    self.bodies.append(body.decode(errors="replace"))
+                    conn.sendall(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_the_block_probe_lives_through_a_listener_that_speaks_no_http(tmp_path):
+    from test_blockprobe import DEV_VDA, bt
+    period = (bt("hist", {"@hist": {f"{DEV_VDA},R": [{"min": 128, "max": 255, "count": 1}]}}) + "\n"
+              + bt("printf", "end 1000\n"))
+    script = tmp_path / "bpftrace"  # a period every 0.2 s, as bpftrace with a short period
+    script.write_text(f"#!/bin/sh\nwhile true; do cat <<'EOF'\n{period}\nEOF\nsleep 0.2; done\n")
+    script.chmod(0o755)
+    listener = Impostor(impostor_answers=3)
+    code = ("import sys; from sparkscope.blockprobe.probe import run; "
+            f"sys.exit(run('http://127.0.0.1:{listener.port}', 1, 100, backoff_s=(0.2,)))")
+    log = tmp_path / "probe.log"
+    with open(log, "w") as stderr:  # a file: the fake bpftrace would hold a pipe open
+        probe = subprocess.Popen([sys.executable, "-c", code], stderr=stderr, start_new_session=True,
+                                 env=dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}"))
+    try:
+        assert wait_until(lambda: len(listener.bodies) >= 2 or probe.poll() is not None, 30)
+        assert probe.poll() is None, log.read_text()
+        assert all("block_latency,device=" in body for body in listener.bodies)
+    finally:
+        stop_group(probe.pid, proc=probe)  # its group: the fake bpftrace too
+        listener.close()
+    assert "points not sent" in log.read_text()
