@@ -252,3 +252,34 @@ def test_the_block_probe_lives_through_a_listener_that_speaks_no_http(tmp_path):
         stop_group(probe.pid, proc=probe)  # its group: the fake bpftrace too
         listener.close()
     assert "points not sent" in log.read_text()
+
+
+# --- native services are kept running -------------------------------------------------
+
+def test_a_native_service_that_dies_is_started_again_and_status_says_so(tmp_path):
+    from sparkscope import influx
+    from sparkscope.threadprobe import procfs
+    from sparkscope_testkit.sandbox import throwaway_stack
+    with throwaway_stack(tmp_path / "state", only=("influxdb",)) as settings:
+        backend = NativeBackend(settings)
+        leader = PidFile(settings.state_dir, "influxdb").running_pid()
+        influxd = [pid for pid in [leader, *procfs.children(leader)]
+                   if (procfs.cmdline(pid) or [""])[0].endswith("influxd")]
+        assert influxd, "no influxd process under the recorded pid"
+        os.kill(influxd[0], signal.SIGKILL)  # a crash: OOM killer, a panic
+        assert wait_until(lambda: not influx.ping(settings.influx_url), 10)
+        assert wait_until(lambda: influx.ping(settings.influx_url), 60), "influxdb was not started again"
+        row = next(row for row in backend.status() if row.name == "influxdb")
+        assert row.state == "up" and "restarted 1 times" in row.detail and "-9" in row.detail, row.detail
+        # down stops it for good: nothing restarts what the user stopped.
+        backend.down(only=("influxdb",), progress=lambda _: None)
+        time.sleep(3)
+        assert not influx.ping(settings.influx_url)
+
+
+def test_a_service_that_fails_at_its_start_is_not_restarted_so_up_says_why_at_once(tmp_path):
+    from sparkscope.stack.supervise import read_status, supervise
+    started = time.monotonic()
+    assert supervise(["sh", "-c", "echo bad setting >&2; exit 3"], tmp_path / "s.json") == 3
+    assert time.monotonic() - started < 5
+    assert read_status(tmp_path / "s.json") == {**read_status(tmp_path / "s.json"), "restarts": 0, "last_exit": 3}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -28,6 +29,7 @@ from sparkscope.probe_cli import switched_on
 from sparkscope.process import (Progress, is_zombie, log_tail, python_module_argv, start_group, start_ticks,
                                stop_group, wait_until)
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
+from sparkscope.stack.supervise import read_status as read_supervise_status
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
 from sparkscope.settings import Settings, read_env_file
@@ -161,6 +163,9 @@ SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana
 class NativeBackend(Backend):
     name = "native"
 
+    def supervise_path(self, name: str) -> Path:
+        return self.settings.state_dir / "pids" / f"{name}.supervise.json"
+
     def log_path(self, name: str) -> Path:
         return self.settings.state_dir / "logs" / f"{name}.log"
 
@@ -189,7 +194,10 @@ class NativeBackend(Backend):
                                  f"(SPARKSCOPE_CACHE_DIR) root's own")
             for directory in service.dirs:
                 directory.mkdir(parents=True, exist_ok=True)
-            proc = start_group(service.argv, self.log_path(name), env=service.env, cwd=self.settings.state_dir)
+            # Under a supervisor that starts it again when it dies (natively nothing else would).
+            argv = python_module_argv("sparkscope.stack.supervise", "--status", str(self.supervise_path(name)),
+                                      "--", *service.argv)
+            proc = start_group(argv, self.log_path(name), env=service.env, cwd=self.settings.state_dir)
             PidFile(self.settings.state_dir, name).write(proc.pid)
             labels[name] = f"pid {proc.pid}"
         return labels
@@ -332,6 +340,12 @@ class NativeBackend(Backend):
     def status(self) -> list[ServiceStatus]:
         rows = super().status()
         for row in rows:
+            supervised = read_supervise_status(self.supervise_path(row.name)) if row.process != "-" else None
+            if supervised and supervised.get("restarts"):
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(supervised.get("last_exit_at") or 0))
+                row.detail += (("\n" if row.detail else "") + f"restarted {supervised['restarts']} times by its "
+                               f"supervisor, last exit code {supervised.get('last_exit')} at {when}; "
+                               f"{self.log_hint(row.name)}")
             if row.name == "grafana" and row.state == "down" and local_grafana(self.settings) is None:
                 row.state, row.detail = "not installed", HOW_TO_GET
             if row.name == "influxdb" and row.state == "down":
