@@ -31,6 +31,7 @@ final class AnnotatorConfig {
     /** Replaced by queueMaxBytes: a count of lines did not bound memory (a line can be kilobytes). */
     static final String REMOVED_QUEUE_CAPACITY = PREFIX + "queueCapacity";
     static final String MAX_ATTEMPTS = PREFIX + "maxAttempts";
+    static final String OUTAGE_WAIT_MS = PREFIX + "influx.outageWaitMs";
     static final String SHUTDOWN_TIMEOUT_MS = PREFIX + "shutdownTimeoutMs";
     static final String RUNNING_POINTS = PREFIX + "runningPoints";
     static final String MAX_TRACKED_STAGES = PREFIX + "maxTrackedStages";
@@ -40,11 +41,14 @@ final class AnnotatorConfig {
 
     static final List<String> KEYS = Arrays.asList(ENABLED, URL_KEY, DATABASE, USERNAME, PASSWORD,
             CONNECT_TIMEOUT_MS, READ_TIMEOUT_MS, BATCH_SIZE, FLUSH_INTERVAL_MS, QUEUE_MAX_BYTES, MAX_ATTEMPTS,
+            OUTAGE_WAIT_MS,
             SHUTDOWN_TIMEOUT_MS, RUNNING_POINTS, MAX_TRACKED_STAGES, STRAGGLER_RATIO, STRAGGLER_MIN_TASKS,
             STRAGGLER_MIN_EXCESS_MS);
 
     static final long DEFAULT_QUEUE_MAX_BYTES = 16L << 20;
     static final long MAX_QUEUE_MAX_BYTES = 256L << 20;
+    /** An events listener that cannot be reached is waited for this long: a restart, even a slow one. */
+    static final long DEFAULT_OUTAGE_WAIT_MS = 600_000;
 
     static final String DEFAULT_URL = "http://127.0.0.1:8186";
     static final String DEFAULT_DATABASE = "spark";
@@ -60,6 +64,7 @@ final class AnnotatorConfig {
     final long flushIntervalMs;
     final long queueMaxBytes;
     final int maxAttempts;
+    final long outageWaitMs;
     final long shutdownTimeoutMs;
     final boolean runningPoints;
     final int maxTrackedStages;
@@ -78,6 +83,7 @@ final class AnnotatorConfig {
         flushIntervalMs = r.number(FLUSH_INTERVAL_MS, 1000, 1, 3_600_000);
         queueMaxBytes = r.number(QUEUE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES, 64L << 10, MAX_QUEUE_MAX_BYTES);
         maxAttempts = (int) r.number(MAX_ATTEMPTS, 3, 1, 100);
+        outageWaitMs = r.number(OUTAGE_WAIT_MS, DEFAULT_OUTAGE_WAIT_MS, 0, 86_400_000);
         shutdownTimeoutMs = r.number(SHUTDOWN_TIMEOUT_MS, 5000, 0, 3_600_000);
         runningPoints = r.bool(RUNNING_POINTS, true);
         maxTrackedStages = (int) r.number(MAX_TRACKED_STAGES, 500, 1, 1_000_000);
