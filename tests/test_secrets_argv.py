@@ -4,6 +4,7 @@ every user of the host (and by any hostPID pod on a Kubernetes node)."""
 from __future__ import annotations
 
 import os
+import time
 import shutil
 import stat
 from pathlib import Path
@@ -47,3 +48,54 @@ def test_compose_setup_passes_no_password_in_curls_argv(tmp_path):
                  if p.is_file() and p.stat().st_uid == os.geteuid() and p.stat().st_mode & stat.S_IROTH
                  and settings.influx_write_password in p.read_text(errors="replace")]
     assert leftovers == []
+
+
+def command_lines_holding(secret: str) -> list[str]:
+    """Every process's argv that shows the secret, as any user's `ps` would."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if secret in argv:
+                found.append(f"{entry.name}: {argv[:200]}")
+    return found
+
+
+def test_the_events_password_is_in_no_spark_command_line_and_events_still_arrive(tmp_path):
+    """EVENTS_AUTH on: a real Spark run (driver and two executors) given what
+    ./sparkscope conf and the demo give it. While it runs, no process's argv
+    holds the password; its annotator events get through the listener's auth."""
+    import threading
+    from conftest import Stack, run_spark_job
+    from sparkscope import influx
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
+    from sparkscope.settings import ROOT
+    from sparkscope.spark import conf as spark_conf
+    from sparkscope_testkit.sandbox import throwaway_stack
+
+    with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"), EVENTS_AUTH="on") as settings:
+        stack = Stack(settings)
+        jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+        seen: list[str] = []
+        done = threading.Event()
+
+        def watch() -> None:  # what a local user polling /proc sees during the run
+            while not done.is_set():
+                seen.extend(command_lines_holding(settings.events_password))
+                time.sleep(0.2)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            env = getattr(spark_conf, "annotator_env", lambda _: {})(settings)
+            run = run_spark_job(stack, "steady_job.py", tmp_path, args=["2"],
+                                conf=spark_conf.annotator_properties(settings, jar), env=env)
+        finally:
+            done.set()
+            watcher.join()
+        assert seen == []
+        stack.wait_for(f"SELECT count(\"duration_ms\") FROM \"sparkscope_application\" WHERE "
+                       f"\"applicationid\" = {influx.string_literal(run.app_id)}", bool, deadline_s=60)
