@@ -283,3 +283,38 @@ def test_a_service_that_fails_at_its_start_is_not_restarted_so_up_says_why_at_on
     assert supervise(["sh", "-c", "echo bad setting >&2; exit 3"], tmp_path / "s.json") == 3
     assert time.monotonic() - started < 5
     assert read_status(tmp_path / "s.json") == {**read_status(tmp_path / "s.json"), "restarts": 0, "last_exit": 3}
+
+
+# --- as root, only the probes run as root ----------------------------------------------
+
+def process_uid(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[2])  # effective
+
+
+@needs_root
+def test_a_root_up_runs_influxdb_unprivileged_with_its_files_private(tmp_path, monkeypatch):
+    """What a user gets from `sudo ./sparkscope up` by default (here without SUDO_USER: nobody)."""
+    import pwd
+    import tempfile
+    from sparkscope import influx
+    from sparkscope.threadprobe import procfs
+    from sparkscope_testkit.sandbox import throwaway_stack
+    monkeypatch.delenv("SUDO_USER", raising=False)
+    nobody = pwd.getpwnam("nobody")
+    # A state dir the service user can reach (pytest's own tmp dirs are root's, 0700).
+    reachable = Path(tempfile.mkdtemp(prefix="sparkscope-service-user-"))
+    reachable.chmod(0o755)
+    try:
+        with throwaway_stack(reachable / "state", only=("influxdb",), SPARKSCOPE_SERVICE_USER="") as settings:
+            leader = PidFile(settings.state_dir, "influxdb").running_pid()
+            influxd = next(pid for pid in procfs.children(leader)
+                           if (procfs.cmdline(pid) or [""])[0].endswith("influxd"))
+            assert process_uid(influxd) == nobody.pw_uid
+            assert influx.query(settings.influx_admin, "SHOW DATABASES")  # it works as that user
+            meta = settings.state_dir / "influxdb" / "meta"
+            assert meta.stat().st_uid == nobody.pw_uid and meta.stat().st_mode & 0o077 == 0
+            log = settings.state_dir / "logs" / "influxdb.log"
+            assert log.stat().st_uid == 0 and log.stat().st_mode & 0o077 == 0
+    finally:
+        shutil.rmtree(reachable, ignore_errors=True)

@@ -76,6 +76,9 @@ class Settings:
     telegraf_buffer_limit: int  # points Telegraf keeps while InfluxDB cannot take them
     telegraf_buffer_strategy: str  # memory | disk (telegraf.conf says what each costs)
     grafana_home: str  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
+    # Natively as root, who InfluxDB, Telegraf and Grafana run as (stack/native.py): "" = the sudo
+    # user, else nobody; "root" keeps them root.
+    service_user: str
     influxdb_bind: str  # apart from Grafana's http_bind: exposing Grafana keeps InfluxDB private
     # InfluxDB's users (influx.ensure_users); passwords "" until ./sparkscope up writes them to .env
     influx_admin_user: str
@@ -133,6 +136,7 @@ class Settings:
             "SPARKSCOPE_STATE_DIR": str(self.state_dir), "SPARKSCOPE_CACHE_DIR": str(self.cache_dir),
             "GRAFANA_ADMIN_USER": self.grafana_user, "GRAFANA_ADMIN_PASSWORD": self.grafana_password,
             "GRAFANA_HOME": self.grafana_home, "SPARKSCOPE_HTTP_BIND": self.http_bind,
+            "SPARKSCOPE_SERVICE_USER": self.service_user,
             "GRAFANA_PORT": str(self.grafana_port), "INFLUXDB_BIND": self.influxdb_bind,
             "INFLUXDB_PORT": str(self.influxdb_port), "GRAPHITE_BIND": self.graphite_bind,
             "GRAPHITE_PORT": str(self.graphite_port), "EVENTS_PORT": str(self.events_port),
@@ -278,6 +282,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         retention=retention,
         unread_metrics=unread,
         grafana_home=values["GRAFANA_HOME"],
+        service_user=values.get("SPARKSCOPE_SERVICE_USER", ""),
         telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT"),
         telegraf_buffer_strategy=_choice(values, "TELEGRAF_BUFFER_STRATEGY", ("memory", "disk")),
         influxdb_bind=_bind(values, "INFLUXDB_BIND"),

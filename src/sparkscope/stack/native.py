@@ -11,6 +11,8 @@ stopped by that pid only.
 from __future__ import annotations
 
 import os
+import pwd
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -194,13 +196,54 @@ class NativeBackend(Backend):
                                  f"(SPARKSCOPE_CACHE_DIR) root's own")
             for directory in service.dirs:
                 directory.mkdir(parents=True, exist_ok=True)
+            user = self.service_user()
+            if user is not None:
+                self._hand_over(name, service, user)
             # Under a supervisor that starts it again when it dies (natively nothing else would).
             argv = python_module_argv("sparkscope.stack.supervise", "--status", str(self.supervise_path(name)),
-                                      "--", *service.argv)
+                                      *(["--user", f"{user[0]}:{user[1]}"] if user else []), "--", *service.argv)
             proc = start_group(argv, self.log_path(name), env=service.env, cwd=self.settings.state_dir)
             PidFile(self.settings.state_dir, name).write(proc.pid)
-            labels[name] = f"pid {proc.pid}"
+            labels[name] = f"pid {proc.pid}" + (f" as {user[2]}" if user else "")
         return labels
+
+    def service_user(self) -> Optional[tuple[int, int, str]]:
+        """As root, who the services run as: only the probes need root, and these
+        three parse what the network sends. SPARKSCOPE_SERVICE_USER, else the
+        user who ran sudo, else nobody; "root" (said in up's output) keeps root."""
+        if os.geteuid() != 0:
+            return None
+        name = self.settings.service_user or os.environ.get("SUDO_USER") or "nobody"
+        if name in ("root", "0"):
+            return None
+        try:
+            entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+        except (KeyError, ValueError):
+            raise StackError(f"SPARKSCOPE_SERVICE_USER={name}: no such user on this host; name one (the services "
+                             f"run as it when up runs as root), or root to keep them root") from None
+        return entry.pw_uid, entry.pw_gid, entry.pw_name
+
+    def _hand_over(self, name: str, service: Service, user: tuple[int, int, str]) -> None:
+        """Its data dirs become the user's own and private (0700: InfluxDB's meta.db
+        holds the users' password hashes); every file it reads must be within reach."""
+        uid, gid, username = user
+        data = list(service.dirs) + (list(influx_dirs(self.settings.state_dir).values()) if name == "influxdb" else [])
+        for top in data:
+            top.mkdir(parents=True, exist_ok=True)
+            for directory, dirs, files in os.walk(top):
+                for entry in [directory, *(os.path.join(directory, f) for f in dirs + files)]:
+                    os.lchown(entry, uid, gid)
+            top.chmod(0o700)
+        ours = [value for key, value in service.env.items() if os.environ.get(key) != value]  # not inherited
+        reads = [arg for arg in service.argv[1:] + ours if arg.startswith("/") and os.path.exists(arg)]
+        check = 'for p; do [ -r "$p" ] && { [ ! -d "$p" ] || [ -x "$p" ]; } || echo "$p"; done'
+        out = subprocess.run(["sh", "-c", check, "sh", *reads], user=uid, group=gid, extra_groups=[],
+                             capture_output=True, text=True).stdout.split()
+        if out:
+            raise StackError(f"{name}: as root, up runs it as {username} (SPARKSCOPE_SERVICE_USER), who cannot read "
+                             f"{', '.join(out[:3])}. Keep the checkout and SPARKSCOPE_STATE_DIR where {username} "
+                             f"can read them (e.g. under /opt, chmod o+x on the folders above), name another user, "
+                             f"or SPARKSCOPE_SERVICE_USER=root to run it as root")
 
     def _stop(self, names: tuple[str, ...], progress: Progress, everything: bool = False) -> None:
         for name in names:

@@ -43,6 +43,10 @@ def _write_status(path: Path, status: dict) -> None:
     os.replace(tmp, path)
 
 
+def _reachable_as(user: tuple[int, int], path: str) -> bool:
+    return subprocess.run(["test", "-x", path], user=user[0], group=user[1], extra_groups=[]).returncode == 0
+
+
 def supervise(argv: list[str], status_path: Path, user: Optional[tuple[int, int]] = None) -> int:
     stopping: list[int] = []
     child: Optional[subprocess.Popen] = None
@@ -58,8 +62,18 @@ def supervise(argv: list[str], status_path: Path, user: Optional[tuple[int, int]
     backoff = BACKOFF_S
     while True:
         started = time.monotonic()
-        ids = {} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **ids)
+        ids: dict = {} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}
+        program = None
+        if user is not None and not _reachable_as(user, argv[0]):
+            # Root's cache (~/.cache of /root) is out of the user's reach: exec the
+            # binary root opened, through the descriptor the child inherits.
+            program = os.open(argv[0], os.O_RDONLY)
+            ids.update(executable=f"/proc/self/fd/{program}", pass_fds=(program,))
+        try:
+            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **ids)
+        finally:
+            if program is not None:
+                os.close(program)
         status["child"] = child.pid
         _write_status(status_path, status)
         code = child.wait()
