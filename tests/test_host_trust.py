@@ -318,3 +318,39 @@ def test_a_root_up_runs_influxdb_unprivileged_with_its_files_private(tmp_path, m
             assert log.stat().st_uid == 0 and log.stat().st_mode & 0o077 == 0
     finally:
         shutil.rmtree(reachable, ignore_errors=True)
+
+
+# --- what a stranger writes through the events port reaches `report` as data only -----
+
+def test_report_on_runs_a_stranger_wrote_prints_no_escapes_and_writes_only_where_asked(tmp_path):
+    """L1, L2, L8: through the events listener (no password on loopback), a
+    newest "finished" run whose id holds a path and whose name holds a newline,
+    and an earlier run of that name whose id holds terminal escapes."""
+    import urllib.request
+    from sparkscope.report.command import make_report, print_verdict
+    from sparkscope.report.run_facts import RunReader
+    from sparkscope_testkit.sandbox import throwaway_stack
+    now = time.time_ns()
+    name = 'etl\nnight'  # a raw newline inside the string field, as the listener stores it
+    escape = "app-old\x1b]0;owned\x07\x1b[2J"
+    body = "\n".join([
+        f'sparkscope_application,applicationid={escape},status=RUNNING app_name="{name}",text="x" {now - 10**12}',
+        f'sparkscope_application,applicationid={escape},status=FINISHED app_name="{name}",end_time_ms={now // 10**6 - 900_000}i,duration_ms=1000i {now - 9 * 10**11}',
+        f'sparkscope_application,applicationid=app/../../planted,status=RUNNING app_name="{name}",text="x" {now - 5 * 10**11}',
+        f'sparkscope_application,applicationid=app/../../planted,status=FINISHED app_name="{name}",end_time_ms={now // 10**6}i,duration_ms=1000i {now - 10**9}',
+    ]).encode()
+    with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf")) as settings:
+        request = urllib.request.Request(f"{settings.events_url}/write?db={settings.database}", data=body)
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request, timeout=10) as answer:
+            assert answer.status == 204
+        reader = RunReader(settings.influx_reader, settings.database)
+        assert wait_until(lambda: len(reader.finished_runs()) == 2, 30)
+        out_dir = tmp_path / "reports" / "mine"
+        path, advice, run, runs = make_report(reader, None, out_dir)  # the default: the newest run
+        printed: list[str] = []
+        print_verdict(advice, runs, path, out=printed.append, run=run)
+    assert path.parent == out_dir and path.is_file()
+    assert not (tmp_path / "planted.html").exists()
+    assert len(runs) == 2  # the earlier run of the same (newline-holding) name was found
+    assert all("\x1b" not in line and "\x07" not in line for line in printed), printed
+    assert any("app-old" in line for line in printed)
