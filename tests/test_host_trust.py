@@ -354,3 +354,33 @@ def test_report_on_runs_a_stranger_wrote_prints_no_escapes_and_writes_only_where
     assert len(runs) == 2  # the earlier run of the same (newline-holding) name was found
     assert all("\x1b" not in line and "\x07" not in line for line in printed), printed
     assert any("app-old" in line for line in printed)
+
+
+def test_a_complete_env_file_others_may_read_is_made_private_on_up(tmp_path, monkeypatch):
+    """L6: a .env filled in by hand (`cp .env.example .env`, mode 0644) with every
+    secret set: nothing is missing, and it used to stay readable by everyone."""
+    import stat as stat_mod
+    from sparkscope.settings import SECRET_KEYS, ensure_env_file, load_settings
+    from test_auth import write_template
+    for key in SECRET_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    write_template(tmp_path)
+    (tmp_path / ".env").write_text("".join(f"{key}=hand-written-{i:04d}-secret\n" for i, key in enumerate(SECRET_KEYS)))
+    (tmp_path / ".env").chmod(0o644)
+    said: list[str] = []
+    assert ensure_env_file(load_settings(tmp_path, {}), progress=said.append) == []
+    assert stat_mod.S_IMODE((tmp_path / ".env").stat().st_mode) == 0o600
+    assert any("readable by other users" in line for line in said)
+
+
+def test_influxdb_keeps_its_users_hashes_where_only_it_can_read(tmp_path):
+    """L6: meta.db (users and bcrypt hashes) was 0644 in a 0755 dir under umask 022."""
+    from sparkscope_testkit.sandbox import throwaway_stack
+    old = os.umask(0o022)
+    try:
+        with throwaway_stack(tmp_path / "state", only=("influxdb",)) as settings:
+            meta = settings.state_dir / "influxdb" / "meta"
+            assert (meta / "meta.db").exists()
+            assert meta.stat().st_mode & 0o077 == 0
+    finally:
+        os.umask(old)

@@ -329,6 +329,10 @@ def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]
     0600 from its first byte; an existing one readable by others is made 0600
     before a secret is added. Secrets are never printed. Returns the keys written."""
     env_path = settings.root / ".env"
+    # On every up, not only when a secret is added: a .env filled in by hand is complete.
+    if env_path.is_file() and not env_path.is_symlink() and env_path.stat().st_mode & 0o077:
+        env_path.chmod(0o600)
+        progress(f"{env_path} was readable by other users; made it 0600 (it holds passwords)")
     missing = [key for key in settings.missing_secrets() if not os.environ.get(key)]
     if not missing:
         return []
@@ -339,9 +343,6 @@ def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]
                  f"({settings.grafana_user}), InfluxDB's {settings.influx_admin_user}, "
                  f"{settings.influx_write_user} and {settings.influx_read_user}, and the events listener's")
         return missing
-    if env_path.stat().st_mode & 0o077:
-        env_path.chmod(0o600)
-        progress(f"{env_path} was readable by other users; made it 0600 (it holds passwords)")
     # Written beside it, then moved over it: an interrupted write never leaves half a .env.
     tmp = env_path.with_name(".env.sparkscope-new")
     tmp.unlink(missing_ok=True)

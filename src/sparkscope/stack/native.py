@@ -194,8 +194,9 @@ class NativeBackend(Backend):
                 raise StackError(f"{name}: not started as root from {service.argv[0]}: {untrusted}. Run "
                                  f"./sparkscope as the user who owns it, or keep the cache dir "
                                  f"(SPARKSCOPE_CACHE_DIR) root's own")
-            for directory in service.dirs:
+            for directory in self._data_dirs(name, service):
                 directory.mkdir(parents=True, exist_ok=True)
+                directory.chmod(0o700)  # InfluxDB's meta.db holds the users' password hashes
             user = self.service_user()
             if user is not None:
                 self._hand_over(name, service, user)
@@ -206,6 +207,9 @@ class NativeBackend(Backend):
             PidFile(self.settings.state_dir, name).write(proc.pid)
             labels[name] = f"pid {proc.pid}" + (f" as {user[2]}" if user else "")
         return labels
+
+    def _data_dirs(self, name: str, service: Service) -> list[Path]:
+        return list(service.dirs) + (list(influx_dirs(self.settings.state_dir).values()) if name == "influxdb" else [])
 
     def service_user(self) -> Optional[tuple[int, int, str]]:
         """As root, who the services run as: only the probes need root, and these
@@ -227,13 +231,10 @@ class NativeBackend(Backend):
         """Its data dirs become the user's own and private (0700: InfluxDB's meta.db
         holds the users' password hashes); every file it reads must be within reach."""
         uid, gid, username = user
-        data = list(service.dirs) + (list(influx_dirs(self.settings.state_dir).values()) if name == "influxdb" else [])
-        for top in data:
-            top.mkdir(parents=True, exist_ok=True)
+        for top in self._data_dirs(name, service):
             for directory, dirs, files in os.walk(top):
                 for entry in [directory, *(os.path.join(directory, f) for f in dirs + files)]:
                     os.lchown(entry, uid, gid)
-            top.chmod(0o700)
         ours = [value for key, value in service.env.items() if os.environ.get(key) != value]  # not inherited
         reads = [arg for arg in service.argv[1:] + ours if arg.startswith("/") and os.path.exists(arg)]
         check = 'for p; do [ -r "$p" ] && { [ ! -d "$p" ] || [ -x "$p" ]; } || echo "$p"; done'
