@@ -196,7 +196,8 @@ class NativeBackend(Backend):
                                  f"(SPARKSCOPE_CACHE_DIR) root's own")
             for directory in self._data_dirs(name, service):
                 directory.mkdir(parents=True, exist_ok=True)
-                directory.chmod(0o700)  # InfluxDB's meta.db holds the users' password hashes
+                if directory.stat().st_mode & 0o077:
+                    directory.chmod(0o700)  # InfluxDB's meta.db holds the users' password hashes
             user = self.service_user()
             if user is not None:
                 self._hand_over(name, service, user)
