@@ -5,6 +5,7 @@ fooled or stopped by it."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -299,14 +300,19 @@ def test_a_root_up_runs_influxdb_unprivileged_with_its_files_private(tmp_path, m
     import tempfile
     from sparkscope import influx
     from sparkscope.threadprobe import procfs
-    from sparkscope_testkit.sandbox import throwaway_stack
     monkeypatch.delenv("SUDO_USER", raising=False)
     nobody = pwd.getpwnam("nobody")
-    # A state dir the service user can reach (pytest's own tmp dirs are root's, 0700).
+    # A state dir and config the service user can reach: pytest's tmp dirs are root's
+    # (0700), and so may the checkout be (a 0700 home folder).
     reachable = Path(tempfile.mkdtemp(prefix="sparkscope-service-user-"))
     reachable.chmod(0o755)
+    shutil.copytree(ROOT / "influxdb", reachable / "checkout" / "influxdb")
     try:
-        with throwaway_stack(reachable / "state", only=("influxdb",), SPARKSCOPE_SERVICE_USER="") as settings:
+        settings = dataclasses.replace(isolated_settings(reachable / "state", SPARKSCOPE_SERVICE_USER=""),
+                                       root=reachable / "checkout")
+        backend = NativeBackend(settings)
+        try:
+            backend.up(only=("influxdb",), progress=lambda _: None)
             leader = PidFile(settings.state_dir, "influxdb").running_pid()
             influxd = next(pid for pid in procfs.children(leader)
                            if (procfs.cmdline(pid) or [""])[0].endswith("influxd"))
@@ -316,6 +322,8 @@ def test_a_root_up_runs_influxdb_unprivileged_with_its_files_private(tmp_path, m
             assert meta.stat().st_uid == nobody.pw_uid and meta.stat().st_mode & 0o077 == 0
             log = settings.state_dir / "logs" / "influxdb.log"
             assert log.stat().st_uid == 0 and log.stat().st_mode & 0o077 == 0
+        finally:
+            backend.down(progress=lambda _: None)
     finally:
         shutil.rmtree(reachable, ignore_errors=True)
 
