@@ -264,8 +264,7 @@ def test_a_native_service_that_dies_is_started_again_and_status_says_so(tmp_path
     with throwaway_stack(tmp_path / "state", only=("influxdb",)) as settings:
         backend = NativeBackend(settings)
         leader = PidFile(settings.state_dir, "influxdb").running_pid()
-        influxd = [pid for pid in [leader, *procfs.children(leader)]
-                   if (procfs.cmdline(pid) or [""])[0].endswith("influxd")]
+        influxd = influxd_under(leader)
         assert influxd, "no influxd process under the recorded pid"
         os.kill(influxd[0], signal.SIGKILL)  # a crash: OOM killer, a panic
         assert wait_until(lambda: not influx.ping(settings.influx_url), 10)
@@ -287,6 +286,22 @@ def test_a_service_that_fails_at_its_start_is_not_restarted_so_up_says_why_at_on
 
 
 # --- as root, only the probes run as root ----------------------------------------------
+
+def influxd_under(leader: int) -> list[int]:
+    """influxd processes below a service's recorded pid (supervisor, then the relay):
+    by the program they run, which may have been started from a descriptor."""
+    from sparkscope.threadprobe import procfs
+    found, todo = [], [leader]
+    while todo:
+        pid = todo.pop()
+        try:
+            if os.readlink(f"/proc/{pid}/exe").endswith("/influxd"):
+                found.append(pid)
+        except OSError:
+            pass
+        todo.extend(procfs.children(pid))
+    return found
+
 
 def process_uid(pid: int) -> int:
     status = Path(f"/proc/{pid}/status").read_text()
@@ -314,8 +329,7 @@ def test_a_root_up_runs_influxdb_unprivileged_with_its_files_private(tmp_path, m
         try:
             backend.up(only=("influxdb",), progress=lambda _: None)
             leader = PidFile(settings.state_dir, "influxdb").running_pid()
-            influxd = next(pid for pid in procfs.children(leader)
-                           if (procfs.cmdline(pid) or [""])[0].endswith("influxd"))
+            (influxd,) = influxd_under(leader)
             assert process_uid(influxd) == nobody.pw_uid
             assert influx.query(settings.influx_admin, "SHOW DATABASES")  # it works as that user
             meta = settings.state_dir / "influxdb" / "meta"

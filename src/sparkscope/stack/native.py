@@ -122,16 +122,17 @@ def why_no_private_network() -> Optional[str]:
     return _private_network["answer"]
 
 
-def influx_socket(state_dir: Path) -> Path:
-    """Where influxd serves HTTP for the relay: a folder only this user may enter.
-    A Unix socket's path has at most 107 bytes; a deep state dir gets a short one."""
+def influx_socket(state_dir: Path, owners: frozenset[int] = frozenset()) -> Path:
+    """Where influxd serves HTTP for the relay: a folder only this user (or the
+    service user it is handed to, owners) may enter. A Unix socket's path has at
+    most 107 bytes; a deep state dir gets a short one."""
     folder = state_dir / "run"  # not beside InfluxDB's files: their disk may be full or read-only
     if len(str(folder / "influxd.sock")) > 100:
         digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
         folder = Path(tempfile.gettempdir()) / f"sparkscope-{os.getuid()}-{digest}"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in {os.getuid(), *owners}:
         raise StackError(f"{folder} is not a folder of this user's: remove it, then ./sparkscope up again")
     folder.chmod(0o700)
     return folder / "influxd.sock"
@@ -167,7 +168,9 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
     env = {**_base_env(), **{key: str(path) for key, path in dirs.items()}}
     argv = [str(influxd), "-config", str(settings.root / "influxdb" / "influxdb.conf")]
     http_address = f"{settings.influxdb_bind}:{settings.influxdb_port}"
-    sock = influx_socket(settings.state_dir)
+    # As root, influxd and the relay run as the service user, who gets this folder.
+    service_user = NativeBackend(settings).service_user()
+    sock = influx_socket(settings.state_dir, frozenset({service_user[0]} if service_user else ()))
     # The relay, run as the very file checked below (not whatever `-m` would find
     # on sys.path), creates the first admin over the socket before it lets
     # anyone in: no moment when a stranger's CREATE USER ... WITH ALL PRIVILEGES
@@ -192,7 +195,7 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
             # backup port where nobody can connect.
             "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:8086",
             "INFLUXDB_BIND_ADDRESS": "127.0.0.1:8088",
-        }, pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
+        }, dirs=[sock.parent], pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
     progress(f"  warning: InfluxDB's backup port 127.0.0.1:{settings.influxdb_port + 2} will answer any local "
              f"user without credentials: this machine allows no network namespace of our own "
              f"({no_namespace}). On a host shared with others, use compose (./sparkscope up --backend compose) "
@@ -210,7 +213,7 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
         **via_socket, **backup, **tls,
         # influxd's own TCP listener: any free port, and useless to anyone (unreachable_tls).
         "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:0",
-    }, pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
+    }, dirs=[sock.parent], pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
 
 
 def telegraf_service(settings: Settings, progress: Progress) -> Service:
@@ -365,7 +368,10 @@ class NativeBackend(Backend):
                 for entry in [directory, *(os.path.join(directory, f) for f in dirs + files)]:
                     os.lchown(entry, uid, gid)
         ours = [value for key, value in service.env.items() if os.environ.get(key) != value]  # not inherited
-        reads = [arg for arg in service.argv[1:] + ours if arg.startswith("/") and os.path.exists(arg)]
+        # Files in argv out of its reach are passed as descriptors by the supervisor;
+        # folders and the paths in its environment must be within reach.
+        reads = [arg for arg in service.argv[1:] if arg.startswith("/") and os.path.isdir(arg)] + \
+                [arg for arg in ours if arg.startswith("/") and os.path.exists(arg)]
         check = 'for p; do [ -r "$p" ] && { [ ! -d "$p" ] || [ -x "$p" ]; } || echo "$p"; done'
         out = subprocess.run(["sh", "-c", check, "sh", *reads], user=uid, group=gid, extra_groups=[],
                              capture_output=True, text=True).stdout.split()

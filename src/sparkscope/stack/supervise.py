@@ -44,7 +44,21 @@ def _write_status(path: Path, status: dict) -> None:
 
 
 def _reachable_as(user: tuple[int, int], path: str) -> bool:
-    return subprocess.run(["test", "-x", path], user=user[0], group=user[1], extra_groups=[]).returncode == 0
+    return subprocess.run(["test", "-r", path], user=user[0], group=user[1], extra_groups=[]).returncode == 0
+
+
+def _opened_for(user: tuple[int, int], argv: list[str]) -> tuple[list[str], list[int]]:
+    """argv with every file out of the user's reach (root's ~/.cache: the built
+    binaries) replaced by a descriptor root opened, which the child inherits and
+    runs or reads as /proc/self/fd/N; and those descriptors."""
+    out, fds = [], []
+    for arg in argv:
+        if arg.startswith("/") and os.path.isfile(arg) and not _reachable_as(user, arg):
+            fd = os.open(arg, os.O_RDONLY)
+            fds.append(fd)
+            arg = f"/proc/self/fd/{fd}"
+        out.append(arg)
+    return out, fds
 
 
 def supervise(argv: list[str], status_path: Path, user: Optional[tuple[int, int]] = None) -> int:
@@ -63,17 +77,12 @@ def supervise(argv: list[str], status_path: Path, user: Optional[tuple[int, int]
     while True:
         started = time.monotonic()
         ids: dict = {} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}
-        program = None
-        if user is not None and not _reachable_as(user, argv[0]):
-            # Root's cache (~/.cache of /root) is out of the user's reach: exec the
-            # binary root opened, through the descriptor the child inherits.
-            program = os.open(argv[0], os.O_RDONLY)
-            ids.update(executable=f"/proc/self/fd/{program}", pass_fds=(program,))
+        run, fds = _opened_for(user, argv) if user is not None else (argv, [])
         try:
-            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **ids)
+            child = subprocess.Popen(run, stdin=subprocess.DEVNULL, pass_fds=fds, **ids)
         finally:
-            if program is not None:
-                os.close(program)
+            for fd in fds:
+                os.close(fd)
         status["child"] = child.pid
         _write_status(status_path, status)
         code = child.wait()
