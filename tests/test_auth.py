@@ -366,7 +366,7 @@ def test_with_events_auth_only_spark_and_the_probes_write_events(tmp_path, monke
     from sparkscope import http
     from sparkscope.blockprobe import probe
     from sparkscope.provision.annotator_jar import ensure_annotator_jar
-    from sparkscope.spark.conf import annotator_properties
+    from sparkscope.spark.conf import annotator_env, annotator_properties
 
     with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"), EVENTS_AUTH="on") as settings:
         stack = Stack(settings)
@@ -382,10 +382,11 @@ def test_with_events_auth_only_spark_and_the_probes_write_events(tmp_path, monke
 
         printed = sparkscope_cli(settings, "conf", "--host", "127.0.0.1")
         assert printed.returncode == 0, printed.stderr
-        assert f"spark.sparkscope.influx.password={settings.events_password}" in printed.stdout
+        assert settings.events_password not in printed.stdout + printed.stderr
+        assert "spark.sparkscope.influx.passwordEnv=SPARKSCOPE_EVENTS_PASSWORD" in printed.stdout
         jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
         run = run_spark_job(stack, "steady_job.py", tmp_path, master="local[1]", args=["2"],
-                            conf=annotator_properties(settings, jar))
+                            conf=annotator_properties(settings, jar), env=annotator_env(settings))
         stack.wait_for(f"SELECT count(\"duration_ms\") FROM \"sparkscope_application\" WHERE "
                        f"\"applicationid\" = {influx.string_literal(run.app_id)}", bool, deadline_s=60)
         stack.wait_for('SELECT "count" FROM "block_latency" WHERE "device" = \'authtest\'', bool)

@@ -630,16 +630,18 @@ def test_grafana_gets_the_datasource_with_its_pinned_uid_as_the_reader(rendered)
 # --- Spark's settings: NOTES.txt and the spark-conf ConfigMap --------------------------------------------
 
 def expected_flags(tmp_path: Path, host: str, port: int, prefix: str, period: int, events_port: int,
-                   jar: str) -> list[str]:
+                   jar: str, secret: str) -> list[str]:
     """What `./sparkscope conf --host H --port P --prefix X --period N` prints
-    (cli.cmd_conf) with the events listener's auth on, but the password: the
-    chart has the user's shell read it from the Secret instead."""
+    (cli.cmd_conf) with the events listener's auth on, plus where the pods get
+    the password it names: the release's Secret, as an environment variable."""
     flags = conf_flags(ROOT / "spark-conf" / "spark-defaults.conf", graphite_host=host, graphite_port=port,
                        prefix=prefix, period_s=period)
     settings = isolated_settings(tmp_path / "conf-state", EVENTS_AUTH="on")
     props = annotator_properties(settings, Path(jar))
     props["spark.sparkscope.influx.url"] = f"http://{host}:{events_port}"
-    assert props.pop("spark.sparkscope.influx.password") == settings.events_password
+    assert props["spark.sparkscope.influx.passwordEnv"] == "SPARKSCOPE_EVENTS_PASSWORD"
+    for role in ("driver", "executor"):
+        props[f"spark.kubernetes.{role}.secretKeyRef.SPARKSCOPE_EVENTS_PASSWORD"] = f"{secret}:events-password"
     props.pop("spark.jars")
     return flags + [f"--jars {jar}"] + [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in props.items()]
 
@@ -684,13 +686,11 @@ def test_notes_print_what_sparkscope_conf_prints_for_the_service(helm, tmp_path,
     jar = "local:///opt/sparkscope/sparkscope-annotator.jar"
     notes = rendered_notes(helm, tmp_path, values, release, namespace)
     flags = notes_flags(notes)
-    password_flag = flags.pop()
-    assert flags == expected_flags(tmp_path, host, port, prefix, period, events_port, jar)
+    assert flags == expected_flags(tmp_path, host, port, prefix, period, events_port, jar, f"{release}-secrets")
     assert "--conf 'spark.metrics.conf.*.sink.graphite.host=" + host + "'" in flags  # shell-quoted like conf
     assert "--conf spark.executor.processTreeMetrics.enabled=true" in flags
-    # The password is read from the Secret when the user runs the command, never printed.
-    assert password_flag == (f'--conf "spark.sparkscope.influx.password=$(kubectl get secret -n {namespace} '
-                             f"{release}-secrets -o jsonpath='{{.data.events-password}}' | base64 -d)\"")
+    # No value of the password: Spark would put it in spark-submit's argv and the driver's ConfigMap.
+    assert not any("influx.password=" in flag for flag in flags)
     # The ports and host printed are the Service's.
     objects = render(helm, tmp_path, values, release=release, namespace=namespace)
     service = one(objects, "Service", f"{release}-telegraf")
@@ -701,7 +701,7 @@ def test_notes_print_what_sparkscope_conf_prints_for_the_service(helm, tmp_path,
     pairs = [line.split("=", 1) for line in properties.splitlines() if line and not line.startswith("#")]
     as_flags = [f"--jars {v}" if k == "spark.jars" else f"--conf {k}={v}" for k, v in pairs]
     assert as_flags == [flag.replace("'", "") for flag in flags]
-    assert "password" not in "".join(k for k, _ in pairs)
+    assert "spark.sparkscope.influx.password" not in [k for k, _ in pairs]
 
 
 def test_notes_without_annotator_or_auth_print_the_sink_alone(helm, tmp_path):
@@ -755,14 +755,16 @@ def test_conf_k8s_prints_the_notes_flags_for_the_services_helm_renders(helm, tmp
         service, svc_namespace, svc, cluster_domain = host.split(".", 3)
         assert (svc_namespace, svc, cluster_domain) == (namespace, "svc", domain), host
         assert services[service][port_name] == port, f"{host}:{port} is no port of Service {service}"
-    # The password is read from the Secret the release uses, never printed.
+    # The pods read the password from the Secret the release uses; no flag holds it.
     secrets = [o["metadata"]["name"] for o in objects if o["kind"] == "Secret"]
     secret = values.get("secrets", {}).get("existingSecret") or secrets[0]
+    assert not any("influx.password=" in flag for flag in flags)
     if values.get("events", {}).get("auth", True) and values.get("spark", {}).get("annotator", {}).get("enabled", True):
-        assert flags[-1] == (f'--conf "spark.sparkscope.influx.password=$(kubectl get secret -n {namespace} '
-                             f"{secret} -o jsonpath='{{.data.events-password}}' | base64 -d)\"")
+        for role in ("driver", "executor"):
+            assert (f"--conf spark.kubernetes.{role}.secretKeyRef.SPARKSCOPE_EVENTS_PASSWORD={secret}:events-password"
+                    in flags)
     else:
-        assert "password" not in "".join(flags)
+        assert "PASSWORD" not in "".join(flags)
 
 
 def test_conf_k8s_refuses_what_the_release_decides_and_names_helm_would_refuse(capsys):
@@ -825,7 +827,6 @@ def test_readme_kubernetes_section_gives_what_conf_k8s_prints(capsys):
         or "metrics" in line)], others
     # The operators' manifests: the same settings in sparkConf, the jar where each operator takes it.
     properties = {k: v for k, v in (shlex.split(flag)[1].split("=", 1) for flag in flags if flag.startswith("--conf"))}
-    properties.pop("spark.sparkscope.influx.password")
     (jars_flag,) = [flag for flag in flags if flag.startswith("--jars ")]
     properties["spark.jars"] = jars_flag.removeprefix("--jars ")
     manifests = {doc["apiVersion"]: doc for doc in map(yaml.safe_load, fenced(section, "yaml"))}
@@ -837,14 +838,12 @@ def test_readme_kubernetes_section_gives_what_conf_k8s_prints(capsys):
         assert OPERATORS[api]["required"] <= set(spec), api
         conf = dict(spec["sparkConf"])
         assert all(isinstance(v, str) for v in conf.values()), f"{api}: sparkConf is a map of strings"
-        assert conf.pop("spark.sparkscope.influx.password") == "<events-password>"
+        assert "spark.sparkscope.influx.password" not in conf, f"{api}: the password's value in sparkConf"
         if api == "sparkoperator.k8s.io/v1beta2":
             conf["spark.jars"] = ",".join(spec["deps"]["jars"])
         ours = {k: v for k, v in conf.items() if k in properties}
         assert ours == properties, api
         assert not [k for k in conf if k not in properties and ("sparkscope" in k or "metrics" in k)], api
-    assert ("kubectl get secret -n spark-mon sparkscope-secrets -o jsonpath='{.data.events-password}' | base64 -d"
-            in " ".join(section.split()))
 
 
 # --- what runs here for real: InfluxDB setup, Telegraf's config, the helm test pod -------------------------

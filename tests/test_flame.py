@@ -120,3 +120,17 @@ def test_the_page_opens_offline_draws_every_frame_and_zooms_and_searches(browser
     tab.fill("#search", "burn")  # Burn.call holds Burn.burnCpu: counted once, not twice
     assert "65.00 % of the profile matches" in tab.locator("#matched").inner_text()
     tab.screenshot(path=str(tmp_path / "page.png"))
+
+
+def test_a_frame_label_that_opens_an_html_comment_does_not_break_the_page(browser, tmp_path):
+    """L8: a thread name (wall mode) or Python file path is chosen by whoever runs
+    the job: `<!--<script` left the page's script never closed, nothing drawn."""
+    text = "main;<!--<script>evil() 3\nmain;work 1\n"
+    nested = rows(parse_collapsed(text.splitlines()), "executor 1 wall", min_share=0.0, scale=10_000_000)
+    path = tmp_path / "profile.html"
+    path.write_text(page.render(nested, "app-1: wall", "ns", {"executor": "1"}))
+    tab = browser.new_page()
+    errors, remote = open_offline(tab, path)
+    assert not errors and not remote, (errors, remote)
+    assert tab.locator("#graph .f").count() == len(nested)
+    assert tab.locator("#graph .f", has_text="<!--<script>evil()").count() == 1

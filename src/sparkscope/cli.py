@@ -25,6 +25,7 @@ except ImportError as _no_rich:
     top_command = None
     TOP_MISSING = str(_no_rich)
 from sparkscope.spark.chart_release import Release, chart_values, submit_flags
+from sparkscope.http import EVENTS_PASSWORD_ENV
 from sparkscope.spark.conf import annotator_properties, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
@@ -102,6 +103,11 @@ def cmd_conf(args: argparse.Namespace) -> int:
         props = annotator_properties(settings, jar)
         props["spark.sparkscope.influx.url"] = f"http://{host}:{settings.events_port}"
         flags += [f"--jars {props.pop('spark.jars')}"] + [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in props.items()]
+        if "spark.sparkscope.influx.passwordEnv" in props:
+            # The value stays out of argv (ps shows it) and of what is printed here.
+            print(f"# the annotator reads the events password from ${EVENTS_PASSWORD_ENV} in spark-submit's "
+                  f"environment: export {EVENTS_PASSWORD_ENV}=\"$(sed -n 's/^EVENTS_PASSWORD=//p' "
+                  f"{shlex.quote(str(settings.root / '.env'))})\"", file=sys.stderr)
     print(" \\\n".join(flags))
     return 0
 

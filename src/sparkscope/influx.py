@@ -261,8 +261,9 @@ def ensure_database(base_url: Where, database: str, retention: str) -> None:
 # --- InfluxQL quoting: stored values never become code -------------------------------
 
 def string_literal(value: str) -> str:
-    """value as an InfluxQL string literal, quotes included: 'it\\'s'."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """value as an InfluxQL string literal, quotes included: 'it\\'s'. A newline
+    (the events listener stores one as sent) as \\n: InfluxQL refuses it raw."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n") + "'"
 
 
 def identifier(name: str) -> str:

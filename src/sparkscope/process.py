@@ -13,6 +13,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,11 +75,30 @@ def group_alive(pgid: int) -> bool:
 
 # --- start, stop -------------------------------------------------------------------
 
+def python_module_argv(module: str, *args: str) -> list[str]:
+    """`python -m module args` without the working directory first on sys.path
+    (what -P does from Python 3.11): a `sparkscope/` planted there would run as
+    whoever starts the module, root for the probes."""
+    return [sys.executable, "-c", "import runpy, sys; del sys.path[0]; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)", *args]
+
+
+def open_private_log(log_path: Path) -> IO[bytes]:
+    """A log to append to: created 0600 (services may log about their users), and
+    never through a symlink, which another user could point at a file of root's."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    if os.fstat(fd).st_uid != os.geteuid():
+        os.close(fd)
+        raise PermissionError(f"{log_path} belongs to another user; remove it and start again")
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
 def start_group(argv: list[str], log_path: Path, env: Optional[dict[str, str]] = None,
                 cwd: Optional[Path] = None, stdout: Optional[int] = None) -> subprocess.Popen:
     """Start argv in a session of its own; stderr (and stdout unless given) appended to log_path."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    with open_private_log(log_path) as log:
         log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} $ {_shown(argv, cwd)}\n".encode())
         log.flush()
         return subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,

@@ -87,6 +87,9 @@ class Settings:
     telegraf_buffer_strategy: str  # memory | disk (telegraf.conf says what each costs)
     grafana_home: str  # the user's Grafana for the native backend (stack/grafana_local.py); "" = PATH
     influxd_binary: str  # the user's own influxd for the native backend; "" = build it (provision/go.py)
+    # Natively as root, who InfluxDB, Telegraf and Grafana run as (stack/native.py): "" = the sudo
+    # user, else nobody; "root" keeps them root.
+    service_user: str
     influxdb_bind: str  # apart from Grafana's http_bind: exposing Grafana keeps InfluxDB private
     # InfluxDB's users (influx.ensure_users); passwords "" until ./sparkscope up writes them to .env
     influx_admin_user: str
@@ -144,7 +147,7 @@ class Settings:
             "SPARKSCOPE_STATE_DIR": str(self.state_dir), "SPARKSCOPE_CACHE_DIR": str(self.cache_dir),
             "GRAFANA_ADMIN_USER": self.grafana_user, "GRAFANA_ADMIN_PASSWORD": self.grafana_password,
             "GRAFANA_HOME": self.grafana_home, "INFLUXD_BINARY": self.influxd_binary,
-            "SPARKSCOPE_HTTP_BIND": self.http_bind,
+            "SPARKSCOPE_HTTP_BIND": self.http_bind, "SPARKSCOPE_SERVICE_USER": self.service_user,
             "GRAFANA_PORT": str(self.grafana_port), "INFLUXDB_BIND": self.influxdb_bind,
             "INFLUXDB_PORT": str(self.influxdb_port), "GRAPHITE_BIND": self.graphite_bind,
             "GRAPHITE_PORT": str(self.graphite_port), "EVENTS_PORT": str(self.events_port),
@@ -291,6 +294,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         unread_metrics=unread,
         grafana_home=values["GRAFANA_HOME"],
         influxd_binary=values["INFLUXD_BINARY"],
+        service_user=values.get("SPARKSCOPE_SERVICE_USER", ""),
         telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT"),
         telegraf_buffer_strategy=_choice(values, "TELEGRAF_BUFFER_STRATEGY", ("memory", "disk")),
         influxdb_bind=_bind(values, "INFLUXDB_BIND"),
@@ -337,6 +341,10 @@ def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]
     0600 from its first byte; an existing one readable by others is made 0600
     before a secret is added. Secrets are never printed. Returns the keys written."""
     env_path = settings.root / ".env"
+    # On every up, not only when a secret is added: a .env filled in by hand is complete.
+    if env_path.is_file() and not env_path.is_symlink() and env_path.stat().st_mode & 0o077:
+        env_path.chmod(0o600)
+        progress(f"{env_path} was readable by other users; made it 0600 (it holds passwords)")
     missing = [key for key in settings.missing_secrets() if not os.environ.get(key)]
     if not missing:
         return []
@@ -347,9 +355,6 @@ def ensure_env_file(settings: Settings, progress: Progress = print) -> list[str]
                  f"({settings.grafana_user}), InfluxDB's {settings.influx_admin_user}, "
                  f"{settings.influx_write_user} and {settings.influx_read_user}, and the events listener's")
         return missing
-    if env_path.stat().st_mode & 0o077:
-        env_path.chmod(0o600)
-        progress(f"{env_path} was readable by other users; made it 0600 (it holds passwords)")
     # Written beside it, then moved over it: an interrupted write never leaves half a .env.
     tmp = env_path.with_name(".env.sparkscope-new")
     tmp.unlink(missing_ok=True)

@@ -59,6 +59,9 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings:
         "INFLUXDB_WRITE_PASSWORD": "writer-" + secrets.token_hex(8),
         "INFLUXDB_READ_PASSWORD": "reader-" + secrets.token_hex(8),
         "EVENTS_PASSWORD": "events-" + secrets.token_hex(8),
+        # As root the services would run as nobody, who cannot reach pytest's tmp dirs
+        # (root's, 0700): tests keep them root unless they test that (test_host_trust.py).
+        "SPARKSCOPE_SERVICE_USER": "root",
     }
     if os.environ.get("SPARKSCOPE_CACHE_DIR"):
         env["SPARKSCOPE_CACHE_DIR"] = os.environ["SPARKSCOPE_CACHE_DIR"]

@@ -80,6 +80,12 @@ container memory plugin (each pod's cgroup limit, working set and OOM kills). */
 {{- $props = append $props (list "spark.sparkscope.influx.url" (printf "http://%s:%d" (include "sparkscope.telegrafHost" .) (int64 .Values.telegraf.ports.events))) -}}
 {{- if .Values.events.auth -}}
 {{- $props = append $props (list "spark.sparkscope.influx.username" .Values.events.user) -}}
+{{- /* The password by name only: Spark writes its settings into the driver's ConfigMap;
+the driver and executor pods get the value from the Secret as an environment variable. */ -}}
+{{- $ref := printf "%s:events-password" (include "sparkscope.secretName" .) -}}
+{{- $props = append $props (list "spark.sparkscope.influx.passwordEnv" "SPARKSCOPE_EVENTS_PASSWORD") -}}
+{{- $props = append $props (list "spark.kubernetes.driver.secretKeyRef.SPARKSCOPE_EVENTS_PASSWORD" $ref) -}}
+{{- $props = append $props (list "spark.kubernetes.executor.secretKeyRef.SPARKSCOPE_EVENTS_PASSWORD" $ref) -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $props -}}
@@ -94,13 +100,8 @@ container memory plugin (each pod's cgroup limit, working set and OOM kills). */
 {{- end -}}
 {{- end -}}
 
-{{/* The events password as the user's shell reads it from the Secret at submit time. */}}
-{{- define "sparkscope.eventsPasswordCommand" -}}
-$(kubectl get secret -n {{ .Release.Namespace }} {{ include "sparkscope.secretName" . }} -o jsonpath='{.data.events-password}' | base64 -d)
-{{- end -}}
-
 {{/* spark-submit flags, one a line: --conf k=v ... as ./sparkscope conf prints them
-(spark.jars as --jars), then the events password read from the Secret. */}}
+(spark.jars as --jars). The events password is not among them: the pods read it from the Secret. */}}
 {{- define "sparkscope.submitFlags" -}}
 {{- $flags := list -}}
 {{- range $kv := include "sparkscope.sparkProperties" . | fromJsonArray -}}
@@ -109,9 +110,6 @@ $(kubectl get secret -n {{ .Release.Namespace }} {{ include "sparkscope.secretNa
 {{- else -}}
 {{- $flags = append $flags (printf "--conf %s" (include "sparkscope.shellQuote" (printf "%s=%s" (index $kv 0) (index $kv 1)))) -}}
 {{- end -}}
-{{- end -}}
-{{- if and .Values.spark.annotator.enabled .Values.events.auth -}}
-{{- $flags = append $flags (printf "--conf \"spark.sparkscope.influx.password=%s\"" (include "sparkscope.eventsPasswordCommand" .)) -}}
 {{- end -}}
 {{- join "\n" $flags -}}
 {{- end -}}

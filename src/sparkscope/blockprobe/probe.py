@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+from http.client import HTTPException
 import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,7 +208,7 @@ def send(url: str, lines: list[str], timeout_s: float = 5.0) -> None:
         return
     try:
         http.post_lines(url, host_tagged(lines), timeout_s)
-    except (urllib.error.URLError, OSError) as err:
+    except (urllib.error.URLError, OSError, HTTPException) as err:  # HTTPException: whatever holds the port speaks no HTTP
         print(f"blockprobe: {len(lines)} points not sent to {url}: {err}; is Telegraf up?", file=sys.stderr,
               flush=True)
 

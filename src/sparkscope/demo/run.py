@@ -17,7 +17,7 @@ from sparkscope.demo import tpcds
 from sparkscope.demo.options import DemoError, DemoOptions, DemoResult, QueryResult
 from sparkscope.demo.summary import collect_from_influx, print_summary
 from sparkscope.process import log_tail, start_group, stop_group
-from sparkscope.spark.conf import annotator_properties, sparkscope_properties
+from sparkscope.spark.conf import annotator_env, annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.dashboards.uids import LIVE_UID
 from sparkscope import influx
@@ -189,7 +189,7 @@ def _run_workload(argv: list[str], settings: Settings, options: DemoOptions, res
     try:
         # Its own session: a Ctrl-C reaches the demo only, which then stops Spark
         # in order instead of every JVM dying mid-write.
-        env = spark_env(result.log)
+        env = {**spark_env(result.log), **annotator_env(settings)}  # the password: never in argv
         result.executor_logs = Path(env["SPARK_HOME"]) / "work"
         proc = start_group(argv, result.log, env=env, cwd=settings.state_dir, stdout=subprocess.PIPE)
         if options.timeout_s:

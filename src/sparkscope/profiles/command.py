@@ -54,7 +54,8 @@ def stage_cuts(influx_url: str, database: str, app_id: str, profile: str, kind: 
 
     prefix = profile.rsplit(" all threads", 1)[0] + " "
     series = influx.query(influx_url, f"SELECT profile, stage, samples, top FROM {store.PROFILES} "
-                          f"WHERE applicationid = '{app_id}' AND kind = '{kind}' AND stage <> ''", database)
+                          f"WHERE applicationid = {influx.string_literal(app_id)} AND kind = {influx.string_literal(kind)} "
+                          f"AND stage <> ''", database)
     cuts = [dict(zip(s["columns"], v)) for s in series for v in s["values"]]
     cuts = [c for c in cuts if c["profile"].startswith(prefix)]
     for cut in cuts:
@@ -63,7 +64,8 @@ def stage_cuts(influx_url: str, database: str, app_id: str, profile: str, kind: 
         # The final point names the job; a stage still running has only its short text.
         for field in ("job_description", "text"):
             found = influx.query(influx_url, f'SELECT last("{field}") FROM "sparkscope_stage" WHERE '
-                                 f"applicationid = '{app_id}' AND stage_id = {int(stage_id)}", database) \
+                                 f"applicationid = {influx.string_literal(app_id)} AND stage_id = {int(stage_id)}",
+                                 database) \
                 if stage_id.isdigit() else []
             if found and found[0]["values"][0][1]:
                 cut["job"] = found[0]["values"][0][1]

@@ -88,8 +88,9 @@ def render(rows: Sequence[Row], title: str, unit: str = "ns", facts: dict[str, s
                          for k, v in (facts or {}).items())
     top_html = "".join(f"<tr><td>{100 * v / total:.1f} %</td><td><code>{html.escape(label)}</code></td></tr>"
                        for label, v in top)
-    # </ inside the JSON must not close the script element.
-    payload = json.dumps(data).replace("</", "<\\/")
+    # No < at all inside the script: "</" would close it, "<!--<script" would leave the
+    # tokenizer in its double-escaped state (labels are thread names, file paths). \u003c is < to JSON.
+    payload = json.dumps(data).replace("<", "\\u003c")
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_STYLE}</style></head>
 <body><h2>{html.escape(title)}</h2>

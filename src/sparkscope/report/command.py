@@ -4,6 +4,7 @@ terminal, the whole report in one HTML file."""
 from __future__ import annotations
 
 import argparse
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from sparkscope.report.advice import advise, gc_share, human, spilled, streaming_lines
 from sparkscope.report.run_facts import RunFacts, RunReader
 from sparkscope.settings import load_settings
+from sparkscope.text import clean
 
 EARLIER_RUNS = 5
 
@@ -36,12 +38,15 @@ def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[P
     runs = [run_summary(run)] + [run_summary(reader.read(a)) for a in earlier]
     heap = max((e.heap_max or 0 for e in run.workers().values()), default=None) or None
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"sparkscope-report-{app_id}.html"
+    # The id may come from InfluxDB (latest_app), written by anyone who reaches the events port.
+    path = out_dir / f"sparkscope-report-{re.sub(r'[^A-Za-z0-9_.-]', '_', app_id)}.html"
     path.write_text(render(run, advice, runs, heap), encoding="utf-8")
     return path, advice, run, runs
 
 
 def print_verdict(advice, runs, path: Path, out=print, run=None) -> None:
+    raw_out = out
+    out = lambda line: raw_out(clean(line))  # noqa: E731 (stored ids and names reach the terminal)
     out(advice.summary)
     for line in advice.containers:
         out(f"  container: {line}")

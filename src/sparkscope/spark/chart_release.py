@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkscope.errors import SparkscopeError
+from sparkscope.http import EVENTS_PASSWORD_ENV
 from sparkscope.spark.conf import conf_flags, listener_properties, read_properties, with_endpoint
 
 CHART_VALUES = Path("charts") / "sparkscope" / "values.yaml"
@@ -97,12 +98,6 @@ class Release:
         return self.annotator and bool(self.values["events"]["auth"])
 
 
-def password_command(release: Release) -> str:
-    """The events password as the user's shell reads it from the release's Secret."""
-    return (f"$(kubectl get secret -n {release.namespace} {release.secret_name} "
-            f"-o jsonpath='{{.data.{SECRET_KEY}}}' | base64 -d)")
-
-
 def endpoint(release: Release) -> dict:
     spark, ports = release.values["spark"], release.values["telegraf"]["ports"]
     return {"graphite_host": release.telegraf_host, "graphite_port": int(ports["graphite"]),
@@ -115,7 +110,13 @@ def annotator_props(release: Release) -> dict[str, str]:
         return {}
     events_url = f"http://{release.telegraf_host}:{int(release.values['telegraf']['ports']['events'])}"
     user = release.values["events"]["user"] if release.events_auth else None
-    return listener_properties(release.values["spark"]["annotator"]["jar"], events_url, user)
+    props = listener_properties(release.values["spark"]["annotator"]["jar"], events_url, user,
+                                EVENTS_PASSWORD_ENV if user else None)
+    if user:  # the pods read the password from the Secret; Spark's settings (and its ConfigMap) name it only
+        for role in ("driver", "executor"):
+            props[f"spark.kubernetes.{role}.secretKeyRef.{EVENTS_PASSWORD_ENV}"] = \
+                f"{release.secret_name}:{SECRET_KEY}"
+    return props
 
 
 def spark_properties(root: Path, release: Release) -> dict[str, str]:
@@ -135,6 +136,4 @@ def submit_flags(root: Path, release: Release) -> list[str]:
     if props:
         flags += [f"--jars {props.pop('spark.jars')}"] + [f"--conf {shlex.quote(f'{k}={v}')}"
                                                           for k, v in props.items()]
-    if release.events_auth:
-        flags.append(f'--conf "spark.sparkscope.influx.password={password_command(release)}"')
     return flags

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 from sparkscope.errors import SparkscopeError
+from sparkscope.http import EVENTS_PASSWORD_ENV
 from sparkscope.settings import Settings
 
 LISTENER_CLASS = "dev.sparkscope.annotator.AnnotatorListener"
@@ -69,10 +70,12 @@ def sparkscope_properties(settings: Settings, period_s: int | None = None) -> di
 
 
 def listener_properties(jar: str, events_url: str, user: str | None = None,
-                        password: str | None = None) -> dict[str, str]:
+                        password_env: str | None = None) -> dict[str, str]:
     """Spark settings that attach the listener and plugins and point them at a
     Telegraf events listener (which writes to InfluxDB's database); with its
-    user and password when it asks for them."""
+    user, and the NAME of the environment variable holding its password, when
+    it asks for them (a value would sit in spark-submit's argv and, on
+    Kubernetes, in the driver's ConfigMap)."""
     props = {
         "spark.jars": jar,
         "spark.extraListeners": LISTENER_CLASS,
@@ -81,13 +84,21 @@ def listener_properties(jar: str, events_url: str, user: str | None = None,
     }
     if user is not None:
         props["spark.sparkscope.influx.username"] = user
-    if password is not None:  # Spark redacts *password* keys in its UI
-        props["spark.sparkscope.influx.password"] = password
+    if password_env is not None:
+        props["spark.sparkscope.influx.passwordEnv"] = password_env
     return props
 
 
 def annotator_properties(settings: Settings, jar: Path) -> dict[str, str]:
     """listener_properties for this stack's events listener, with its
-    credentials when it asks for them (EVENTS_AUTH)."""
-    user, password = settings.events_credentials or (None, None)
-    return listener_properties(str(jar), settings.events_url, user, password)
+    credentials when it asks for them (EVENTS_AUTH): the password itself goes
+    in spark-submit's environment (annotator_env)."""
+    user, _ = settings.events_credentials or (None, None)
+    return listener_properties(str(jar), settings.events_url, user, EVENTS_PASSWORD_ENV if user else None)
+
+
+def annotator_env(settings: Settings) -> dict[str, str]:
+    """What spark-submit's environment needs beside annotator_properties: the
+    events password, which the driver (and local executors) inherit."""
+    _, password = settings.events_credentials or (None, None)
+    return {EVENTS_PASSWORD_ENV: password} if password else {}

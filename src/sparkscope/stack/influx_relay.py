@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -181,8 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     stopping = threading.Event()
     admin = [os.environ.get(key, "") for key in FIRST_ADMIN_ENV]
+    # Files its supervisor passed as descriptors (/proc/self/fd/N: influxd from
+    # root's cache, out of the service user's reach) stay open for the command.
+    inherited = [int(arg.rsplit("/", 1)[1]) for arg in command if re.fullmatch(r"/proc/self/fd/\d+", arg)]
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent,
-                             env={k: v for k, v in os.environ.items() if k not in FIRST_ADMIN_ENV})
+                             pass_fds=inherited, env={k: v for k, v in os.environ.items() if k not in FIRST_ADMIN_ENV})
 
     def stop(signum, frame) -> None:
         if not stopping.is_set():
@@ -220,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.2)
     code = child.wait()
     listener.close()
+    if code < 0 and not stopping.is_set():
+        # influxd was killed (the OOM killer, a crash): die of the same signal, so
+        # the supervisor sees a crash to restart, not an exit status of a bad start.
+        if -code != signal.SIGKILL:
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
     return 1 if failed else code if code >= 0 else 128 - code
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -29,9 +31,11 @@ from sparkscope.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
 from sparkscope.threadprobe.sampler import STARTED as THREADPROBE_STARTED
 from sparkscope.privilege import why_untrusted
 from sparkscope.probe_cli import switched_on
-from sparkscope.process import Progress, is_zombie, log_tail, start_group, start_ticks, stop_group, wait_until
+from sparkscope.process import (Progress, is_zombie, log_tail, python_module_argv, start_group, start_ticks,
+                               stop_group, wait_until)
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
 from sparkscope.stack import influx_relay as relay_module
+from sparkscope.stack.supervise import read_status as read_supervise_status
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
 from sparkscope.settings import Settings, read_env_file
@@ -53,12 +57,21 @@ class PidFile:
 
     def write(self, pid: int) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(f"{pid} {start_ticks(pid) or ''}\n")
+        # Never through a symlink: as root that would truncate any file it points at.
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{pid} {start_ticks(pid) or ''}\n")
 
     def running_pid(self) -> Optional[int]:
-        """The recorded pid if that very process still runs, else None."""
+        """The recorded pid if that very process still runs, else None. Only a pid
+        file we wrote counts: `down` signals what it names."""
         try:
-            pid_text, _, ticks = self.path.read_text().strip().partition(" ")
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd) as f:
+                st = os.fstat(f.fileno())
+                if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+                    return None
+                pid_text, _, ticks = f.read(64).strip().partition(" ")
             pid = int(pid_text)
         except (OSError, ValueError):
             return None
@@ -109,16 +122,17 @@ def why_no_private_network() -> Optional[str]:
     return _private_network["answer"]
 
 
-def influx_socket(state_dir: Path) -> Path:
-    """Where influxd serves HTTP for the relay: a folder only this user may enter.
-    A Unix socket's path has at most 107 bytes; a deep state dir gets a short one."""
+def influx_socket(state_dir: Path, owners: frozenset[int] = frozenset()) -> Path:
+    """Where influxd serves HTTP for the relay: a folder only this user (or the
+    service user it is handed to, owners) may enter. A Unix socket's path has at
+    most 107 bytes; a deep state dir gets a short one."""
     folder = state_dir / "run"  # not beside InfluxDB's files: their disk may be full or read-only
     if len(str(folder / "influxd.sock")) > 100:
         digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
         folder = Path(tempfile.gettempdir()) / f"sparkscope-{os.getuid()}-{digest}"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid not in {os.getuid(), *owners}:
         raise StackError(f"{folder} is not a folder of this user's: remove it, then ./sparkscope up again")
     folder.chmod(0o700)
     return folder / "influxd.sock"
@@ -154,7 +168,9 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
     env = {**_base_env(), **{key: str(path) for key, path in dirs.items()}}
     argv = [str(influxd), "-config", str(settings.root / "influxdb" / "influxdb.conf")]
     http_address = f"{settings.influxdb_bind}:{settings.influxdb_port}"
-    sock = influx_socket(settings.state_dir)
+    # As root, influxd and the relay run as the service user, who gets this folder.
+    service_user = NativeBackend(settings).service_user()
+    sock = influx_socket(settings.state_dir, frozenset({service_user[0]} if service_user else ()))
     # The relay, run as the very file checked below (not whatever `-m` would find
     # on sys.path), creates the first admin over the socket before it lets
     # anyone in: no moment when a stranger's CREATE USER ... WITH ALL PRIVILEGES
@@ -179,7 +195,7 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
             # backup port where nobody can connect.
             "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:8086",
             "INFLUXDB_BIND_ADDRESS": "127.0.0.1:8088",
-        }, pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
+        }, dirs=[sock.parent], pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
     progress(f"  warning: InfluxDB's backup port 127.0.0.1:{settings.influxdb_port + 2} will answer any local "
              f"user without credentials: this machine allows no network namespace of our own "
              f"({no_namespace}). On a host shared with others, use compose (./sparkscope up --backend compose) "
@@ -197,7 +213,7 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
         **via_socket, **backup, **tls,
         # influxd's own TCP listener: any free port, and useless to anyone (unreachable_tls).
         "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:0",
-    }, pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
+    }, dirs=[sock.parent], pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
 
 
 def telegraf_service(settings: Settings, progress: Progress) -> Service:
@@ -266,6 +282,9 @@ SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana
 class NativeBackend(Backend):
     name = "native"
 
+    def supervise_path(self, name: str) -> Path:
+        return self.settings.state_dir / "pids" / f"{name}.supervise.json"
+
     def log_path(self, name: str) -> Path:
         return self.settings.state_dir / "logs" / f"{name}.log"
 
@@ -304,14 +323,63 @@ class NativeBackend(Backend):
                 raise StackError(f"{name}: not started as root from {program}: {untrusted}. Run "
                                  f"./sparkscope as the user who owns it, or keep the cache dir "
                                  f"(SPARKSCOPE_CACHE_DIR) root's own")
-            for directory in service.dirs:
+            for directory in self._data_dirs(name, service):
                 directory.mkdir(parents=True, exist_ok=True)
+                if directory.stat().st_mode & 0o077:
+                    directory.chmod(0o700)  # InfluxDB's meta.db holds the users' password hashes
             for stale in service.pre_start:
                 stale.unlink(missing_ok=True)
-            proc = start_group(service.argv, self.log_path(name), env=service.env, cwd=self.settings.state_dir)
+            user = self.service_user()
+            if user is not None:
+                self._hand_over(name, service, user)
+            # Under a supervisor that starts it again when it dies (natively nothing else would).
+            argv = python_module_argv("sparkscope.stack.supervise", "--status", str(self.supervise_path(name)),
+                                      *(["--user", f"{user[0]}:{user[1]}"] if user else []), "--", *service.argv)
+            proc = start_group(argv, self.log_path(name), env=service.env, cwd=self.settings.state_dir)
             PidFile(self.settings.state_dir, name).write(proc.pid)
-            labels[name] = f"pid {proc.pid}"
+            labels[name] = f"pid {proc.pid}" + (f" as {user[2]}" if user else "")
         return labels
+
+    def _data_dirs(self, name: str, service: Service) -> list[Path]:
+        return list(service.dirs) + (list(influx_dirs(self.settings.state_dir).values()) if name == "influxdb" else [])
+
+    def service_user(self) -> Optional[tuple[int, int, str]]:
+        """As root, who the services run as: only the probes need root, and these
+        three parse what the network sends. SPARKSCOPE_SERVICE_USER, else the
+        user who ran sudo, else nobody; "root" (said in up's output) keeps root."""
+        if os.geteuid() != 0:
+            return None
+        name = self.settings.service_user or os.environ.get("SUDO_USER") or "nobody"
+        if name in ("root", "0"):
+            return None
+        try:
+            entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+        except (KeyError, ValueError):
+            raise StackError(f"SPARKSCOPE_SERVICE_USER={name}: no such user on this host; name one (the services "
+                             f"run as it when up runs as root), or root to keep them root") from None
+        return entry.pw_uid, entry.pw_gid, entry.pw_name
+
+    def _hand_over(self, name: str, service: Service, user: tuple[int, int, str]) -> None:
+        """Its data dirs become the user's own and private (0700: InfluxDB's meta.db
+        holds the users' password hashes); every file it reads must be within reach."""
+        uid, gid, username = user
+        for top in self._data_dirs(name, service):
+            for directory, dirs, files in os.walk(top):
+                for entry in [directory, *(os.path.join(directory, f) for f in dirs + files)]:
+                    os.lchown(entry, uid, gid)
+        ours = [value for key, value in service.env.items() if os.environ.get(key) != value]  # not inherited
+        # Files in argv out of its reach are passed as descriptors by the supervisor;
+        # folders and the paths in its environment must be within reach.
+        reads = [arg for arg in service.argv[1:] if arg.startswith("/") and os.path.isdir(arg)] + \
+                [arg for arg in ours if arg.startswith("/") and os.path.exists(arg)]
+        check = 'for p; do [ -r "$p" ] && { [ ! -d "$p" ] || [ -x "$p" ]; } || echo "$p"; done'
+        out = subprocess.run(["sh", "-c", check, "sh", *reads], user=uid, group=gid, extra_groups=[],
+                             capture_output=True, text=True).stdout.split()
+        if out:
+            raise StackError(f"{name}: as root, up runs it as {username} (SPARKSCOPE_SERVICE_USER), who cannot read "
+                             f"{', '.join(out[:3])}. Keep the checkout and SPARKSCOPE_STATE_DIR where {username} "
+                             f"can read them (e.g. under /opt, chmod o+x on the folders above), name another user, "
+                             f"or SPARKSCOPE_SERVICE_USER=root to run it as root")
 
     def _stop(self, names: tuple[str, ...], progress: Progress, everything: bool = False) -> None:
         for name in names:
@@ -330,7 +398,20 @@ class NativeBackend(Backend):
         if "telegraf" in names:
             ensure_telegraf(self.settings.cache_dir, progress)
 
+    def refuse_untrusted_state_dir(self) -> None:
+        """As root, up and down signal the pids recorded in the state dir and append
+        to its logs: a user who may write there could plant a pid file (root then
+        kills their pick) or a log symlink. Such a state dir is refused."""
+        state = self.settings.state_dir
+        for directory in (state, state / "pids", state / "logs"):
+            reason = why_untrusted(directory) if directory.exists() else None
+            if reason:
+                raise StackError(f"state dir {state}: {reason}; as root sparkscope signals the pids and appends "
+                                 f"to the logs kept there. Make it root's own (chown -R root: {directory}; "
+                                 f"chmod go-w {directory}), or set SPARKSCOPE_STATE_DIR to a directory of root's")
+
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        self.refuse_untrusted_state_dir()
         if "grafana" in only and local_grafana(self.settings) is None:
             progress(f"grafana   not started: {HOW_TO_GET}")
             only = tuple(name for name in only if name != "grafana")
@@ -340,6 +421,7 @@ class NativeBackend(Backend):
             self.start_threadprobe(progress)
 
     def down(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
+        self.refuse_untrusted_state_dir()
         if "telegraf" in only:
             self.stop_blockprobe(progress)
             self.stop_probe(THREADPROBE, progress)
@@ -384,8 +466,9 @@ class NativeBackend(Backend):
             return False, None, env
         log = self.log_path(name)
         size = log.stat().st_size if log.exists() else 0
-        proc = start_group([sys.executable, "-m", module, "--url", self.settings.events_url],
-                           log, env=env, cwd=self.settings.state_dir)
+        # From / (root's), and without the cwd on sys.path: nothing of the state dir is imported.
+        proc = start_group(python_module_argv(module, "--url", self.settings.events_url),
+                           log, env=env, cwd=Path("/"))
         pidfile.write(proc.pid)
         started = wait_until(lambda: started_marker in log.read_text(errors="replace")[size:]
                              or proc.poll() is not None, deadline_s) and proc.poll() is None
@@ -436,6 +519,12 @@ class NativeBackend(Backend):
     def status(self) -> list[ServiceStatus]:
         rows = super().status()
         for row in rows:
+            supervised = read_supervise_status(self.supervise_path(row.name)) if row.process != "-" else None
+            if supervised and supervised.get("restarts"):
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(supervised.get("last_exit_at") or 0))
+                row.detail += (("\n" if row.detail else "") + f"restarted {supervised['restarts']} times by its "
+                               f"supervisor, last exit code {supervised.get('last_exit')} at {when}; "
+                               f"{self.log_hint(row.name)}")
             if row.name == "grafana" and row.state == "down" and local_grafana(self.settings) is None:
                 row.state, row.detail = "not installed", HOW_TO_GET
             if row.name == "influxdb" and row.state == "down":

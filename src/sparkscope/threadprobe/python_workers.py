@@ -27,10 +27,46 @@ from sparkscope.threadprobe.readiness import py_spy_path
 
 PY_SPY_RATE_HZ = 20
 
+# py-spy runs as root and attaches to what it is given: any local user can start
+# a process that looks like an executor with thousands of "workers". A real
+# executor has one pyspark.daemon (its forks are covered by --subprocesses), or
+# one pyspark.worker per task slot; the bounds leave room for that and no more.
+MAX_PER_EXECUTOR = int(os.environ.get("THREADPROBE_PYSPY_PER_EXECUTOR", "4"))
+MAX_TOTAL = int(os.environ.get("THREADPROBE_PYSPY_MAX", "32"))
+
 
 def is_python_worker(argv: list[str]) -> bool:
     return bool(argv) and os.path.basename(argv[0]).startswith("python") and any(
         a in ("pyspark.daemon", "pyspark.worker") for a in argv)
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.path.basename(os.readlink(f"{procfs.PROC}/{pid}/exe"))
+    except OSError:
+        return ""
+
+
+def _uid(pid: int) -> int:
+    try:
+        return os.stat(f"{procfs.PROC}/{pid}").st_uid
+    except OSError:
+        return -1
+
+
+def why_not_a_jvm(pid: int) -> str | None:
+    """None when the process really is a JVM: its program is java and libjvm is
+    mapped (argv[0] is whatever the starter chose, `exec -a java` included)."""
+    if not _exe(pid).startswith("java"):
+        return f"its program is {_exe(pid) or 'unknown'}, not a JVM"
+    maps = procfs.read_all(f"{procfs.PROC}/{pid}/maps") or ""
+    return None if "/libjvm.so" in maps else "no libjvm.so mapped, not a JVM"
+
+
+def is_real_worker(jvm_pid: int, child: int) -> bool:
+    """A PySpark worker: a Python interpreter (not renamed), run by the executor's own user."""
+    return (is_python_worker(procfs.cmdline(child) or []) and _exe(child).startswith("python")
+            and _uid(child) == _uid(jvm_pid))
 
 
 @dataclass
@@ -51,6 +87,9 @@ class PythonWorkers:
         self.running: dict[tuple[int, int], Recording] = {}  # (jvm pid, child pid) -> recording
         self.finished: list[Recording] = []
         self.failed_said = False
+        self.verified: dict[tuple[int, int], bool] = {}  # (pid, start ticks) -> a real JVM
+        self.skipped = 0  # workers not profiled because of the bounds, since the start
+        self.skipped_said: set[tuple[int, int]] = set()
         self.tmp = tempfile.mkdtemp(prefix="sparkscope-pyspy-")
 
     def refresh(self, jvms: list[SparkJvm], period_s: float) -> None:
@@ -61,9 +100,15 @@ class PythonWorkers:
         if self.binary is None:
             return
         for jvm in jvms:
-            for child in procfs.children(jvm.pid):
-                if (jvm.pid, child) in self.running or not is_python_worker(procfs.cmdline(child) or []):
-                    continue
+            if not self._verified(jvm):
+                continue
+            workers = [child for child in procfs.children(jvm.pid) if is_real_worker(jvm.pid, child)]
+            mine = sum(1 for pid, _ in self.running if pid == jvm.pid)
+            waiting = [child for child in workers if (jvm.pid, child) not in self.running]
+            room = max(0, min(MAX_PER_EXECUTOR - mine, MAX_TOTAL - len(self.running)))
+            if len(waiting) > room:
+                self._say_skipped(jvm, len(waiting) - room)
+            for child in waiting[:room]:
                 output = os.path.join(self.tmp, f"{jvm.pid}-{child}-{time.monotonic_ns()}.txt")
                 proc = subprocess.Popen([self.binary, "record", "--pid", str(child), "--subprocesses",
                                          "--nonblocking", "--format", "raw", "--rate", str(self.rate_hz),
@@ -72,6 +117,29 @@ class PythonWorkers:
                                         stderr=subprocess.PIPE, text=True)
                 self.running[jvm.pid, child] = Recording(jvm, child, proc, output, int(time.time() * 1000),
                                                          period_s)
+
+    def _verified(self, jvm: SparkJvm) -> bool:
+        key = (jvm.pid, jvm.start)
+        if key not in self.verified:
+            reason = why_not_a_jvm(jvm.pid)
+            self.verified[key] = reason is None
+            if reason:
+                self.say(f"py-spy: pid {jvm.pid} says it is executor {jvm.executor_id} of {jvm.app_id}, but "
+                         f"{reason}; its Python workers are not profiled")
+            if len(self.verified) > 4096:  # pids come and go on a long-lived host
+                self.verified = {key: self.verified[key]}
+        return self.verified[key]
+
+    def _say_skipped(self, jvm: SparkJvm, count: int) -> None:
+        self.skipped += count
+        if len(self.skipped_said) > 4096:
+            self.skipped_said.clear()
+        if (jvm.pid, jvm.start) not in self.skipped_said:  # once per executor; the total counts on
+            self.skipped_said.add((jvm.pid, jvm.start))
+            self.say(f"py-spy: executor {jvm.executor_id} of {jvm.app_id} (pid {jvm.pid}) has {count} more "
+                     f"Python workers than the bound ({MAX_PER_EXECUTOR} per executor, {MAX_TOTAL} in all: "
+                     f"THREADPROBE_PYSPY_PER_EXECUTOR, THREADPROBE_PYSPY_MAX); they are not profiled "
+                     f"({self.skipped} so far)")
 
     def harvest(self, end_ns: int) -> list[str]:
         """Line protocol for the recordings that ended, one profile per JVM."""

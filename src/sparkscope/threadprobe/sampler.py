@@ -21,6 +21,7 @@ import resource
 import signal
 import sys
 import time
+from http.client import HTTPException
 import urllib.error
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -238,7 +239,7 @@ def send(url: str, lines_: list[str], timeout_s: float = 5.0) -> bool:
     try:
         http.post_lines(url, host_tagged(lines_), timeout_s)
         return True
-    except (urllib.error.URLError, OSError) as err:
+    except (urllib.error.URLError, OSError, HTTPException) as err:  # HTTPException: whatever holds the port speaks no HTTP
         say(f"{len(lines_)} points not sent to {url}: {err}; is Telegraf up?")
         return False
 

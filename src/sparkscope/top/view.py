@@ -20,17 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkscope.dashboards.queries import WHOLE_DISKS
+from sparkscope.text import clean  # noqa: F401 (top's names for it)
 from sparkscope.top.data import HISTORY_POINTS, DiskNow, DisksSnapshot, ExecutorNow, Histogram, Run, Snapshot, ordered
 
 NEAR_LIMIT = 0.9  # heap or RSS at this share of its limit is flagged
 SPARK = "▁▂▃▄▅▆▇█"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 _WHOLE_DISK = re.compile(f"^{WHOLE_DISKS}$")
-
-
-def clean(value: object) -> str:
-    """A stored value as one line of plain text: control and bidi characters out."""
-    return _CONTROL.sub(" ", str(value))
 
 
 @dataclass

@@ -19,7 +19,8 @@ admin="${INFLUXDB_ADMIN_USER:-sparkscope_admin}"
 writer="${INFLUXDB_WRITE_USER:-sparkscope_writer}"
 reader="${INFLUXDB_READ_USER:-sparkscope_reader}"
 out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
+qfile="$(mktemp)"  # mode 0600: statements carry passwords, kept out of curl's argv
+trap 'rm -f "$out" "$qfile"' EXIT
 
 fail() { echo "influxdb-setup: $*" >&2; exit 1; }
 
@@ -42,7 +43,8 @@ q() {
   if [ "$1" = admin ]; then
     printf 'user = "%s:%s"\n' "$admin" "$INFLUXDB_ADMIN_PASSWORD"
   fi | {
-    code="$(curl -sS -K - -o "$out" -w '%{http_code}' "$url/query" --data-urlencode "q=$2")" || return 1
+    printf '%s' "$2" > "$qfile"
+    code="$(curl -sS -K - -o "$out" -w '%{http_code}' "$url/query" --data-urlencode "q@$qfile")" || return 1
     [ "$code" = 200 ] && ! grep -q '"error"' "$out"
   }
 }
@@ -99,7 +101,7 @@ done
 rollups="${ROLLUPS_FILE:-$(dirname "$0")/rollups.setup}"
 [ -r "$rollups" ] || fail "no $rollups (it comes with the repository: influxdb/rollups.setup)"
 lookup="$(mktemp)"
-trap 'rm -f "$out" "$lookup"' EXIT
+trap 'rm -f "$out" "$qfile" "$lookup"' EXIT
 while IFS= read -r line; do
   line="$(printf '%s' "$line" | sed "s/__DB__/$db/g; s/__RETENTION__/$retention/g")"
   kind="${line%% *}"; rest="${line#* }"

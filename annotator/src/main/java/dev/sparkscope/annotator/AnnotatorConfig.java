@@ -23,6 +23,12 @@ final class AnnotatorConfig {
     static final String DATABASE = PREFIX + "influx.database";
     static final String USERNAME = PREFIX + "influx.username";
     static final String PASSWORD = PREFIX + "influx.password";
+    /**
+     * The NAME of an environment variable that holds the password. Spark puts its
+     * settings in spark-submit's argv and in the driver's ConfigMap on Kubernetes;
+     * an environment variable (from a Secret there) keeps the value out of both.
+     */
+    static final String PASSWORD_ENV = PREFIX + "influx.passwordEnv";
     static final String CONNECT_TIMEOUT_MS = PREFIX + "influx.connectTimeoutMs";
     static final String READ_TIMEOUT_MS = PREFIX + "influx.readTimeoutMs";
     static final String BATCH_SIZE = PREFIX + "batchSize";
@@ -31,6 +37,7 @@ final class AnnotatorConfig {
     /** Replaced by queueMaxBytes: a count of lines did not bound memory (a line can be kilobytes). */
     static final String REMOVED_QUEUE_CAPACITY = PREFIX + "queueCapacity";
     static final String MAX_ATTEMPTS = PREFIX + "maxAttempts";
+    static final String OUTAGE_WAIT_MS = PREFIX + "influx.outageWaitMs";
     static final String SHUTDOWN_TIMEOUT_MS = PREFIX + "shutdownTimeoutMs";
     static final String RUNNING_POINTS = PREFIX + "runningPoints";
     static final String MAX_TRACKED_STAGES = PREFIX + "maxTrackedStages";
@@ -38,13 +45,16 @@ final class AnnotatorConfig {
     static final String STRAGGLER_MIN_TASKS = PREFIX + "straggler.minTasks";
     static final String STRAGGLER_MIN_EXCESS_MS = PREFIX + "straggler.minExcessMs";
 
-    static final List<String> KEYS = Arrays.asList(ENABLED, URL_KEY, DATABASE, USERNAME, PASSWORD,
+    static final List<String> KEYS = Arrays.asList(ENABLED, URL_KEY, DATABASE, USERNAME, PASSWORD, PASSWORD_ENV,
             CONNECT_TIMEOUT_MS, READ_TIMEOUT_MS, BATCH_SIZE, FLUSH_INTERVAL_MS, QUEUE_MAX_BYTES, MAX_ATTEMPTS,
+            OUTAGE_WAIT_MS,
             SHUTDOWN_TIMEOUT_MS, RUNNING_POINTS, MAX_TRACKED_STAGES, STRAGGLER_RATIO, STRAGGLER_MIN_TASKS,
             STRAGGLER_MIN_EXCESS_MS);
 
     static final long DEFAULT_QUEUE_MAX_BYTES = 16L << 20;
     static final long MAX_QUEUE_MAX_BYTES = 256L << 20;
+    /** An events listener that cannot be reached is waited for this long: a restart, even a slow one. */
+    static final long DEFAULT_OUTAGE_WAIT_MS = 600_000;
 
     static final String DEFAULT_URL = "http://127.0.0.1:8186";
     static final String DEFAULT_DATABASE = "spark";
@@ -60,24 +70,36 @@ final class AnnotatorConfig {
     final long flushIntervalMs;
     final long queueMaxBytes;
     final int maxAttempts;
+    final long outageWaitMs;
     final long shutdownTimeoutMs;
     final boolean runningPoints;
     final int maxTrackedStages;
     final StragglerRule straggler;
 
-    private AnnotatorConfig(Reader r) {
+    private AnnotatorConfig(Reader r, Function<String, String> environment) {
         enabled = r.bool(ENABLED, true);
         influxUrl = r.url(URL_KEY, DEFAULT_URL);
         database = r.nonEmpty(DATABASE, DEFAULT_DATABASE);
         String user = r.optional(USERNAME);
         username = user != null ? user : r.urlUser;
-        password = user != null ? r.optional(PASSWORD) : r.urlPassword;
+        String passwordEnv = r.optional(PASSWORD_ENV);
+        String fromEnv = passwordEnv == null ? null : environment.apply(passwordEnv);
+        if (passwordEnv != null && (fromEnv == null || fromEnv.isEmpty())) {
+            r.problems.add(PASSWORD_ENV + " names " + passwordEnv + ", which is not set in this JVM's environment: "
+                    + "export it before spark-submit, or on Kubernetes set spark.kubernetes.driver.secretKeyRef."
+                    + passwordEnv + " (and .executor.) to <secret>:<key>");
+        }
+        if (passwordEnv != null && r.optional(PASSWORD) != null) {
+            r.problems.add("both " + PASSWORD + " and " + PASSWORD_ENV + " are set: keep " + PASSWORD_ENV);
+        }
+        password = user != null ? (passwordEnv != null ? fromEnv : r.optional(PASSWORD)) : r.urlPassword;
         connectTimeoutMs = (int) r.number(CONNECT_TIMEOUT_MS, 1000, 1, 600_000);
         readTimeoutMs = (int) r.number(READ_TIMEOUT_MS, 5000, 1, 600_000);
         batchSize = (int) r.number(BATCH_SIZE, 500, 1, 100_000);
         flushIntervalMs = r.number(FLUSH_INTERVAL_MS, 1000, 1, 3_600_000);
         queueMaxBytes = r.number(QUEUE_MAX_BYTES, DEFAULT_QUEUE_MAX_BYTES, 64L << 10, MAX_QUEUE_MAX_BYTES);
         maxAttempts = (int) r.number(MAX_ATTEMPTS, 3, 1, 100);
+        outageWaitMs = r.number(OUTAGE_WAIT_MS, DEFAULT_OUTAGE_WAIT_MS, 0, 86_400_000);
         shutdownTimeoutMs = r.number(SHUTDOWN_TIMEOUT_MS, 5000, 0, 3_600_000);
         runningPoints = r.bool(RUNNING_POINTS, true);
         maxTrackedStages = (int) r.number(MAX_TRACKED_STAGES, 500, 1, 1_000_000);
@@ -85,8 +107,9 @@ final class AnnotatorConfig {
                 r.decimal(STRAGGLER_RATIO, StragglerRule.DEFAULT_RATIO, 1.0),
                 (int) r.number(STRAGGLER_MIN_TASKS, StragglerRule.DEFAULT_MIN_TASKS, 1, Integer.MAX_VALUE),
                 r.number(STRAGGLER_MIN_EXCESS_MS, StragglerRule.DEFAULT_MIN_EXCESS_MS, 0, Long.MAX_VALUE));
-        if (r.optional(PASSWORD) != null && user == null && r.urlUser == null) {
-            r.problems.add(PASSWORD + " is set but " + USERNAME + " is not: set both or neither");
+        if ((r.optional(PASSWORD) != null || passwordEnv != null) && user == null && r.urlUser == null) {
+            r.problems.add((passwordEnv != null ? PASSWORD_ENV : PASSWORD) + " is set but " + USERNAME
+                    + " is not: set both or neither");
         }
     }
 
@@ -95,8 +118,13 @@ final class AnnotatorConfig {
      * unset). Throws with every problem found, each naming its key.
      */
     static AnnotatorConfig parse(Function<String, String> lookup) {
+        return parse(lookup, System::getenv);
+    }
+
+    /** environment: a variable's value by name (System::getenv; tests give their own). */
+    static AnnotatorConfig parse(Function<String, String> lookup, Function<String, String> environment) {
         Reader r = new Reader(lookup);
-        AnnotatorConfig config = new AnnotatorConfig(r);
+        AnnotatorConfig config = new AnnotatorConfig(r, environment);
         if (!r.problems.isEmpty()) {
             throw new IllegalArgumentException(String.join("; ", r.problems));
         }

@@ -31,6 +31,8 @@ final class InfluxWriter {
         int batchSize = 500;
         long flushIntervalMs = 1000;
         int maxAttempts = 3;
+        /** How long a batch waits through a listener that cannot be reached (see send). */
+        long outageWaitMs = AnnotatorConfig.DEFAULT_OUTAGE_WAIT_MS;
         long initialBackoffMs = 250;
         long maxBackoffMs = 5000;
         int connectTimeoutMs = 1000;
@@ -43,6 +45,7 @@ final class InfluxWriter {
             s.batchSize = c.batchSize;
             s.flushIntervalMs = c.flushIntervalMs;
             s.maxAttempts = c.maxAttempts;
+            s.outageWaitMs = c.outageWaitMs;
             s.connectTimeoutMs = c.connectTimeoutMs;
             s.readTimeoutMs = c.readTimeoutMs;
             return s;
@@ -288,7 +291,12 @@ final class InfluxWriter {
         }
         byte[] body = sb.toString().getBytes(StandardCharsets.UTF_8);
         String lastProblem = "";
-        for (int attempt = 1; attempt <= settings.maxAttempts; attempt++) {
+        long outageSince = 0;
+        // maxAttempts bounds the tries against a listener that answers errors. One
+        // that cannot be reached (Telegraf restarting, a config change) is waited
+        // for up to outageWaitMs while the application runs: the queue behind this
+        // batch keeps its byte bound and drops (counted, logged) only when full.
+        for (int attempt = 1; ; attempt++) {
             if (attempt > 1) {
                 long backoff = Math.min(settings.maxBackoffMs, settings.initialBackoffMs << Math.min(20, attempt - 2));
                 if (stopping) {
@@ -328,11 +336,30 @@ final class InfluxWriter {
                     return;
                 }
                 lastProblem = describe(response);
-                if (!response.retryable()) {
+                if (!response.retryable() || attempt >= settings.maxAttempts) {
                     break;
                 }
             } catch (IOException e) {
                 lastProblem = describe(e);
+                if (stopping || settings.outageWaitMs <= 0) {
+                    if (attempt >= settings.maxAttempts) {
+                        break;
+                    }
+                    continue;
+                }
+                long now = System.nanoTime();
+                outageSince = outageSince == 0 ? now : outageSince;
+                long waitedMs = TimeUnit.NANOSECONDS.toMillis(now - outageSince);
+                if (waitedMs >= settings.outageWaitMs) {
+                    break;
+                }
+                reportDrops();
+                String problem = lastProblem;
+                failureWarning.warn(() -> "sparkscope annotator: " + endpoint + " " + problem + "; holding "
+                        + batch.size() + " annotation lines and the queue (" + AnnotatorConfig.QUEUE_MAX_BYTES
+                        + "=" + settings.queueMaxBytes + ") and trying again for up to "
+                        + (settings.outageWaitMs / 1000) + " s (" + AnnotatorConfig.OUTAGE_WAIT_MS
+                        + "). Spark is not affected.");
             }
         }
         giveUp(batch.size(), lastProblem);

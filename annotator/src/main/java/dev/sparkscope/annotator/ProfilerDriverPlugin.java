@@ -96,8 +96,15 @@ final class ProfilerDriverPlugin implements DriverPlugin {
             hex.append(String.format("%02x", b & 0xff));
         }
         token = hex.toString();
+        // The JDK server reads each request in an executor thread with no time limit by
+        // default: one local client sending half a request (no token needed for that) held
+        // the only thread, and ./sparkscope profile timed out. A few threads, and requests
+        // that take longer than this to arrive are closed (read once, when the class loads).
+        if (System.getProperty("sun.net.httpserver.maxReqTime") == null) {
+            System.setProperty("sun.net.httpserver.maxReqTime", "10");
+        }
         server = HttpServer.create(new InetSocketAddress(settings.controlHost, settings.controlPort), 16);
-        server.setExecutor(Executors.newSingleThreadExecutor(r -> {
+        server.setExecutor(Executors.newFixedThreadPool(4, r -> {
             Thread t = new Thread(r, "sparkscope-profiler-control");
             t.setDaemon(true);
             return t;

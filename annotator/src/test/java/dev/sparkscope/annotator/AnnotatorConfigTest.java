@@ -143,4 +143,26 @@ class AnnotatorConfigTest {
         conf.put("spark.sparkscope.enabled", "false");
         assertEquals(false, parse().enabled);
     }
+
+    @Test
+    void the_password_comes_from_the_environment_variable_the_settings_name() {
+        Map<String, String> env = new HashMap<>();
+        env.put("SPARKSCOPE_EVENTS_PASSWORD", "from-a-secret-0123");
+        conf.put(AnnotatorConfig.USERNAME, "sparkscope");
+        conf.put(AnnotatorConfig.PASSWORD_ENV, "SPARKSCOPE_EVENTS_PASSWORD");
+        AnnotatorConfig c = AnnotatorConfig.parse(conf::get, env::get);
+        assertEquals("from-a-secret-0123", c.password);
+        assertEquals("Basic " + java.util.Base64.getEncoder().encodeToString(
+                "sparkscope:from-a-secret-0123".getBytes(java.nio.charset.StandardCharsets.UTF_8)),
+                c.authorizationHeader());
+        // Named but not set where the JVM runs: said, with what to do, and the value never guessed.
+        IllegalArgumentException unset = assertThrows(IllegalArgumentException.class,
+                () -> AnnotatorConfig.parse(conf::get, name -> null));
+        assertTrue(unset.getMessage().contains("SPARKSCOPE_EVENTS_PASSWORD, which is not set"), unset.getMessage());
+        assertTrue(unset.getMessage().contains("secretKeyRef"), unset.getMessage());
+        conf.put(AnnotatorConfig.PASSWORD, "in-the-conf-0123");
+        IllegalArgumentException both = assertThrows(IllegalArgumentException.class,
+                () -> AnnotatorConfig.parse(conf::get, env::get));
+        assertTrue(both.getMessage().contains("both"), both.getMessage());
+    }
 }

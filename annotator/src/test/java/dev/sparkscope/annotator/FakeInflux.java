@@ -48,7 +48,12 @@ final class FakeInflux implements AutoCloseable {
      * status and body that HttpLineSender then reads back as its Response.
      */
     FakeInflux(IntFunction<HttpLineSender.Response> answers) throws IOException {
-        server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        this(0, answers);
+    }
+
+    /** On a given port: a listener that comes back where it was (Telegraf restarted). */
+    FakeInflux(int port, IntFunction<HttpLineSender.Response> answers) throws IOException {
+        server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0);
         server.setExecutor(Executors.newFixedThreadPool(2, r -> {
             Thread t = new Thread(r, "fake-influx");
             t.setDaemon(true);

@@ -38,6 +38,7 @@ class InfluxWriterTest {
         s.initialBackoffMs = 50;
         s.connectTimeoutMs = 500;
         s.readTimeoutMs = 2000;
+        s.outageWaitMs = 0; // give up at once on a closed port; the outage wait has its own test
         return s;
     }
 
@@ -209,6 +210,31 @@ class InfluxWriterTest {
             assertEquals(1, warnings.size());
             assertTrue(warnings.get(0).contains("HTTP 503"), warnings.get(0));
             w.shutdown(1000);
+        }
+    }
+
+    @Test
+    void a_listener_restart_of_several_seconds_loses_nothing_with_the_default_settings() throws Exception {
+        // The settings a user gets (no spark.sparkscope.* key set), against Telegraf's
+        // events port going away for 6 s (a restart, a config change) while the app runs.
+        InfluxWriter.Settings s = InfluxWriter.Settings.from(AnnotatorConfig.parse(key -> null));
+        int port = FakeInflux.closedPort();
+        InfluxWriter w = writer(new URL("http://127.0.0.1:" + port + "/write?db=spark&precision=ns"), null, s);
+        w.start();
+        long restartedAt = System.nanoTime() + TimeUnit.SECONDS.toNanos(6);
+        int sent = 0;
+        while (System.nanoTime() < restartedAt) {
+            w.enqueue("sparkscope_stage,applicationid=app-1,stage_id=" + sent + " status=\"COMPLETED\" " + sent);
+            sent++;
+            Thread.sleep(100);
+        }
+        try (FakeInflux telegraf = new FakeInflux(port, n -> new HttpLineSender.Response(204, ""))) {
+            int total = sent;
+            waitFor(() -> telegraf.lines().size() >= total || w.linesGivenUp() > 0 && w.queuedBytes() == 0);
+            assertEquals(0, w.linesGivenUp(), "lines given up: " + warnings);
+            assertEquals(0, w.droppedQueueFull());
+            assertEquals(total, telegraf.lines().size());
+            assertTrue(w.shutdown(2000));
         }
     }
 
