@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -20,7 +21,7 @@ from sparkscope.process import wait_until
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
-from sparkscope_testkit.sandbox import isolated_settings
+from sparkscope_testkit.sandbox import isolated_settings, readable_source
 
 DEV_VDA = 254 << 20  # dev_t of 254:0 as the block tracepoints give it
 
@@ -76,12 +77,14 @@ def test_loading_ebpf_needs_sys_admin_or_both_bpf_and_perfmon():
     assert not may_load_bpf(0)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                    reason="needs root and setpriv to run the check as an unprivileged user")
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None or not Path("/usr/bin/python3").exists(),
+                    reason="needs root, setpriv and the system python3 to run the check as an unprivileged user")
 def test_an_unprivileged_user_is_told_to_run_as_root_or_grant_cap_bpf():
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+    # The system's Python and a readable copy of the package: the venv and the
+    # checkout may sit where the unprivileged user cannot enter.
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
                            "from sparkscope.blockprobe.readiness import why_not_traceable; print(why_not_traceable())"],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(readable_source())),
                           cwd="/")
     assert done.returncode == 0, done.stderr
     assert "run as root" in done.stdout and "CAP_BPF" in done.stdout

@@ -162,9 +162,9 @@ def test_one_telegraf_buffer_size_everywhere_rides_out_the_downtime_at_the_rated
     whole buffer goes)."""
     import yaml
     from sparkscope.settings import (BUFFER_BYTES_PER_POINT, INFLUX_DOWNTIME_TO_SURVIVE_S,
-                                     RATED_STORED_POINTS_S)
+                                     INFLUX_RETURN_SLACK_S, RATED_STORED_POINTS_S)
     shipped = int(shipped_defaults()["TELEGRAF_BUFFER_LIMIT"])
-    assert shipped >= RATED_STORED_POINTS_S * INFLUX_DOWNTIME_TO_SURVIVE_S * 9 // 8
+    assert shipped >= RATED_STORED_POINTS_S * (INFLUX_DOWNTIME_TO_SURVIVE_S + INFLUX_RETURN_SLACK_S) * 9 // 8
     conf = re.findall(r"^\s*metric_buffer_limit = \$\{TELEGRAF_BUFFER_LIMIT:-(\d+)\}",
                       (ROOT / "telegraf" / "telegraf.conf").read_text(), flags=re.M)
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

@@ -246,8 +246,11 @@ def test_the_failure_alert_fires_for_the_failed_query_from_its_end_and_the_stopp
     assert {name: e["failed"] for name, e in ends.items()} == {"keeps_up": 0, "falls_behind": 0, "fails": 1}
     assert "the third batch fails" in ends["fails"]["exception"] and ends["keeps_up"]["exception"] is None
     failed_at = ends["fails"]["time"]
-    # Stamped when the third batch failed, seconds after the query's start: not at the start.
-    assert failed_at - ends["fails"]["start_time_ms"] >= 2_000, ends["fails"]
+    # Stamped when the third batch failed, not at the query's start. Triggers fall on
+    # whole intervals of the clock, so the third batch begins at least one full
+    # 1 s interval after the first (which may begin at once): 1 s is what the job
+    # guarantees (a clean-clone run saw 1,492 ms, another 1,896).
+    assert failed_at - ends["fails"]["start_time_ms"] >= TRIGGER_MS["fails"], ends["fails"]
     line = since(stack.settings, "sparkscope-streaming-failed", streaming_run.started_ms)
     assert firing(line, applicationid=app, query_name="fails"), line.describe()
     fired = line.first_alerting[(("applicationid", app), ("query_name", "fails"))]

@@ -31,6 +31,7 @@ from sparkscope.profiles.store import read_rows
 from sparkscope.process import wait_until
 from sparkscope.settings import ROOT
 from sparkscope.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
+from sparkscope_testkit.sandbox import readable_source
 from sparkscope_testkit.slow_mount import slow_fs_mounted
 
 SLOW_MS = 150
@@ -185,7 +186,7 @@ def cpu_run(stack, tmp_path_factory):
         unprivileged = subprocess.Popen(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-m",
              "sparkscope.threadprobe", "--url", f"http://127.0.0.1:{server.server_address[1]}", "--period", "5"],
-            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), cwd="/", stdout=subprocess.DEVNULL,
+            env=dict(os.environ, PYTHONPATH=str(readable_source())), cwd="/", stdout=subprocess.DEVNULL,
             stderr=open(base / "unprivileged.log", "w"))
     try:
         run = run_spark_job(stack, "cpu_then_python_job.py", base, args=[str(PHASE_S)])

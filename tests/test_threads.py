@@ -24,7 +24,7 @@ from sparkscope.threadprobe import jvms, periods, procfs
 from sparkscope.threadprobe.jvms import Discovery, SparkJvm, from_cmdline, resolve_driver
 from sparkscope.threadprobe.periods import JvmPeriod, thread_class
 from sparkscope.threadprobe.sampler import Errors, Sampler
-from sparkscope_testkit.sandbox import isolated_settings
+from sparkscope_testkit.sandbox import isolated_settings, readable_source
 
 # /proc/<pid>/task/<tid>/stat of a GC thread of a Spark 3.5 executor (Java 17), as read.
 GC_STAT = ("26093 (GC Thread#0) S 25934 25934 25934 0 -1 4194368 4580 11934 0 0 6 3 13 18 20 0 130 0 1139344 "
@@ -307,7 +307,8 @@ def test_an_unprivileged_user_is_told_kernel_stacks_need_root_and_states_go_on()
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
                            "from sparkscope.threadprobe.readiness import why_no_kernel_stacks; "
                            "print(why_no_kernel_stacks())"],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), cwd="/")
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(readable_source())),
+                          cwd="/")
     assert done.returncode == 0, done.stderr
     assert "needs root" in done.stdout and "thread states and wait channels are sampled all the same" in done.stdout
 

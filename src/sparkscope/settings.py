@@ -63,6 +63,10 @@ def read_env_file(path: Path) -> dict[str, str]:
 # 980 bytes of memory (bench/telegraf_buffer.py, docs/performance.md).
 RATED_STORED_POINTS_S = 26_600
 INFLUX_DOWNTIME_TO_SURVIVE_S = 300
+# Besides the outage itself: Telegraf resumes writing a flush or a retry after
+# InfluxDB answers again, and reports arrive in bursts. A clean-clone run of the
+# scaled fault test lost 192 of 134,400 points to this with no slack.
+INFLUX_RETURN_SLACK_S = 30
 BUFFER_BYTES_PER_POINT = 980
 
 @dataclass(frozen=True)

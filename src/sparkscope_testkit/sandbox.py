@@ -116,3 +116,27 @@ def throwaway_stack(state_dir: Path, only: tuple[str, ...] = SERVICE_NAMES,
             yield settings
         finally:
             backend.down(progress=quiet)
+
+
+_readable_source: list[Path] = []
+
+
+def readable_source() -> Path:
+    """A PYTHONPATH holding a copy of the sparkscope package that any user may
+    read, for a test that runs a probe as an unprivileged user: the checkout
+    itself may sit in a folder only its owner may enter (a 0700 home folder,
+    as Debian makes them). Made once per process, removed at its exit."""
+    if not _readable_source:
+        import atexit
+        import shutil
+        import tempfile
+        top = Path(tempfile.mkdtemp(prefix="sparkscope-readable-src-"))
+        shutil.copytree(ROOT / "src" / "sparkscope", top / "sparkscope",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        for folder, _, files in os.walk(top):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+        atexit.register(shutil.rmtree, top, True)
+        _readable_source.append(top)
+    return _readable_source[0]
