@@ -385,7 +385,8 @@ def test_a_running_job_is_picked_by_default_and_shows_its_executors_and_stage(st
         # Each executor's cores come from the annotator's "added" event, flushed apart from
         # the executor's own metrics: a refresh between the two knows one executor's slot.
         text = term.wait_for(lambda t: app in t and {"driver", "0", "1"} <= set(table_rows(t))
-                             and "steady_job.py" in t and " of 2 slots" in t,
+                             and any(line.startswith("stage") and "steady_job.py" in line
+                                     for line in t.splitlines()) and " of 2 slots" in t,
                              "the running job's executors, its stage and both executors' slots", 90)
         samples = {}
         for s in stack.influx(f'SELECT "value" FROM "JVMHeapMemory" WHERE "applicationid" = \'{app}\' '
