@@ -128,7 +128,7 @@ def send_load(address: tuple[str, int], app_id: str, executors: int, period_s: f
     conns = [socket.create_connection(address, timeout=30) for _ in range(executors)]
     phases = sorted((rng.uniform(0, period_s), i) for i in range(executors))
     sent = 0
-    start = time.monotonic()
+    start, wall = time.monotonic(), time.time()
     try:
         for period in range(periods):
             base = start + period * period_s
@@ -136,7 +136,11 @@ def send_load(address: tuple[str, int], app_id: str, executors: int, period_s: f
                 delay = base + phase - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
-                ts = b" %d\n" % int(time.time())
+                # Stamped with the time the report was due, not when it went out: a
+                # sender that fell behind on a busy machine would otherwise stamp two
+                # reports of one executor with the same second, and InfluxDB keeps one
+                # point per series and timestamp (192 points that looked lost).
+                ts = b" %d\n" % int(wall + period * period_s + phase)
                 value = b" %d" % rng.randrange(1 << 30)
                 payload = b"".join(prefixes[i] + p + value + ts for p in paths)
                 conns[i].sendall(payload)
