@@ -176,26 +176,29 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
     # anyone in: no moment when a stranger's CREATE USER ... WITH ALL PRIVILEGES
     # finds an InfluxDB without users (the admin's password is in its
     # environment, which only this user and root may read, never in argv).
-    relay = [sys.executable, "-I", str(Path(relay_module.__file__)), "--listen", http_address,
-             "--socket", str(sock), "--"]
-    via_socket = {
-        **env,
-        "SPARKSCOPE_FIRST_ADMIN_USER": settings.influx_admin.user,
-        "SPARKSCOPE_FIRST_ADMIN_PASSWORD": settings.influx_admin.password,
-        # HTTP on the socket the relay reaches.
-        "INFLUXDB_HTTP_UNIX_SOCKET_ENABLED": "true",
-        "INFLUXDB_HTTP_BIND_SOCKET": str(sock),
-        "INFLUXDB_HTTP_UNIX_SOCKET_PERMISSIONS": "0700",
-    }
+    relay_file = Path(relay_module.__file__)
+    # Its data dirs and the socket's folder: created (0700), and as root handed to the service user.
+    data_dirs = [*dirs.values(), sock.parent]
+
+    def behind_relay(command: list[str], listeners: dict[str, str]) -> Service:
+        return Service("influxdb", [sys.executable, "-I", str(relay_file), "--listen", http_address,
+                                    "--socket", str(sock), "--", *command], {
+            **env,
+            "SPARKSCOPE_FIRST_ADMIN_USER": settings.influx_admin.user,
+            "SPARKSCOPE_FIRST_ADMIN_PASSWORD": settings.influx_admin.password,
+            # HTTP on the socket the relay reaches.
+            "INFLUXDB_HTTP_UNIX_SOCKET_ENABLED": "true",
+            "INFLUXDB_HTTP_BIND_SOCKET": str(sock),
+            "INFLUXDB_HTTP_UNIX_SOCKET_PERMISSIONS": "0700",
+            **listeners,
+        }, dirs=data_dirs, pre_start=[sock], programs=[influxd, relay_file])
+
     no_namespace = why_no_private_network()
     if no_namespace is None:
-        return Service("influxdb", [*relay, *PRIVATE_NETWORK, *argv], {
-            **via_socket,
-            # Inside its namespace: HTTP on a loopback nobody else shares, the
-            # backup port where nobody can connect.
-            "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:8086",
-            "INFLUXDB_BIND_ADDRESS": "127.0.0.1:8088",
-        }, dirs=[sock.parent], pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
+        # Inside its namespace: HTTP on a loopback nobody else shares, the
+        # backup port where nobody can connect.
+        return behind_relay([*PRIVATE_NETWORK, *argv], {"INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:8086",
+                                                        "INFLUXDB_BIND_ADDRESS": "127.0.0.1:8088"})
     progress(f"  warning: InfluxDB's backup port 127.0.0.1:{settings.influxdb_port + 2} will answer any local "
              f"user without credentials: this machine allows no network namespace of our own "
              f"({no_namespace}). On a host shared with others, use compose (./sparkscope up --backend compose) "
@@ -208,12 +211,10 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
         progress("  warning: no openssl here, so a fresh InfluxDB answers on its own address before its first "
                  "admin exists: any local user could create one first. Install openssl, then ./sparkscope up")
         # Its own bind: exposing Grafana (SPARKSCOPE_HTTP_BIND) leaves InfluxDB where it was.
-        return Service("influxdb", argv, {**env, **backup, "INFLUXDB_HTTP_BIND_ADDRESS": http_address})
-    return Service("influxdb", [*relay, *argv], {
-        **via_socket, **backup, **tls,
-        # influxd's own TCP listener: any free port, and useless to anyone (unreachable_tls).
-        "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:0",
-    }, dirs=[sock.parent], pre_start=[sock], programs=[influxd, Path(relay_module.__file__)])
+        return Service("influxdb", argv, {**env, **backup, "INFLUXDB_HTTP_BIND_ADDRESS": http_address},
+                       dirs=data_dirs)
+    # influxd's own TCP listener: any free port, and useless to anyone (unreachable_tls).
+    return behind_relay(argv, {**backup, **tls, "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:0"})
 
 
 def telegraf_service(settings: Settings, progress: Progress) -> Service:
@@ -323,7 +324,7 @@ class NativeBackend(Backend):
                 raise StackError(f"{name}: not started as root from {program}: {untrusted}. Run "
                                  f"./sparkscope as the user who owns it, or keep the cache dir "
                                  f"(SPARKSCOPE_CACHE_DIR) root's own")
-            for directory in self._data_dirs(name, service):
+            for directory in service.dirs:
                 directory.mkdir(parents=True, exist_ok=True)
                 if directory.stat().st_mode & 0o077:
                     directory.chmod(0o700)  # InfluxDB's meta.db holds the users' password hashes
@@ -339,9 +340,6 @@ class NativeBackend(Backend):
             PidFile(self.settings.state_dir, name).write(proc.pid)
             labels[name] = f"pid {proc.pid}" + (f" as {user[2]}" if user else "")
         return labels
-
-    def _data_dirs(self, name: str, service: Service) -> list[Path]:
-        return list(service.dirs) + (list(influx_dirs(self.settings.state_dir).values()) if name == "influxdb" else [])
 
     def service_user(self) -> Optional[tuple[int, int, str]]:
         """As root, who the services run as: only the probes need root, and these
@@ -363,7 +361,7 @@ class NativeBackend(Backend):
         """Its data dirs become the user's own and private (0700: InfluxDB's meta.db
         holds the users' password hashes); every file it reads must be within reach."""
         uid, gid, username = user
-        for top in self._data_dirs(name, service):
+        for top in service.dirs:
             for directory, dirs, files in os.walk(top):
                 for entry in [directory, *(os.path.join(directory, f) for f in dirs + files)]:
                     os.lchown(entry, uid, gid)
