@@ -30,8 +30,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from sparkscope.blockprobe.probe import ATTACHED
-from sparkscope.blockprobe.readiness import why_not_traceable
+from sparkscope.probes.blockprobe.probe import ATTACHED
+from sparkscope.probes.blockprobe.readiness import why_not_traceable
 from overhead import process_cpu_seconds
 from sparkscope.process import start_group, stop_group, wait_until
 
@@ -97,7 +97,7 @@ def run_once(device: str, seconds: int, with_probe: bool, url: str, log: Path) -
     probe = None
     if with_probe:
         size = log.stat().st_size if log.exists() else 0
-        probe = start_group([sys.executable, "-m", "sparkscope.blockprobe", "--url", url, "--period", "5"], log,
+        probe = start_group([sys.executable, "-m", "sparkscope.probes.blockprobe", "--url", url, "--period", "5"], log,
                             env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
         if not wait_until(lambda: ATTACHED in log.read_text()[size:] or probe.poll() is not None, 30):
             raise SystemExit(f"probe did not attach; see {log}")

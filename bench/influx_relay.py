@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.process import start_group, stop_group, wait_until
 from sparkscope.provision.go import ensure_influxd
 from sparkscope.settings import ROOT, load_settings

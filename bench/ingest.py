@@ -45,7 +45,8 @@ from typing import Iterator
 
 from sparkscope.provision.go import ensure_influxd
 from sparkscope.process import quiet, stop_group, wait_until
-from sparkscope import influx, procstat
+from sparkscope.store import influx
+from sparkscope.probes import procstat
 from sparkscope.stack.native import NativeBackend, PidFile
 from sparkscope.settings import Settings
 from sparkscope_testkit.sandbox import free_port, isolated_settings, throwaway_stack

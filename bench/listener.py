@@ -23,7 +23,7 @@ from pathlib import Path
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import LISTENER_CLASS, annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope_testkit.sandbox import throwaway_stack
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -77,7 +77,7 @@ from dashboard_latency import (TimedInflux, board_url_vars, opening_rows, p95, r
 from ingest import cpu_seconds, stored_by_filter
 from sparkscope.dashboards.queries import is_counter
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
-from sparkscope import influx, schema
+from sparkscope.store import influx, schema
 from sparkscope.stack import rollups
 from sparkscope.stack.native import PidFile
 from sparkscope_testkit.grafana12 import Dashboard12

@@ -69,7 +69,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkscope import procstat
+from sparkscope.probes import procstat
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.demo import command, tpcds
 from sparkscope.demo import run as demo_run

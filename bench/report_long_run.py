@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from sparkscope.report.run_facts import SERIES, TOTALS
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.stack import rollups
 from sparkscope_testkit.sandbox import settings_environ, throwaway_stack
 

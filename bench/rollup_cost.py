@@ -33,7 +33,7 @@ from pathlib import Path
 from ingest import rss_peak_mb
 from long_window import jvm_paths
 from overhead import process_cpu_seconds
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.stack import rollups
 from sparkscope.stack.native import PidFile
 from sparkscope_testkit.sandbox import throwaway_stack

@@ -10,7 +10,7 @@ executors. Each runs --threads threads named as Spark names them: a few
 task threads ("Executor task launch worker") that alternate short CPU bursts
 and sleeps (so they are seen running, sleeping and off CPU with kernel
 stacks to read), and service threads parked as most of an executor's are.
-The sampler runs as ./sparkscope up runs it (python -m sparkscope.threadprobe,
+The sampler runs as ./sparkscope up runs it (python -m sparkscope.probes.threadprobe,
 4 Hz, 10 s period), sending to a local HTTP sink standing in for Telegraf,
 with and without kernel stacks.
 
@@ -36,8 +36,8 @@ from pathlib import Path
 
 from overhead import process_cpu_seconds
 from sparkscope.process import start_group, stop_group, wait_until
-from sparkscope.threadprobe.jvms import Discovery
-from sparkscope.threadprobe.sampler import DEFAULT_RATE_HZ, STARTED
+from sparkscope.probes.threadprobe.jvms import Discovery
+from sparkscope.probes.threadprobe.sampler import DEFAULT_RATE_HZ, STARTED
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,7 +107,7 @@ def measure(url: str, seconds: int, kernel_stacks: bool, log: Path) -> tuple[flo
     """The sampler's CPU over `seconds` after a warm-up: (% of one core, samples taken)."""
     size = log.stat().st_size if log.exists() else 0
     flag = "--kernel-stacks" if kernel_stacks else "--no-kernel-stacks"
-    sampler = start_group([sys.executable, "-m", "sparkscope.threadprobe", "--url", url, flag, "--no-python"], log,
+    sampler = start_group([sys.executable, "-m", "sparkscope.probes.threadprobe", "--url", url, flag, "--no-python"], log,
                           env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     try:
         if not wait_until(lambda: STARTED in log.read_text()[size:] or sampler.poll() is not None, 30):
@@ -126,8 +126,8 @@ def py_spy_cost(seconds: int) -> None:
     output, PY_SPY_RATE_HZ) against a Python process that computes the whole
     time: py-spy's own CPU from its rusage, and the work the target did with
     and without it (loop iterations per second of its CPU)."""
-    from sparkscope.threadprobe.python_workers import PY_SPY_RATE_HZ
-    from sparkscope.threadprobe.readiness import py_spy_path, why_no_py_spy
+    from sparkscope.probes.threadprobe.python_workers import PY_SPY_RATE_HZ
+    from sparkscope.probes.threadprobe.readiness import py_spy_path, why_no_py_spy
     reason = why_no_py_spy()
     if reason:
         print(f"py-spy not measured: {reason}")

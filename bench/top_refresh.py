@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.top import data
 from sparkscope_testkit.sandbox import throwaway_stack
 

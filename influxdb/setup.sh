@@ -1,7 +1,7 @@
 #!/bin/sh
 # InfluxDB's users and database for `docker compose up` (the influxdb-setup
 # service runs it on every start; it changes only what differs). The native
-# runner does the same from Python (src/sparkscope/influx.py,
+# runner does the same from Python (src/sparkscope/store/influx.py,
 # ensure_users); tests/test_auth.py runs both against a real InfluxDB and
 # compares what they leave.
 #

@@ -20,7 +20,8 @@ import pytest
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import run_submit, spark_home, submit_argv
-from sparkscope import influx, versions
+from sparkscope.store import influx
+from sparkscope import versions
 from sparkscope.process import wait_until
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, Settings

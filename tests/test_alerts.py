@@ -31,8 +31,9 @@ import pytest
 import yaml
 
 from conftest import Stack, java_job_jar, run_spark_job
-from sparkscope import http
-from sparkscope.alerts import contact_points, generate
+from sparkscope.store import http
+from sparkscope.alerts import generate
+from sparkscope.stack import contact_points
 from sparkscope.alerts.rules import rules
 from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
@@ -40,7 +41,7 @@ from sparkscope.provision.dashcheck import ensure_dashcheck
 from sparkscope.dashboards.queries import DATASOURCE
 from sparkscope.process import quiet, wait_until
 from sparkscope.spark.conf import annotator_properties
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
 from sparkscope_testkit import alerts12, slow_mount

@@ -25,7 +25,7 @@ import pytest
 
 from sparkscope.process import start_group, stop_group, wait_until
 from sparkscope.provision.go import ensure_influxd
-from sparkscope import influx, schema
+from sparkscope.store import influx, schema
 from sparkscope.errors import SparkscopeError
 from sparkscope.stack import native, rollups
 from sparkscope.stack.native import NativeBackend
@@ -363,8 +363,8 @@ def test_with_events_auth_only_spark_and_the_probes_write_events(tmp_path, monke
     (http.post_lines) and a real Spark driver's annotator given what
     ./sparkscope conf prints."""
     from conftest import Stack, run_spark_job
-    from sparkscope import http
-    from sparkscope.blockprobe import probe
+    from sparkscope.store import http
+    from sparkscope.probes.blockprobe import probe
     from sparkscope.provision.annotator_jar import ensure_annotator_jar
     from sparkscope.spark.conf import annotator_env, annotator_properties
 
@@ -410,7 +410,7 @@ def test_a_pasted_summary_hint_runs_nothing_a_run_id_holds():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="what root may run matters only as root")
 def test_as_root_nothing_runs_from_where_another_user_could_change_it(tmp_path, monkeypatch):
-    from sparkscope.privilege import why_untrusted
+    from sparkscope.probes.privilege import why_untrusted
     from sparkscope.stack import StackError
     shared = tmp_path / "shared"
     shared.mkdir()

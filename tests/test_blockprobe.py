@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sparkscope.blockprobe.probe import MAX_OUTLIERS_PER_PERIOD, Histogram, Reports, direction
-from sparkscope.blockprobe.readiness import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, may_load_bpf
+from sparkscope.probes.blockprobe.probe import MAX_OUTLIERS_PER_PERIOD, Histogram, Reports, direction
+from sparkscope.probes.blockprobe.readiness import CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN, may_load_bpf
 from sparkscope.process import wait_until
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
@@ -83,7 +83,7 @@ def test_an_unprivileged_user_is_told_to_run_as_root_or_grant_cap_bpf():
     # The system's Python and a readable copy of the package: the venv and the
     # checkout may sit where the unprivileged user cannot enter.
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
-                           "from sparkscope.blockprobe.readiness import why_not_traceable; print(why_not_traceable())"],
+                           "from sparkscope.probes.blockprobe.readiness import why_not_traceable; print(why_not_traceable())"],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(readable_source())),
                           cwd="/")
     assert done.returncode == 0, done.stderr
@@ -172,7 +172,7 @@ def test_bpftrace_that_dies_is_started_again_and_undecodable_output_does_not_sto
     server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     Collector.bodies = []
-    code = ("import sys; from sparkscope.blockprobe.probe import run; "
+    code = ("import sys; from sparkscope.probes.blockprobe.probe import run; "
             f"sys.exit(run('http://127.0.0.1:{server.server_address[1]}', 1, 100, backoff_s=(0.2,)))")
     env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
     probe = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)

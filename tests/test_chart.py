@@ -35,7 +35,7 @@ from sparkscope.provision.kubeconform import LOCATION, ensure_kubeconform, ensur
     shipped_schemas
 from sparkscope.process import quiet, start_group, stop_group, wait_until
 from sparkscope.spark.conf import SINK, annotator_properties, conf_flags
-from sparkscope import influx, schema
+from sparkscope.store import influx, schema
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import influx_dirs
 from sparkscope.provision.go import ensure_influxd
@@ -475,7 +475,7 @@ def test_telegraf_replicas_follow_the_value(rendered):
 
 def probe_reads(probe: str) -> str:
     """The source of what runs in the probe's image (its Dockerfile's COPY lines)."""
-    dockerfile = (ROOT / "src" / "sparkscope" / probe / "Dockerfile").read_text()
+    dockerfile = (ROOT / "src" / "sparkscope" / "probes" / probe / "Dockerfile").read_text()
     copied = re.findall(r"src/sparkscope/[\w/.]+", dockerfile.replace("\\\n", " "))
     files = [f for path in copied for f in ([ROOT / path] if path.endswith(".py") else (ROOT / path).rglob("*.py"))]
     assert any(f.parent.name == probe for f in files), copied
@@ -486,9 +486,9 @@ def test_the_host_probes_are_off_by_default_and_ask_for_their_image(helm, tmp_pa
     for name, objects in rendered.items():
         assert (PROBES in pod_specs(objects)) == (name == "host probes"), name
     values_file = tmp_path / "values.yaml"
-    for values, named in (({"probes": {"enabled": True}}, "src/sparkscope/threadprobe/Dockerfile"),
+    for values, named in (({"probes": {"enabled": True}}, "src/sparkscope/probes/threadprobe/Dockerfile"),
                           ({"probes": {"enabled": True, "threadprobe": {"enabled": False}}},
-                           "src/sparkscope/blockprobe/Dockerfile"),
+                           "src/sparkscope/probes/blockprobe/Dockerfile"),
                           ({"probes": {"enabled": True, "threadprobe": {"enabled": False},
                                        "blockprobe": {"enabled": False}}}, "both false")):
         values_file.write_text(yaml.safe_dump(values))

@@ -28,7 +28,7 @@ from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.report.advice import advise
 from sparkscope.report.run_facts import RunReader
 from sparkscope.spark.conf import annotator_properties
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.settings import ROOT
 
 from conftest import run_spark_job

@@ -14,7 +14,7 @@ import pytest
 
 from sparkscope import dashboards
 from sparkscope.dashboards.queries import WHOLE_DISKS, is_counter
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.settings import ROOT
 from sparkscope_testkit.grafana12 import Dashboard12, ModelError
 from sparkscope_testkit.grafana13 import RULE_SETS

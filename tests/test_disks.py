@@ -26,7 +26,7 @@ from typing import Iterator
 
 import pytest
 
-from sparkscope.blockprobe.readiness import why_not_traceable
+from sparkscope.probes.blockprobe.readiness import why_not_traceable
 from sparkscope.dashboards import DASHBOARDS_DIR
 from sparkscope.process import wait_until
 from sparkscope_testkit import slow_mount

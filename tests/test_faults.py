@@ -24,7 +24,7 @@ from sparkscope import cli
 from sparkscope.process import quiet, wait_until
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.stack import StackError
 from sparkscope.stack.native import NativeBackend, PidFile
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkscope.profiles import page, store
-from sparkscope.profiles.nested_set import Row, iter_stacks, parse_collapsed, rows, widest_leaves
+from sparkscope.profiles import page
+from sparkscope.store import profiles as store
+from sparkscope.store.nested_set import Row, iter_stacks, parse_collapsed, rows, widest_leaves
 from sparkscope_testkit.browser_checks import open_offline
 
 COLLAPSED = """\

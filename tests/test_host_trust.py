@@ -156,7 +156,7 @@ def forged_executor(tmp_path: Path, real_jvm: bool) -> subprocess.Popen:
 @pytest.mark.skipif(shutil.which("javac") is None, reason="the forged executor is a small Java program")
 @pytest.mark.parametrize("real_jvm", [False, True], ids=["renamed-python", "real-jvm"])
 def test_a_forged_executor_gets_a_bounded_number_of_py_spys(tmp_path, real_jvm):
-    from sparkscope.threadprobe import jvms, procfs, python_workers
+    from sparkscope.probes.threadprobe import jvms, procfs, python_workers
     if python_workers.py_spy_path() is None:
         pytest.skip("py-spy is not installed")
     forged = forged_executor(tmp_path, real_jvm)
@@ -239,7 +239,7 @@ def test_the_block_probe_lives_through_a_listener_that_speaks_no_http(tmp_path):
     script.write_text(f"#!/bin/sh\nwhile true; do cat <<'EOF'\n{period}\nEOF\nsleep 0.2; done\n")
     script.chmod(0o755)
     listener = Impostor(impostor_answers=3)
-    code = ("import sys; from sparkscope.blockprobe.probe import run; "
+    code = ("import sys; from sparkscope.probes.blockprobe.probe import run; "
             f"sys.exit(run('http://127.0.0.1:{listener.port}', 1, 100, backoff_s=(0.2,)))")
     log = tmp_path / "probe.log"
     with open(log, "w") as stderr:  # a file: the fake bpftrace would hold a pipe open
@@ -258,8 +258,8 @@ def test_the_block_probe_lives_through_a_listener_that_speaks_no_http(tmp_path):
 # --- native services are kept running -------------------------------------------------
 
 def test_a_native_service_that_dies_is_started_again_and_status_says_so(tmp_path):
-    from sparkscope import influx
-    from sparkscope.threadprobe import procfs
+    from sparkscope.store import influx
+    from sparkscope.probes.threadprobe import procfs
     from sparkscope_testkit.sandbox import throwaway_stack
     with throwaway_stack(tmp_path / "state", only=("influxdb",)) as settings:
         backend = NativeBackend(settings)
@@ -290,7 +290,7 @@ def test_a_service_that_fails_at_its_start_is_not_restarted_so_up_says_why_at_on
 def influxd_under(leader: int) -> list[int]:
     """influxd processes below a service's recorded pid (supervisor, then the relay):
     by the program they run, which may have been started from a descriptor."""
-    from sparkscope.threadprobe import procfs
+    from sparkscope.probes.threadprobe import procfs
     found, todo = [], [leader]
     while todo:
         pid = todo.pop()
@@ -313,8 +313,8 @@ def test_a_root_up_runs_influxdb_unprivileged_with_its_files_private(tmp_path, m
     """What a user gets from `sudo ./sparkscope up` by default (here without SUDO_USER: nobody)."""
     import pwd
     import tempfile
-    from sparkscope import influx
-    from sparkscope.threadprobe import procfs
+    from sparkscope.store import influx
+    from sparkscope.probes.threadprobe import procfs
     monkeypatch.delenv("SUDO_USER", raising=False)
     nobody = pwd.getpwnam("nobody")
     # A state dir and config the service user can reach: pytest's tmp dirs are root's

@@ -1,5 +1,5 @@
 """The schema at the door (issue 38, items 1, 4 and 5): Telegraf's ingest guard,
-generated from src/sparkscope/schema.py, holds what reaches InfluxDB.
+generated from src/sparkscope/store/schema.py, holds what reaches InfluxDB.
 
 Fast: the guard in telegraf.conf is what the schema generates; the writers
 (the annotator's Java, Telegraf's own "no end seen" Starlark) write only what
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import influx, schema
+from sparkscope.store import influx, schema
 from sparkscope.process import wait_until
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import throwaway_stack

@@ -1,11 +1,17 @@
-"""Layers point one way: no import cycle between the parts of the package (a
-subpackage, or a module at the top), counting the imports inside functions,
-which run later but tie the parts together just the same."""
+"""Layers point one way. Each part of the package (a subpackage, or a module at
+the top) has a rank in LAYERS and imports only parts of its own rank or
+below; no import cycle between parts; the store and the probes, which the
+probes' images copy whole, import the standard library and each other alone,
+at the top of their modules. Imports inside functions count: they run later
+but tie the parts together just the same."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
+
+import pytest
 
 from sparkscope.settings import ROOT
 
@@ -13,7 +19,7 @@ PACKAGE = ROOT / "src" / "sparkscope"
 
 
 def part_of(module: str) -> str:
-    """sparkscope.stack.native -> stack; sparkscope.influx -> influx."""
+    """sparkscope.stack.native -> stack; sparkscope.store.influx -> influx."""
     return module.split(".")[1] if module.count(".") else module
 
 
@@ -72,12 +78,101 @@ def described(edges, cycle: list[str]) -> str:
         f"{a}->{b} at {edges[a, b][0]}" for a, b in zip(cycle, cycle[1:])) + ")"
 
 
+# Lowest first. A part may import its own rank and the ranks below it.
+LAYERS = (
+    ("base", {"errors", "text", "versions"}),  # no sparkscope import at all
+    ("store", {"store"}),  # the schema, line protocol, InfluxDB, the read layer
+    ("probes", {"probes"}),  # agents on Spark's hosts: the store's writers
+    ("runtime", {"process", "settings"}),  # processes and the user's configuration
+    ("build", {"provision", "spark", "browser"}),  # what is built or installed, Spark's settings and submit
+    ("stack", {"stack"}),  # running the services
+    ("generators", {"dashboards", "alerts", "chart", "ingest_guard", "generate"}),  # checked-in files
+    ("commands", {"report", "top", "profiles", "demo", "cli", "__main__"}),  # what users run
+)
+# Parts whose images copy them whole: the standard library and these parts only.
+SELF_CONTAINED = {"store": {"store", "errors"}, "probes": {"probes", "store", "errors"}, "errors": set()}
+
+
+def rank_of(part: str, layers=LAYERS) -> int:
+    for rank, (_, parts) in enumerate(layers):
+        if part in parts:
+            return rank
+    raise AssertionError(f"{part} has no layer: add it to LAYERS in tests/test_layers.py")
+
+
+def upward(edges, layers=LAYERS) -> list[str]:
+    """Every import of a part above the importer's rank, with where it is."""
+    return [f"{a} ({layers[rank_of(a, layers)][0]}) imports {b} ({layers[rank_of(b, layers)][0]}) at {where[0]}"
+            for (a, b), where in sorted(edges.items()) if rank_of(b, layers) > rank_of(a, layers)]
+
+
+def test_each_part_imports_only_its_own_layer_and_the_layers_below():
+    edges = imports(PACKAGE)
+    assert ("stack", "probes") in edges  # the scan sees imports at all (the native runner starts the probes)
+    parts = {p for edge in edges for p in edge}
+    unranked = sorted(p for p in parts if not any(p in names for _, names in LAYERS))
+    assert not unranked, f"parts without a layer in LAYERS: {unranked}"
+    assert not upward(edges), "\n".join(upward(edges))
+
+
 def test_no_import_cycle_between_the_parts_of_the_package():
     edges = imports(PACKAGE)
-    assert ("stack", "threadprobe") in edges  # the scan sees imports at all (the native runner starts the probes)
-    assert ("report", "stack") in edges
     problems = [described(edges, c) for c in cycles(edges)]
     assert not problems, "\n".join(problems)
+
+
+def foreign_imports(package: Path, part: str, allowed: set[str]) -> list[str]:
+    """Imports in a self-contained part that are neither the standard library nor
+    an allowed part, and any sparkscope import placed inside a function."""
+    out = []
+    root = package / part if (package / part).is_dir() else package / f"{part}.py"
+    for path in sorted(root.rglob("*.py") if root.is_dir() else [root]):
+        tree = ast.parse(path.read_text(), str(path))
+        top_level = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif isinstance(node, ast.ImportFrom):
+                names = [package.name + ".relative"]  # relative: inside the package, resolved as its own part
+            else:
+                continue
+            where = f"{path.relative_to(package)}:{node.lineno}"
+            for name in names:
+                head = name.split(".")[0]
+                if head == package.name:
+                    inner = name.split(".")[1] if "." in name else ""
+                    if inner and inner != "relative" and inner not in allowed:
+                        out.append(f"{where} imports {name}")
+                    elif id(node) not in top_level:
+                        out.append(f"{where} imports {name} inside a function")
+                elif head not in sys.stdlib_module_names and head != "__future__":
+                    out.append(f"{where} imports {name}, not in the standard library")
+    return out
+
+
+@pytest.mark.parametrize("part", sorted(SELF_CONTAINED))
+def test_the_store_and_the_probes_need_nothing_but_the_standard_library_and_each_other(part):
+    assert not foreign_imports(PACKAGE, part, SELF_CONTAINED[part])
+
+
+def test_an_import_up_the_layers_a_foreign_module_or_a_hidden_import_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    for part in ("low", "high"):
+        (pkg / part).mkdir(parents=True)
+        (pkg / part / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low" / "a.py").write_text("import json\nimport yaml\nfrom pkg.high import b\n\n"
+                                      "def later():\n    from pkg.low import c\n")
+    (pkg / "high" / "b.py").write_text("from pkg.low import a\n")
+    layers = (("bottom", {"low"}), ("top", {"high"}))
+    assert upward(imports(pkg), layers) == ["low (bottom) imports high (top) at low/a.py:3"]
+    assert foreign_imports(pkg, "low", {"low"}) == [
+        "low/a.py:2 imports yaml, not in the standard library",
+        "low/a.py:3 imports pkg.high",
+        "low/a.py:6 imports pkg.low inside a function"]
+    assert foreign_imports(pkg, "high", {"high", "low"}) == []
 
 
 def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):

@@ -1,4 +1,4 @@
-"""sparkscope.lineprotocol, fuzzed through the real path its writers use: a
+"""sparkscope.store.lineprotocol, fuzzed through the real path its writers use: a
 POST to Telegraf's events listener, Telegraf's parser and serializer,
 InfluxDB 1.8. Every string comes back as it went in (fields), or with only
 the documented change (tags); no line of a batch is lost for another's value."""
@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from sparkscope import http, lineprotocol
-from sparkscope import influx
+from sparkscope.store import http, lineprotocol
+from sparkscope.store import influx
 
 SPECIAL = ["\n", "\r", "\t", "\f", "\v", "\x00", "\x07", "\x1b", '"', "'", "\\", ",", "=", " ", "é", "✓",
            "\ufffd", "\u2028", "$", "`", "/", "*"]
@@ -77,7 +77,7 @@ def test_a_probes_host_tag_is_the_one_stored_and_telegraf_adds_its_own_only_with
     Telegraf replica that takes the lines runs elsewhere and must not rename it."""
     import socket
 
-    from sparkscope.probe_cli import host_tagged
+    from sparkscope.probes.cli import host_tagged
 
     hosts = ["node-1", "ip-10-0-3-7.ec2.internal", "a b,c=d", "ends\\", "x\\ y"]
     now, device = time.time_ns(), f"sd a,{uuid.uuid4().hex}"
@@ -102,9 +102,9 @@ def test_a_probes_host_tag_is_the_one_stored_and_telegraf_adds_its_own_only_with
 
 def test_the_probes_and_the_profile_store_write_through_it():
     """The three writers produce exactly what the module writes for their values."""
-    from sparkscope.blockprobe import probe
-    from sparkscope.profiles import store
-    from sparkscope.threadprobe import periods
+    from sparkscope.probes.blockprobe import probe
+    from sparkscope.store import profiles as store
+    from sparkscope.probes.threadprobe import periods
     for module in (probe, store, periods):
         assert module.escape_tag is lineprotocol.tag_value, module.__name__
     for module in (probe, store):

@@ -17,7 +17,7 @@ import pytest
 
 from sparkscope.demo import summary as demo_summary
 from sparkscope.report.run_facts import RunReader
-from sparkscope import schema, influx
+from sparkscope.store import schema, influx
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import throwaway_stack
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import JOBS, SINK_PERIOD_S, java_job_jar, users_jit
-from sparkscope.profiles import control, store
-from sparkscope.profiles.nested_set import widest_leaves
+from sparkscope.profiles import control
+from sparkscope.store import profiles as store
+from sparkscope.store.nested_set import widest_leaves
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope_testkit.annotator_helpers import annotator_conf

@@ -199,7 +199,7 @@ def test_a_run_whose_driver_stopped_reporting_without_an_end_is_told_as_such(inf
     grace period the report says "no end seen" when the driver went quiet,
     not that the annotator was missing; a driver still reporting is running."""
     import time
-    from sparkscope import influx
+    from sparkscope.store import influx
     now = int(time.time())
     for app, quiet_s in (("app-killed-no-end", 600), ("app-still-running", 5)):
         started = now - quiet_s - 300
@@ -224,7 +224,7 @@ def test_a_week_long_run_is_read_from_the_rollup_with_its_peaks_and_a_bounded_pl
     plots keep one point per bucket, not one per sample."""
     import time
     from sparkscope.report.run_facts import PLOT_POINTS
-    from sparkscope import influx
+    from sparkscope.store import influx
     from sparkscope.stack import rollups
     app, now = "app-week-long-0001", int(time.time()) // 600 * 600
     start, end = now - 6 * 86_400, now - 120

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sparkscope import influx, schema
+from sparkscope.store import influx, schema
 
 from sparkscope.stack import rollups
 from sparkscope.settings import ROOT
@@ -81,7 +81,7 @@ def test_a_changed_continuous_query_is_replaced_and_an_older_regex_one_dropped(i
 
 
 def test_every_measurement_the_dashboards_and_report_read_through_a_rollup_is_rolled_up():
-    from sparkscope.schema import OLD_GEN_POOLS
+    from sparkscope.store.schema import OLD_GEN_POOLS
     from sparkscope.report.run_facts import SERIES, TOTALS
     read = {*SERIES, *TOTALS, *OLD_GEN_POOLS, "heap.max"}
     for path in sorted((ROOT / "dashboards").glob("*.json")):

@@ -1,4 +1,4 @@
-"""The stored schema has one home, src/sparkscope/schema.py, and what is not
+"""The stored schema has one home, src/sparkscope/store/schema.py, and what is not
 Python is checked against it: every measurement a reader names (the Python
 sources, the generated dashboards, the alert rules) is declared there; the
 Telegraf filter stores exactly the Spark metrics it declares as read; the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import schema
+from sparkscope.store import schema
 from sparkscope.settings import ROOT
 
 SRC = ROOT / "src" / "sparkscope"
@@ -197,10 +197,10 @@ def test_the_java_check_fails_on_an_undeclared_and_on_a_missing_measurement():
 
 
 @pytest.mark.parametrize("module, names", [
-    ("sparkscope.blockprobe.probe", ("BLOCK_LATENCY", "BLOCK_LATENCY_HIST", "BLOCK_OUTLIER", "BLOCK_OUTLIER_DROPPED")),
-    ("sparkscope.threadprobe.periods", ("THREADS_MEASUREMENT", "THREAD_WAITS_MEASUREMENT")),
-    ("sparkscope.threadprobe.sampler", ("THREAD_SAMPLER_MEASUREMENT",)),
-    ("sparkscope.profiles.store", ("FLAME_MEASUREMENT", "PROFILES_MEASUREMENT")),
+    ("sparkscope.probes.blockprobe.probe", ("BLOCK_LATENCY", "BLOCK_LATENCY_HIST", "BLOCK_OUTLIER", "BLOCK_OUTLIER_DROPPED")),
+    ("sparkscope.probes.threadprobe.periods", ("THREADS_MEASUREMENT", "THREAD_WAITS_MEASUREMENT")),
+    ("sparkscope.probes.threadprobe.sampler", ("THREAD_SAMPLER_MEASUREMENT",)),
+    ("sparkscope.store.profiles", ("FLAME_MEASUREMENT", "PROFILES_MEASUREMENT")),
 ])
 def test_the_python_writers_write_the_names_schema_declares(module, names):
     """The probes and the profile store take their names from schema.py: no

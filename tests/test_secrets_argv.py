@@ -70,7 +70,7 @@ def test_the_events_password_is_in_no_spark_command_line_and_events_still_arrive
     holds the password; its annotator events get through the listener's auth."""
     import threading
     from conftest import Stack, run_spark_job
-    from sparkscope import influx
+    from sparkscope.store import influx
     from sparkscope.provision.annotator_jar import ensure_annotator_jar
     from sparkscope.settings import ROOT
     from sparkscope.spark import conf as spark_conf

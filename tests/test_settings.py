@@ -137,8 +137,8 @@ def test_a_fallback_that_differs_from_the_default_is_found():
 
 
 def test_the_probes_spark_conf_and_settings_defaults_are_env_examples():
-    from sparkscope.blockprobe import probe
-    from sparkscope.threadprobe import sampler
+    from sparkscope.probes.blockprobe import probe
+    from sparkscope.probes.threadprobe import sampler
     d = shipped_defaults()
     assert probe.DEFAULT_PERIOD_S == int(d["BLOCKPROBE_PERIOD_S"])
     assert probe.DEFAULT_THRESHOLD_MS == float(d["BLOCKPROBE_THRESHOLD_MS"])

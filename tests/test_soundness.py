@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import http
-from sparkscope import influx
+from sparkscope.store import http
+from sparkscope.store import influx
 from sparkscope.stack.influx_storage import SELFCHECK, influx_write_problem
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import throwaway_stack
@@ -86,7 +86,7 @@ def test_requests_to_this_machine_never_go_through_the_proxy(servers, monkeypatc
     assert any(line.startswith(f"{proxy} ") and "Bearer secret" in line for line in Recorder.seen), Recorder.seen
 
 
-@pytest.mark.parametrize("dockerfile", sorted(ROOT.glob("src/sparkscope/*/Dockerfile")),
+@pytest.mark.parametrize("dockerfile", sorted(ROOT.glob("src/sparkscope/probes/*/Dockerfile")),
                          ids=lambda p: p.parent.name)
 def test_each_probe_image_holds_every_module_its_entry_point_imports(dockerfile, tmp_path):
     """The compose probes copy parts of the package: the entry point must

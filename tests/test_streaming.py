@@ -19,7 +19,7 @@ from sparkscope.report.advice import streaming_lines
 from sparkscope.report.run_facts import RunReader
 from sparkscope.spark.submit import ensure_pyspark
 from sparkscope.spark.conf import annotator_properties
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.settings import ROOT
 
 from conftest import SPARK4_VERSION, run_spark_job

@@ -27,10 +27,10 @@ import pytest
 
 from conftest import run_spark_job
 from sparkscope.dashboards import DASHBOARDS_DIR
-from sparkscope.profiles.store import read_rows
+from sparkscope.store.profiles import read_rows
 from sparkscope.process import wait_until
 from sparkscope.settings import ROOT
-from sparkscope.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
+from sparkscope.probes.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
 from sparkscope_testkit.sandbox import readable_source
 from sparkscope_testkit.slow_mount import slow_fs_mounted
 
@@ -185,7 +185,7 @@ def cpu_run(stack, tmp_path_factory):
     if os.geteuid() == 0 and shutil.which("setpriv") and Path("/usr/bin/python3").exists():
         unprivileged = subprocess.Popen(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-m",
-             "sparkscope.threadprobe", "--url", f"http://127.0.0.1:{server.server_address[1]}", "--period", "5"],
+             "sparkscope.probes.threadprobe", "--url", f"http://127.0.0.1:{server.server_address[1]}", "--period", "5"],
             env=dict(os.environ, PYTHONPATH=str(readable_source())), cwd="/", stdout=subprocess.DEVNULL,
             stderr=open(base / "unprivileged.log", "w"))
     try:

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope import procstat
-from sparkscope.profiles.nested_set import parse_collapsed
+from sparkscope.probes import procstat
+from sparkscope.store.nested_set import parse_collapsed
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
-from sparkscope.threadprobe import jvms, periods, procfs
-from sparkscope.threadprobe.jvms import Discovery, SparkJvm, from_cmdline, resolve_driver
-from sparkscope.threadprobe.periods import JvmPeriod, thread_class
-from sparkscope.threadprobe.sampler import Errors, Sampler
+from sparkscope.probes.threadprobe import jvms, periods, procfs
+from sparkscope.probes.threadprobe.jvms import Discovery, SparkJvm, from_cmdline, resolve_driver
+from sparkscope.probes.threadprobe.periods import JvmPeriod, thread_class
+from sparkscope.probes.threadprobe.sampler import Errors, Sampler
 from sparkscope_testkit.sandbox import isolated_settings, readable_source
 
 # /proc/<pid>/task/<tid>/stat of a GC thread of a Spark 3.5 executor (Java 17), as read.
@@ -305,7 +305,7 @@ def test_a_jvm_s_child_caught_before_its_exec_is_not_taken_for_the_jvm(tmp_path)
                     reason="needs root, setpriv and the system python3 to run as an unprivileged user")
 def test_an_unprivileged_user_is_told_kernel_stacks_need_root_and_states_go_on():
     done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c",
-                           "from sparkscope.threadprobe.readiness import why_no_kernel_stacks; "
+                           "from sparkscope.probes.threadprobe.readiness import why_no_kernel_stacks; "
                            "print(why_no_kernel_stacks())"],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(readable_source())),
                           cwd="/")
@@ -321,7 +321,7 @@ def test_up_leaves_the_sampler_off_when_the_user_says_so(tmp_path, monkeypatch):
 
 
 def test_the_sampler_itself_exits_quietly_when_switched_off():
-    done = subprocess.run([sys.executable, "-m", "sparkscope.threadprobe"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "sparkscope.probes.threadprobe"], capture_output=True, text=True,
                           env=dict(os.environ, THREADPROBE_ENABLED="false", PYTHONPATH=str(ROOT / "src")), timeout=60)
     assert done.returncode == 0 and "off (THREADPROBE_ENABLED=false)" in done.stderr
 
@@ -403,7 +403,7 @@ def test_a_driver_left_nameless_is_said_once_after_its_start_up_and_again_when_n
 
 
 def test_the_sampler_comes_back_after_an_uncaught_error_with_a_growing_pause(capsys):
-    from sparkscope.threadprobe import sampler
+    from sparkscope.probes.threadprobe import sampler
     calls, pauses = [], []
 
     def start() -> int:
@@ -419,7 +419,7 @@ def test_the_sampler_comes_back_after_an_uncaught_error_with_a_growing_pause(cap
 
 
 def test_one_period_sends_at_most_its_bound_and_counts_the_cut():
-    from sparkscope.threadprobe import sampler
+    from sparkscope.probes.threadprobe import sampler
     lines = [f"x v={n}i" for n in range(sampler.MAX_LINES_PER_PERIOD + 123)]
     kept, cut = sampler.bounded(lines)
     assert len(kept) == sampler.MAX_LINES_PER_PERIOD and cut == 123 and kept[0] == lines[0]

@@ -22,7 +22,7 @@ import pytest
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
 from sparkscope.top import data, view

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from sparkscope import influx, versions
+from sparkscope.store import influx
+from sparkscope import versions
 from sparkscope.process import quiet, wait_until
 from sparkscope.stack import rollups
 from sparkscope.stack.native import NativeBackend

@@ -25,7 +25,7 @@ except ImportError as _no_rich:
     top_command = None
     TOP_MISSING = str(_no_rich)
 from sparkscope.spark.chart_release import Release, chart_values, submit_flags
-from sparkscope.http import EVENTS_PASSWORD_ENV
+from sparkscope.store.http import EVENTS_PASSWORD_ENV
 from sparkscope.spark.conf import annotator_properties, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Optional
 
-from sparkscope import procstat
+from sparkscope.probes import procstat
 
 Progress = Callable[[str], None]
 

@@ -16,7 +16,7 @@ from typing import Optional
 
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress
-from sparkscope.influx import Endpoint, Users
+from sparkscope.store.influx import Endpoint, Users
 
 ROOT = Path(__file__).resolve().parents[2]
 PLACEHOLDER_PASSWORD = "change-me"
@@ -111,7 +111,7 @@ class Settings:
     events_user: str
     events_password: str = field(repr=False)
     # Where Grafana sends alerts: the ALERT_* keys that are set, as (key, value) pairs
-    # (sparkscope/alerts/contact_points.py).
+    # (sparkscope/stack/contact_points.py).
     alert_contacts: tuple = field(repr=False)
 
     @property

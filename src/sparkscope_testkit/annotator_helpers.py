@@ -8,7 +8,7 @@ import re
 
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.spark.conf import annotator_properties
-from sparkscope.schema import TASK_TIME_COUNTERS, TASK_TOTALS_PREFIX
+from sparkscope.store.schema import TASK_TIME_COUNTERS, TASK_TOTALS_PREFIX
 from sparkscope.settings import ROOT
 
 MEASUREMENTS = ("sparkscope_application", "sparkscope_query", "sparkscope_job", "sparkscope_stage",

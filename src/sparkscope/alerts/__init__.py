@@ -2,13 +2,13 @@
 
 rules.py holds one entry per rule, thresholds.py every number they use,
 provisioning.py turns them into Grafana 12's file-provisioning format, and
-contact_points.py (light: ./sparkscope up imports it) writes where notifications go from the contact keys in
+stack/contact_points.py (./sparkscope up runs it) writes where notifications go from the contact keys in
 .env (none by default). Regenerate after a change:
 
     .venv/bin/python -m sparkscope.alerts
 
 which (generate.py) writes grafana/provisioning/alerting/sparkscope-rules.yaml,
-with yaml_text.py; Grafana reads it at start (the compose image mounts grafana/provisioning/, the native
+with stack/yaml_text.py; Grafana reads it at start (the compose image mounts grafana/provisioning/, the native
 runner points GF_PATHS_PROVISIONING at it). tests/test_alerts.py fails when
 the checked-in file differs from what this package writes, decodes it strictly
 with tools/dashcheck, and evaluates every rule on real runs as Grafana would.

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sparkscope.alerts import contact_points
+from sparkscope.stack import contact_points
 from sparkscope.alerts.provisioning import rules_file
 from sparkscope.alerts.rules import rules
 from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
-from sparkscope.alerts.yaml_text import to_yaml
+from sparkscope.stack.yaml_text import to_yaml
 from sparkscope.dashboards.uids import LIVE_UID
 from sparkscope.settings import ROOT, load_settings
 

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, newest_first,
                                            range_max, source)
-from sparkscope.schema import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT,
+from sparkscope.store.schema import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT,
                                RAW_POLICY, RESOLUTION_MEASUREMENT, TASK_SCOPE_MEASUREMENT,
                                TASK_TOTALS_PREFIX)
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterator
 
-from sparkscope.schema import CONTAINER_COUNTER_FIELDS, CONTAINER_MEASUREMENT, COUNTER_MEASUREMENTS, TASK_TOTALS_PREFIX
+from sparkscope.store.schema import CONTAINER_COUNTER_FIELDS, CONTAINER_MEASUREMENT, COUNTER_MEASUREMENTS, TASK_TOTALS_PREFIX
 
 DATASOURCE = {"type": "influxdb", "uid": "sparkscope-influxdb"}
 EXPRESSION = {"type": "__expr__", "uid": "__expr__"}
@@ -325,9 +325,9 @@ def pressure(alias: str = "$tag_resource $tag_type") -> dict[str, Any]:
                   'GROUP BY time($bucket), "host", "resource", "type" fill(none)', alias)
 
 
-# --- the thread sampler (sparkscope.threadprobe): averages per 10 s period ---
+# --- the thread sampler (sparkscope.probes.threadprobe): averages per 10 s period ---
 
-NEEDS_THREADPROBE = ("Needs the thread sampler (python -m sparkscope.threadprobe, no Spark setting): ./sparkscope up "
+NEEDS_THREADPROBE = ("Needs the thread sampler (python -m sparkscope.probes.threadprobe, no Spark setting): ./sparkscope up "
                      "starts it on the stack's host (THREADPROBE_ENABLED); compose: the threadprobe profile; "
                      "another host: run it there with --url pointing at this stack's events port.")
 

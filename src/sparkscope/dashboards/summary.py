@@ -7,7 +7,7 @@ from typing import Any
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.uids import PROFILES_UID
-from sparkscope.schema import OLD_GEN_POOLS
+from sparkscope.store.schema import OLD_GEN_POOLS
 from sparkscope.dashboards.queries import (APP, DRAWN, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
                                            annotator_fields, exact_peaks, per_executor_peak, raw, target, total)

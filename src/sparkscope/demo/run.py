@@ -20,7 +20,7 @@ from sparkscope.process import log_tail, start_group, stop_group
 from sparkscope.spark.conf import annotator_env, annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.dashboards.uids import LIVE_UID
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.stack import grafana_health
 from sparkscope.settings import Settings
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 from sparkscope.stack.grafana_local import is_installed
 from sparkscope.dashboards import LIVE_UID, SUMMARY_UID
 from sparkscope.demo.options import DemoOptions, DemoResult, QueryResult, executor_key, expected_executors
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.settings import Settings
 
 Out = Callable[[str], None]

@@ -13,8 +13,9 @@ import urllib.parse
 from pathlib import Path
 
 from sparkscope.dashboards.uids import PROFILES_UID
-from sparkscope.profiles import control, page, store
-from sparkscope.profiles.nested_set import Row, widest_leaves
+from sparkscope.profiles import control, page
+from sparkscope.store import profiles as store
+from sparkscope.store.nested_set import Row, widest_leaves
 from sparkscope.settings import load_settings
 
 MODES = ("cpu", "wall", "alloc", "lock")
@@ -50,7 +51,7 @@ def stage_cuts(influx_url: str, database: str, app_id: str, profile: str, kind: 
     """The per-stage cuts stored with a profile (same executor, kind, start
     and length), each with the job or SQL query the annotator recorded for
     its stage, busiest first."""
-    from sparkscope import influx
+    from sparkscope.store import influx
 
     prefix = profile.rsplit(" all threads", 1)[0] + " "
     series = influx.query(influx_url, f"SELECT profile, stage, samples, top FROM {store.PROFILES} "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from sparkscope import http
+from sparkscope.store import http
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import alive
 

@@ -10,7 +10,7 @@ import html
 import json
 from typing import Sequence
 
-from sparkscope.profiles.nested_set import Row, widest_leaves
+from sparkscope.store.nested_set import Row, widest_leaves
 
 _SCRIPT = r"""
 const rows = DATA.rows, unit = DATA.unit;

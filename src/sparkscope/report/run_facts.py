@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.errors import SparkscopeError
-from sparkscope.schema import OLD_GEN_POOLS, ROLLED_MEASUREMENTS
+from sparkscope.store.schema import OLD_GEN_POOLS, ROLLED_MEASUREMENTS
 from sparkscope.stack import rollups
 
 MIB = 1024 * 1024

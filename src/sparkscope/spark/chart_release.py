@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkscope.errors import SparkscopeError
-from sparkscope.http import EVENTS_PASSWORD_ENV
+from sparkscope.store.http import EVENTS_PASSWORD_ENV
 from sparkscope.spark.conf import conf_flags, listener_properties, read_properties, with_endpoint
 
 CHART_VALUES = Path("charts") / "sparkscope" / "values.yaml"

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from sparkscope.errors import SparkscopeError
-from sparkscope.http import EVENTS_PASSWORD_ENV
+from sparkscope.store.http import EVENTS_PASSWORD_ENV
 from sparkscope.settings import Settings
 
 LISTENER_CLASS = "dev.sparkscope.annotator.AnnotatorListener"

@@ -25,12 +25,12 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from sparkscope import http
-from sparkscope.alerts import contact_points
+from sparkscope.store import http
+from sparkscope.stack import contact_points
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
-from sparkscope import influx
-from sparkscope.schema import INGEST_REFUSED_MEASUREMENT
+from sparkscope.store import influx
+from sparkscope.store.schema import INGEST_REFUSED_MEASUREMENT
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import human_size, influx_write_problem
 from sparkscope.settings import Settings
@@ -282,7 +282,7 @@ class Backend:
             row.detail = "; ".join(filter(None, [row.detail, "the ingest guard refused what the schema does not "
                                    "declare (since Telegraf started): " + ", ".join(
                                        f"{reason} {n:,} (last: {last})" for reason, (n, last) in sorted(refused.items()))
-                                   + ". Fix the sender, or declare the new name in src/sparkscope/schema.py and "
+                                   + ". Fix the sender, or declare the new name in src/sparkscope/store/schema.py and "
                                    "run python -m sparkscope.ingest_guard"]))
 
     def _refused_at_the_door(self) -> dict[str, tuple[int, str]]:

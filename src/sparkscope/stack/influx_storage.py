@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from sparkscope import influx
+from sparkscope.store import influx
 from sparkscope.settings import Settings
 
 

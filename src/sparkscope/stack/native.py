@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from sparkscope import http
-from sparkscope.alerts import contact_points
+from sparkscope.store import http
+from sparkscope.stack import contact_points
 from sparkscope.provision.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
-from sparkscope.blockprobe.probe import ATTACHED
-from sparkscope.blockprobe.readiness import why_not_traceable
-from sparkscope.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
-from sparkscope.threadprobe.sampler import STARTED as THREADPROBE_STARTED
-from sparkscope.privilege import why_untrusted
-from sparkscope.probe_cli import switched_on
+from sparkscope.probes.blockprobe.probe import ATTACHED
+from sparkscope.probes.blockprobe.readiness import why_not_traceable
+from sparkscope.probes.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
+from sparkscope.probes.threadprobe.sampler import STARTED as THREADPROBE_STARTED
+from sparkscope.probes.privilege import why_untrusted
+from sparkscope.probes.cli import switched_on
 from sparkscope.process import (Progress, is_zombie, log_tail, python_module_argv, start_group, start_ticks,
                                stop_group, wait_until)
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
@@ -478,7 +478,7 @@ class NativeBackend(Backend):
 
     def start_blockprobe(self, progress: Progress = print) -> bool:
         running, pid, _ = self._start_probe(
-            BLOCKPROBE, "sparkscope.blockprobe", ATTACHED, BLOCKPROBE_ATTACH_S,
+            BLOCKPROBE, "sparkscope.probes.blockprobe", ATTACHED, BLOCKPROBE_ATTACH_S,
             f"bpftrace did not attach within {BLOCKPROBE_ATTACH_S:.0f} s", progress,
             why_not=lambda: why_not_traceable(mount=True),
             why_not_means="disk latency heatmap, percentiles and outliers stay empty")
@@ -502,7 +502,7 @@ class NativeBackend(Backend):
     # /proc. Needs no privilege for states; root adds kernel stacks and py-spy.
     def start_threadprobe(self, progress: Progress = print) -> bool:
         running, pid, env = self._start_probe(
-            THREADPROBE, "sparkscope.threadprobe", THREADPROBE_STARTED, THREADPROBE_START_S,
+            THREADPROBE, "sparkscope.probes.threadprobe", THREADPROBE_STARTED, THREADPROBE_START_S,
             "the sampler did not start (thread state panels stay empty)", progress)
         if pid is not None:
             extras = [f"{what} off: {reason}" for what, reason, key in (

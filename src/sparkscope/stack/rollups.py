@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkscope import influx
-from sparkscope.schema import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT, RAW_POLICY,
+from sparkscope.store import influx
+from sparkscope.store.schema import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT, RAW_POLICY,
                                RESOLUTION_MEASUREMENT, ROLLED_MEASUREMENTS, TASK_SCOPE_MEASUREMENT)
 
 # Continuous queries by these names were the single regex queries of older

@@ -18,7 +18,7 @@ import tty
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
 
-from sparkscope.influx import InfluxError
+from sparkscope.store.influx import InfluxError
 from sparkscope.settings import load_settings
 from sparkscope.top.data import Run, TopReader
 from sparkscope.top.view import SORTABLE, Screen, as_text, frame

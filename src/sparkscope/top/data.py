@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope import influx
+from sparkscope.store import influx
 
 # Spark's gauges, each executor's last sample: measurement -> ExecutorNow field.
 GAUGES = {

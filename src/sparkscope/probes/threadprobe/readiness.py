@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from sparkscope.privilege import why_untrusted
+from sparkscope.probes.privilege import why_untrusted
 
 CAP_SYS_PTRACE = 19
 

@@ -1,5 +1,5 @@
 """What the host probes' command lines share (the block I/O probe and the
-thread sampler, `python -m sparkscope.blockprobe` / `sparkscope.threadprobe`): the
+thread sampler, `python -m sparkscope.probes.blockprobe` / `sparkscope.probes.threadprobe`): the
 events listener they send to, and their on/off switches, read from the
 environment the runners (or a container's env) give them, the same way the
 native runner reads them. Standard library only: the probes import it."""
@@ -10,7 +10,7 @@ import argparse
 import os
 from typing import Mapping, Optional
 
-from sparkscope.lineprotocol import with_tag
+from sparkscope.store.lineprotocol import with_tag
 
 HOST_ENV = "SPARKSCOPE_HOST"  # the host tag a probe's points carry; unset: Telegraf's hostname
 DEFAULT_EVENTS_URL = "http://127.0.0.1:8186"  # Telegraf's line-protocol listener at EVENTS_PORT's default

@@ -27,8 +27,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from sparkscope import http, procstat
-from sparkscope.threadprobe import procfs
+from sparkscope.store import http
+from sparkscope.probes import procstat
+from sparkscope.probes.threadprobe import procfs
 
 SUBMIT_CLASS = "org.apache.spark.deploy.SparkSubmit"
 UI_TIMEOUT_S = 0.5

@@ -20,7 +20,7 @@ Written per period (Telegraf adds the tag host):
   kernel (a few dozen for a JVM), not one that grows with the application.
   seconds: thread-seconds waited there in the period (threads x period).
 - the off-CPU kernel stacks of task threads as one flame profile
-  (sparkscope.profiles.store, kind "offcpu"), when the sampler may read them.
+  (sparkscope.store.profiles, kind "offcpu"), when the sampler may read them.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from sparkscope.profiles import nested_set, store
-from sparkscope.profiles.store import escape_tag
-from sparkscope.schema import THREAD_WAITS_MEASUREMENT, THREADS_MEASUREMENT
+from sparkscope.store import nested_set, profiles as store
+from sparkscope.store.profiles import escape_tag
+from sparkscope.store.schema import THREAD_WAITS_MEASUREMENT, THREADS_MEASUREMENT
 
 CLASSES = ("task", "gc", "jit", "other")
 STATE_FIELDS = ("running", "disk", "sleeping", "other")

@@ -20,10 +20,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
-from sparkscope.profiles import nested_set, store
-from sparkscope.threadprobe import procfs
-from sparkscope.threadprobe.jvms import SparkJvm
-from sparkscope.threadprobe.readiness import py_spy_path
+from sparkscope.store import nested_set, profiles as store
+from sparkscope.probes.threadprobe import procfs
+from sparkscope.probes.threadprobe.jvms import SparkJvm
+from sparkscope.probes.threadprobe.readiness import py_spy_path
 
 PY_SPY_RATE_HZ = 20
 

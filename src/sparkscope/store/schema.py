@@ -29,8 +29,8 @@ DRIVER = "driver"  # the executorid of the driver's metrics
 
 SPARK = "spark"  # Spark's GraphiteSink, through Telegraf's Graphite template (telegraf.conf)
 ANNOTATOR = "annotator"  # the annotator jar (listener and plugins), over the events listener
-BLOCK_PROBE = "block I/O probe"  # src/sparkscope/blockprobe, over the events listener
-THREAD_SAMPLER = "thread sampler"  # src/sparkscope/threadprobe, over the events listener
+BLOCK_PROBE = "block I/O probe"  # src/sparkscope/probes/blockprobe, over the events listener
+THREAD_SAMPLER = "thread sampler"  # src/sparkscope/probes/threadprobe, over the events listener
 PROFILES = "profiles"  # sparkscope profile and the profiler plugin's stacks (src/sparkscope/profiles)
 TELEGRAF = "telegraf"  # Telegraf's own inputs and processors (host, internal, no end seen)
 STACK = "stack"  # ./sparkscope up and status (lookups, self-check)
@@ -259,7 +259,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(PROFILES_MEASUREMENT, PROFILES, EVENT, tags=(APPLICATION, "kind"),
                 fields=_f(STRING, "profile", EXECUTOR, "stage", "unit", "top") + _f(FLOAT, "seconds")
                 + _f(INTEGER, "samples")),
-    # The host probes (src/sparkscope/blockprobe/probe.py, threadprobe/periods.py, sampler.py).
+    # The host probes (src/sparkscope/probes/blockprobe/probe.py, threadprobe/periods.py, sampler.py).
     Measurement(BLOCK_LATENCY, BLOCK_PROBE, tags=("device", "direction"),
                 fields=_f(INTEGER, "count") + _f(FLOAT, "mean_ms", "p50_ms", "p99_ms", "max_ms")),
     Measurement(BLOCK_LATENCY_HIST, BLOCK_PROBE, tags=("device", "direction", "le_us"), fields=_f(INTEGER, "count")),

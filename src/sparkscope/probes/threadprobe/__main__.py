@@ -1,4 +1,4 @@
 """Thread states of Spark JVMs on this host, sampled from /proc and sent to Telegraf."""
-from sparkscope.threadprobe.sampler import main
+from sparkscope.probes.threadprobe.sampler import main
 
 raise SystemExit(main())

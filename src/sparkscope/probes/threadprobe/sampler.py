@@ -26,13 +26,15 @@ import urllib.error
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from sparkscope import http, procstat
-from sparkscope.probe_cli import add_url_argument, host_tagged, switched_on
-from sparkscope.schema import THREAD_SAMPLER_MEASUREMENT
-from sparkscope.threadprobe import procfs
-from sparkscope.threadprobe.jvms import Discovery, SparkJvm
-from sparkscope.threadprobe.periods import STATE_FRAME, JvmPeriod, lines, thread_class, wait_kind
-from sparkscope.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
+from sparkscope.store import http
+from sparkscope.probes import procstat
+from sparkscope.probes.cli import add_url_argument, host_tagged, switched_on
+from sparkscope.store.schema import THREAD_SAMPLER_MEASUREMENT
+from sparkscope.probes.threadprobe import procfs
+from sparkscope.probes.threadprobe.jvms import Discovery, SparkJvm
+from sparkscope.probes.threadprobe.periods import STATE_FRAME, JvmPeriod, lines, thread_class, wait_kind
+from sparkscope.probes.threadprobe.python_workers import PythonWorkers
+from sparkscope.probes.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
 
 DEFAULT_RATE_HZ = 4.0
 DEFAULT_PERIOD_S = 10
@@ -331,7 +333,7 @@ def run(url: str, rate_hz: float, period_s: float, kernel_stacks: bool, python: 
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkscope.threadprobe",
+    parser = argparse.ArgumentParser(prog="python -m sparkscope.probes.threadprobe",
                                      description="Sample thread states of Spark JVMs from /proc and send them "
                                                  "to Telegraf.")
     add_url_argument(parser, "THREADPROBE_URL")
@@ -367,6 +369,5 @@ def main(argv: Optional[list[str]] = None) -> int:
         if reason:
             say(f"PySpark worker profiles off: {reason}")
         else:
-            from sparkscope.threadprobe.python_workers import PythonWorkers
             python = PythonWorkers(say)
     return run_with_restarts(lambda: run(args.url, args.rate, args.period, kernel_stacks, python))

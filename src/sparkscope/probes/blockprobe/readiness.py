@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-from sparkscope.privilege import why_untrusted
+from sparkscope.probes.privilege import why_untrusted
 
 TRACEFS = Path("/sys/kernel/tracing")
 BTF = Path("/sys/kernel/btf/vmlinux")

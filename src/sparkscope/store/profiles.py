@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from sparkscope import lineprotocol
-from sparkscope.profiles.nested_set import Row, widest_leaves
-from sparkscope.schema import FLAME_MEASUREMENT, PROFILES_MEASUREMENT
+from sparkscope.store import influx, lineprotocol
+from sparkscope.store.nested_set import Row, widest_leaves
+from sparkscope.store.schema import FLAME_MEASUREMENT, PROFILES_MEASUREMENT
 
 ROWS = FLAME_MEASUREMENT
 PROFILES = PROFILES_MEASUREMENT
@@ -53,7 +53,7 @@ def profile_id(executor_id: str, kind: str, start_ms: int, seconds: float, stage
     return f"{stamp} exec {executor_id} {kind} {seconds:g}s {stage or 'all threads'}"
 
 
-escape_tag = lineprotocol.tag_value  # one writer for every Python writer (sparkscope/lineprotocol.py)
+escape_tag = lineprotocol.tag_value  # one writer for every Python writer (sparkscope/store/lineprotocol.py)
 escape_string = lineprotocol.string_field
 
 
@@ -80,8 +80,6 @@ def lines(profile: Profile, rows_: Sequence[Row], samples: int) -> list[str]:
 
 def read_rows(influx_url: str, database: str, application_id: str, profile: str) -> list[Row]:
     """A stored profile's rows back, in depth-first order."""
-    from sparkscope import influx
-
     series = influx.query(influx_url, f"SELECT level, value, self, label FROM {ROWS} "
                           f"WHERE applicationid = {influx.string_literal(application_id)} "
                           f"AND profile = {influx.string_literal(profile)}",

@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from sparkscope import http, lineprotocol
-from sparkscope.probe_cli import add_url_argument, host_tagged
-from sparkscope.schema import BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER, BLOCK_OUTLIER_DROPPED
+from sparkscope.store import http, lineprotocol
+from sparkscope.probes.blockprobe.readiness import why_not_traceable
+from sparkscope.probes.cli import add_url_argument, host_tagged
+from sparkscope.store.schema import BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER, BLOCK_OUTLIER_DROPPED
 
 SCRIPT = Path(__file__).with_name("latency.bt")
 DEFAULT_PERIOD_S = 10
@@ -117,7 +118,7 @@ def device_name(dev: int, names: dict[int, str]) -> str:
     return names.get(dev, f"{dev >> 20}:{dev & 0xFFFFF}")
 
 
-escape_tag = lineprotocol.tag_value  # one writer for every Python probe (sparkscope/lineprotocol.py)
+escape_tag = lineprotocol.tag_value  # one writer for every Python probe (sparkscope/store/lineprotocol.py)
 escape_string = lineprotocol.string_field
 
 
@@ -262,7 +263,7 @@ def run(url: str, period_s: int, threshold_ms: float, backoff_s: tuple = RESTART
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sparkscope.blockprobe",
+    parser = argparse.ArgumentParser(prog="python -m sparkscope.probes.blockprobe",
                                      description="Trace block I/O latency with eBPF and send it to Telegraf.")
     add_url_argument(parser, "BLOCKPROBE_URL")
     parser.add_argument("--period", type=int, default=int(os.environ.get("BLOCKPROBE_PERIOD_S", DEFAULT_PERIOD_S)),
@@ -271,7 +272,6 @@ def main(argv: Optional[list[str]] = None) -> int:
                         default=float(os.environ.get("BLOCKPROBE_THRESHOLD_MS", DEFAULT_THRESHOLD_MS)),
                         help="I/Os at least this slow are written one by one as outliers (default %(default)s)")
     args = parser.parse_args(argv)
-    from sparkscope.blockprobe.readiness import why_not_traceable  # noqa: E402 (same package, stdlib only)
     reason = why_not_traceable(mount=True)
     if reason:
         print(f"blockprobe: cannot trace block I/O: {reason}", file=sys.stderr)

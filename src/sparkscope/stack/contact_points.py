@@ -24,7 +24,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from sparkscope.alerts.yaml_text import to_yaml
+from sparkscope.stack.yaml_text import to_yaml
 
 CONTACT_POINT = "sparkscope"
 FILE = "sparkscope-contact-points.yaml"
@@ -42,7 +42,7 @@ RECEIVERS = {
 }
 HEADER = """\
 Where Grafana sends sparkscope's alerts: written by ./sparkscope up from the
-ALERT_* keys of .env (src/sparkscope/alerts/contact_points.py), removed when
+ALERT_* keys of .env (src/sparkscope/stack/contact_points.py), removed when
 none is set. Do not edit: change .env and run ./sparkscope up again.
 Grafana replaces each ${ALERT_...} with its environment's value at start.
 The policy below replaces Grafana's notification policy tree.

@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
-from sparkscope import http
+from sparkscope.store import http
 from sparkscope.errors import SparkscopeError
 
 

@@ -1,3 +1,0 @@
-from sparkscope.blockprobe.probe import main
-
-raise SystemExit(main())

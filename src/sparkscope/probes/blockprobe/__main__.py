@@ -1,0 +1,3 @@
+from sparkscope.probes.blockprobe.probe import main
+
+raise SystemExit(main())
