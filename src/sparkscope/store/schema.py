@@ -118,36 +118,102 @@ ALL_EXECUTORS = "all executors"
 # measurement regex is interrupted after a matched measurement had no series
 # (coordinator.LocalShardMapping.CreateIterator closes a nil iterator), as
 # the collectors this run did not use have none.
+# Every name a reader or writer uses, as a constant: no product module outside
+# store/ spells a measurement name (tests/test_schema.py holds it), so a rename
+# is one edit here and a failed import anywhere it was missed.
+JVM_HEAP_MEMORY = "JVMHeapMemory"
+HEAP_MAX = "heap.max"
+THREADPOOL_ACTIVE_TASKS = "threadpool.activeTasks"
+ON_HEAP_EXECUTION_MEMORY = "OnHeapExecutionMemory"
+ON_HEAP_STORAGE_MEMORY = "OnHeapStorageMemory"
+ON_HEAP_UNIFIED_MEMORY = "OnHeapUnifiedMemory"
+OFF_HEAP_EXECUTION_MEMORY = "OffHeapExecutionMemory"
+OFF_HEAP_STORAGE_MEMORY = "OffHeapStorageMemory"
+OFF_HEAP_UNIFIED_MEMORY = "OffHeapUnifiedMemory"
+PROCESS_TREE_JVM_RSS_MEMORY = "ProcessTreeJVMRSSMemory"
+PROCESS_TREE_PYTHON_RSS_MEMORY = "ProcessTreePythonRSSMemory"
+PROCESS_TREE_OTHER_RSS_MEMORY = "ProcessTreeOtherRSSMemory"
+PROCESS_TREE_RSS = (PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_PYTHON_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY)
+JVM_CPU_TIME = "jvmCpuTime"
+MINOR_GC_COUNT = "MinorGCCount"
+MINOR_GC_TIME = "MinorGCTime"
+MAJOR_GC_COUNT = "MajorGCCount"
+MAJOR_GC_TIME = "MajorGCTime"
+RUN_TIME_COUNT = "runTime.count"
+CPU_TIME_COUNT = "cpuTime.count"
+JVM_GC_TIME_COUNT = "jvmGCTime.count"
+DESERIALIZE_TIME_COUNT = "deserializeTime.count"
+SHUFFLE_FETCH_WAIT_TIME_COUNT = "shuffleFetchWaitTime.count"
+SHUFFLE_WRITE_TIME_COUNT = "shuffleWriteTime.count"
+SHUFFLE_BYTES_WRITTEN_COUNT = "shuffleBytesWritten.count"
+SHUFFLE_LOCAL_BYTES_READ_COUNT = "shuffleLocalBytesRead.count"
+SHUFFLE_REMOTE_BYTES_READ_COUNT = "shuffleRemoteBytesRead.count"
+MEMORY_BYTES_SPILLED_COUNT = "memoryBytesSpilled.count"
+DISK_BYTES_SPILLED_COUNT = "diskBytesSpilled.count"
+BYTES_READ_COUNT = "bytesRead.count"
+BYTES_WRITTEN_COUNT = "bytesWritten.count"
+RESULT_SERIALIZATION_TIME_COUNT = "resultSerializationTime.count"
+SUCCEEDED_TASKS_COUNT = "succeededTasks.count"
+SHUFFLE_TOTAL_BYTES_READ_COUNT = "shuffleTotalBytesRead.count"
+TASKS_FAILED_TASKS_COUNT = "tasks.failedTasks.count"
+STAGES_FAILED_STAGES_COUNT = "stages.failedStages.count"
+TOTAL_GC_TIME = "TotalGCTime"
+
+# The old generation's use after the last collection (the live set), per
+# collector: G1 (Java's default), Parallel, CMS. Read by name, one query each,
+# never through a measurement regex: InfluxDB 1.8 dies when a query over a
+# measurement regex is interrupted after a matched measurement had no series
+# (coordinator.LocalShardMapping.CreateIterator closes a nil iterator), as
+# the collectors this run did not use have none.
 OLD_GEN_POOLS = ("pools.G1-Old-Gen.used-after-gc", "pools.PS-Old-Gen.used-after-gc",
                  "pools.CMS-Old-Gen.used-after-gc")
 FILESYSTEM_SCHEMES = ("file", "hdfs", "s3a", "gs", "abfs")
 
+
+def filesystem_bytes(scheme: str, way: str) -> str:
+    """Hadoop FileSystem statistics of one scheme: way is "read" or "write"."""
+    return f"filesystem.{scheme}.{way}_bytes"
+
+
 _SPARK_GAUGES = (
-    "JVMHeapMemory", "heap.max", "threadpool.activeTasks",
-    "OnHeapExecutionMemory", "OnHeapStorageMemory", "OnHeapUnifiedMemory",
-    "OffHeapExecutionMemory", "OffHeapStorageMemory", "OffHeapUnifiedMemory",
-    "ProcessTreeJVMRSSMemory", "ProcessTreePythonRSSMemory", "ProcessTreeOtherRSSMemory",
-    *OLD_GEN_POOLS,
+    JVM_HEAP_MEMORY, HEAP_MAX, THREADPOOL_ACTIVE_TASKS,
+    ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
+    OFF_HEAP_EXECUTION_MEMORY, OFF_HEAP_STORAGE_MEMORY, OFF_HEAP_UNIFIED_MEMORY,
+    *PROCESS_TREE_RSS, *OLD_GEN_POOLS,
 )
 _SPARK_COUNTERS = (
-    "jvmCpuTime", "MinorGCCount", "MinorGCTime", "MajorGCCount", "MajorGCTime",
-    *TASK_TIME_COUNTERS, "shuffleBytesWritten.count",
-    "shuffleLocalBytesRead.count", "shuffleRemoteBytesRead.count",
-    "memoryBytesSpilled.count", "diskBytesSpilled.count", "bytesRead.count", "bytesWritten.count",
-    "resultSerializationTime.count", "succeededTasks.count",
+    JVM_CPU_TIME, MINOR_GC_COUNT, MINOR_GC_TIME, MAJOR_GC_COUNT, MAJOR_GC_TIME,
+    *TASK_TIME_COUNTERS, SHUFFLE_BYTES_WRITTEN_COUNT,
+    SHUFFLE_LOCAL_BYTES_READ_COUNT, SHUFFLE_REMOTE_BYTES_READ_COUNT,
+    MEMORY_BYTES_SPILLED_COUNT, DISK_BYTES_SPILLED_COUNT, BYTES_READ_COUNT, BYTES_WRITTEN_COUNT,
+    RESULT_SERIALIZATION_TIME_COUNT, SUCCEEDED_TASKS_COUNT,
     # Hadoop FileSystem statistics: Dropwizard gauges whose value only grows.
-    *(f"filesystem.{scheme}.{way}_bytes" for scheme in FILESYSTEM_SCHEMES for way in ("read", "write")),
+    *(filesystem_bytes(scheme, way) for scheme in FILESYSTEM_SCHEMES for way in ("read", "write")),
 )
 # Read over the whole range only (totals, tables): never through a rollup.
-_SPARK_RAW_COUNTERS = ("shuffleTotalBytesRead.count", "tasks.failedTasks.count", "stages.failedStages.count")
+_SPARK_RAW_COUNTERS = (SHUFFLE_TOTAL_BYTES_READ_COUNT, TASKS_FAILED_TASKS_COUNT, STAGES_FAILED_STAGES_COUNT)
 # Counters of Spark's JVM source that no panel reads (kept with SPARKSCOPE_UNREAD_METRICS=pass):
 # named here so that their kind is known to a user's own query through dashboards.queries.is_counter.
-_SPARK_UNREAD_COUNTERS = ("TotalGCTime", "G1-Young-Generation.count", "G1-Young-Generation.time",
+_SPARK_UNREAD_COUNTERS = (TOTAL_GC_TIME, "G1-Young-Generation.count", "G1-Young-Generation.time",
                           "G1-Old-Generation.count", "G1-Old-Generation.time")
 
 # --- sparkscope's own writers -----------------------------------------------------------------
 
 APPLICATION_MEASUREMENT = "sparkscope_application"  # a run's start and end (status, name, end_time_ms)
+QUERY_MEASUREMENT = "sparkscope_query"  # SQL executions
+JOB_MEASUREMENT = "sparkscope_job"
+STAGE_MEASUREMENT = "sparkscope_stage"  # stage attempts, with task statistics and the straggler verdict
+EXECUTOR_MEASUREMENT = "sparkscope_executor"  # executors added and removed
+EXECUTOR_PEAKS_MEASUREMENT = "sparkscope_executor_peaks"  # each executor's exact peaks, whole run
+STAGE_PEAKS_MEASUREMENT = "sparkscope_stage_peaks"  # each stage's exact peaks over its executors
+STAGE_EXECUTOR_PEAKS_MEASUREMENT = "sparkscope_stage_executor_peaks"
+MEMORY_CONF_MEASUREMENT = "sparkscope_memory_conf"  # the memory settings of the run, as given
+STREAMING_MEASUREMENT = "sparkscope_streaming"  # one point per micro-batch
+STREAMING_QUERY_MEASUREMENT = "sparkscope_streaming_query"  # a streaming query's run, start to end
+STREAMING_STATE_MEASUREMENT = "sparkscope_streaming_state"
+STREAMING_END_MEASUREMENT = "sparkscope_streaming_end"
+ANNOTATION_MEASUREMENTS = (APPLICATION_MEASUREMENT, QUERY_MEASUREMENT, JOB_MEASUREMENT, STAGE_MEASUREMENT,
+                           EXECUTOR_MEASUREMENT)
 CONTAINER_MEASUREMENT = "sparkscope_container"  # each JVM's cgroup: limit, usage, working set, OOM kills
 # sparkscope_container's counter fields (the rest are gauges).
 CONTAINER_COUNTER_FIELDS = frozenset({"oom_kills", "limit_hits"})
@@ -162,7 +228,10 @@ FLAME_MEASUREMENT = "sparkscope_flame"  # a profile's nested-set rows
 PROFILES_MEASUREMENT = "sparkscope_profiles"  # one point per profile: its id, kind, span
 NO_END_SEEN_MEASUREMENT = "sparkscope_no_end_seen"  # Telegraf's starlark: a run ended for its silent driver
 SELF_CHECK_MEASUREMENT = "sparkscope_selfcheck"  # ./sparkscope status' test write
-TELEGRAF_WRITE_MEASUREMENT = "internal_write"  # Telegraf's own: buffer size and drops per output
+TELEGRAF_WRITE_MEASUREMENT = "internal_write"
+# Telegraf's host inputs (telegraf.conf).
+CPU_MEASUREMENT, MEM_MEASUREMENT, NET_MEASUREMENT = "cpu", "mem", "net"
+DISKIO_MEASUREMENT, PRESSURE_MEASUREMENT = "diskio", "pressure"  # Telegraf's own: buffer size and drops per output
 
 # The tags of the annotator's events: a run, and where it is (RUNNING, FINISHED ...).
 # "status" is a tag of these and a field of sparkscope_stage_peaks.
@@ -200,13 +269,13 @@ MEASUREMENTS: tuple[Measurement, ...] = (
                 fields=_f(STRING, "app_name", "spark_user", "spark_version", "text")
                 + _f(INTEGER, "end_time_ms", "duration_ms", "exit_code"),
                 also_written_by=(TELEGRAF,)),
-    Measurement("sparkscope_query", ANNOTATOR, EVENT, tags=_RUN_TAGS,
+    Measurement(QUERY_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
                 fields=_f(INTEGER, "execution_id", "end_time_ms", "duration_ms")
                 + _f(STRING, "text", "description", "error")),
-    Measurement("sparkscope_job", ANNOTATOR, EVENT, tags=_RUN_TAGS,
+    Measurement(JOB_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
                 fields=_f(INTEGER, "job_id", "execution_id", "end_time_ms", "duration_ms")
                 + _f(STRING, "text", "job_group", "description", "error")),
-    Measurement("sparkscope_stage", ANNOTATOR, EVENT, tags=(*_RUN_TAGS, "straggler"),
+    Measurement(STAGE_MEASUREMENT, ANNOTATOR, EVENT, tags=(*_RUN_TAGS, "straggler"),
                 fields=_f(INTEGER, "stage_id", "attempt", "job_id", "num_tasks", "execution_id", "end_time_ms",
                           "duration_ms", "task_count_seen", "task_failed_count", "task_killed_count",
                           "task_resubmitted_count", "task_max_ms", "task_p50_ms", "task_p75_ms", "task_p95_ms",
@@ -216,37 +285,37 @@ MEASUREMENTS: tuple[Measurement, ...] = (
                 + _f(FLOAT, "skew_ratio")
                 + _f(STRING, "text", "job_description", "name", "failure_reason", "slowest_executor",
                      "slowest_host")),
-    Measurement("sparkscope_executor", ANNOTATOR, EVENT, tags=(*_RUN_TAGS, "event"),
+    Measurement(EXECUTOR_MEASUREMENT, ANNOTATOR, EVENT, tags=(*_RUN_TAGS, "event"),
                 fields=_f(STRING, "executor_id", "host", "text", "reason", "cause")
                 + _f(INTEGER, "cores", "exit_code")),
-    Measurement("sparkscope_executor_peaks", ANNOTATOR, tags=(APPLICATION,),
+    Measurement(EXECUTOR_PEAKS_MEASUREMENT, ANNOTATOR, tags=(APPLICATION,),
                 fields=_PEAKS + _f(STRING, "executor_id", "written_at", "text")),
-    Measurement("sparkscope_stage_peaks", ANNOTATOR, tags=(APPLICATION,),
+    Measurement(STAGE_PEAKS_MEASUREMENT, ANNOTATOR, tags=(APPLICATION,),
                 fields=_PEAKS + _f(INTEGER, "stage_id", "attempt", "execution_id", "executors")
                 + _f(STRING, "name", "status", "heap_peak_executor", "execution_peak_executor", "text")),
-    Measurement("sparkscope_stage_executor_peaks", ANNOTATOR, tags=(APPLICATION,),
+    Measurement(STAGE_EXECUTOR_PEAKS_MEASUREMENT, ANNOTATOR, tags=(APPLICATION,),
                 fields=_PEAKS + _f(INTEGER, "stage_id", "attempt", "execution_id") + _f(STRING, "executor_id")),
-    Measurement("sparkscope_memory_conf", ANNOTATOR, tags=(APPLICATION,),
+    Measurement(MEMORY_CONF_MEASUREMENT, ANNOTATOR, tags=(APPLICATION,),
                 fields=_f(STRING, *MEMORY_SETTINGS) + _f(INTEGER, "settings_set")),
     Measurement(CONTAINER_MEASUREMENT, ANNOTATOR, tags=(APPLICATION, EXECUTOR),
                 fields=_f(INTEGER, "cgroup_version", "usage_bytes", "working_set_bytes", "anon_bytes",
                           "file_bytes", "limit_bytes", "limit_hits", "oom_kills")
                 + _f(FLOAT, "pressure_some_avg10")),
-    Measurement("sparkscope_streaming", ANNOTATOR, EVENT, tags=(APPLICATION, "query_name"),
+    Measurement(STREAMING_MEASUREMENT, ANNOTATOR, EVENT, tags=(APPLICATION, "query_name"),
                 fields=_f(STRING, "query_id", "run_id")
                 + _f(INTEGER, "batch_id", "input_rows", "batch_ms", "trigger_ms", "watermark_ms",
                      "event_time_max_ms", "event_time_lag_ms", "backlog", "state_rows", "state_memory_bytes")
                 + _f(FLOAT, "input_rate", "processing_rate"),
                 # StreamingQueries.durationField: each durationMs key but triggerExecution.
                 field_suffixes=(("_ms", INTEGER),)),
-    Measurement("sparkscope_streaming_query", ANNOTATOR, EVENT, tags=_RUN_TAGS,
+    Measurement(STREAMING_QUERY_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
                 fields=_f(STRING, "query_id", "run_id", "name", "text", "exception", "slowest_batch_why")
                 + _f(INTEGER, "end_time_ms", "duration_ms", "batches", "slowest_batch_id", "slowest_batch_ms")),
-    Measurement("sparkscope_streaming_state", ANNOTATOR, tags=(APPLICATION, "query_name", "operator"),
+    Measurement(STREAMING_STATE_MEASUREMENT, ANNOTATOR, tags=(APPLICATION, "query_name", "operator"),
                 fields=_f(INTEGER, "batch_id", "rows_total", "rows_updated", "memory_bytes",
                           "rows_dropped_by_watermark")),
     # stamped when a query ended (failed 0/1)
-    Measurement("sparkscope_streaming_end", ANNOTATOR, EVENT, tags=(APPLICATION, "query_name"),
+    Measurement(STREAMING_END_MEASUREMENT, ANNOTATOR, EVENT, tags=(APPLICATION, "query_name"),
                 fields=_f(STRING, "query_id", "run_id", "exception") + _f(INTEGER, "failed", "start_time_ms")),
     *(Measurement(TASK_TOTALS_PREFIX + counter, ANNOTATOR, COUNTER, rolled=True, tags=(APPLICATION,),
                   fields=_f(FLOAT, "value"))
@@ -275,11 +344,11 @@ MEASUREMENTS: tuple[Measurement, ...] = (
                 fields=_f(FLOAT, "cpu_pct") + _f(INTEGER, "jvms", "thread_samples", "skipped", "errors",
                                                   "dropped_lines")),
     # Telegraf's host inputs and its own processors.
-    Measurement("cpu", TELEGRAF),
-    Measurement("mem", TELEGRAF),
-    Measurement("net", TELEGRAF, COUNTER),  # bytes_recv and bytes_sent are cumulative per interface
-    Measurement("diskio", TELEGRAF, COUNTER),  # /proc/diskstats counters per device
-    Measurement("pressure", TELEGRAF, COUNTER),  # PSI "total", microseconds stalled since boot
+    Measurement(CPU_MEASUREMENT, TELEGRAF),
+    Measurement(MEM_MEASUREMENT, TELEGRAF),
+    Measurement(NET_MEASUREMENT, TELEGRAF, COUNTER),  # bytes_recv and bytes_sent are cumulative per interface
+    Measurement(DISKIO_MEASUREMENT, TELEGRAF, COUNTER),  # /proc/diskstats counters per device
+    Measurement(PRESSURE_MEASUREMENT, TELEGRAF, COUNTER),  # PSI "total", microseconds stalled since boot
     Measurement(TELEGRAF_WRITE_MEASUREMENT, TELEGRAF),
     Measurement(NO_END_SEEN_MEASUREMENT, TELEGRAF, EVENT, tags=(APPLICATION,),
                 fields=_f(INTEGER, "end_time_ms", "silent_s")),
