@@ -17,7 +17,8 @@ import pytest
 
 from sparkscope.demo import summary as demo_summary
 from sparkscope.report.run_facts import RunReader
-from sparkscope.store import schema, influx
+from sparkscope.store import influx, reads, schema
+from sparkscope.store.reads import InfluxReads
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import throwaway_stack
 
@@ -52,21 +53,23 @@ def report_queries() -> list[str]:
     """What `./sparkscope report` sends to read one run, recorded."""
     sent: list[str] = []
 
-    class Recorder(RunReader):
+    class Recorder(InfluxReads):
         def q(self, statement: str) -> list[dict]:
             sent.append(statement)
-            if '"sparkscope_application"' in statement:  # the run exists and finished
+            if f'"{schema.APPLICATION_MEASUREMENT}"' in statement:  # the run exists and finished
                 return [{"columns": ["time", "status", "app_name", "end_time_ms"],
                          "values": [[1, "FINISHED", "x", 2]]}]
             return []
 
-    Recorder("http://127.0.0.1:1", "spark").read("app-1")
+    reader = RunReader("http://127.0.0.1:1", "spark")
+    reader.store = Recorder("http://127.0.0.1:1", "spark", rollup=reader.store.rollup)
+    reader.read("app-1")
     return sent
 
 
 def demo_summary_queries(monkeypatch) -> list[str]:
     sent: list[str] = []
-    monkeypatch.setattr(demo_summary.influx, "query", lambda url, statement, *a, **k: sent.append(statement) or [])
+    monkeypatch.setattr(reads.influx, "query", lambda url, statement, *a, **k: sent.append(statement) or [])
 
     class Fake:
         influx_reader, database = "http://127.0.0.1:1", "spark"

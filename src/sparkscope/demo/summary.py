@@ -10,8 +10,13 @@ from typing import Any, Callable, Optional
 from sparkscope.stack.grafana_local import is_installed
 from sparkscope.dashboards import LIVE_UID, SUMMARY_UID
 from sparkscope.demo.options import DemoOptions, DemoResult, QueryResult, executor_key, expected_executors
-from sparkscope.store import influx
 from sparkscope.settings import Settings
+from sparkscope.store import influx
+from sparkscope.store.reads import InfluxReads
+from sparkscope.store.schema import (
+    APPLICATION_MEASUREMENT, JOB_MEASUREMENT, JVM_HEAP_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY, QUERY_MEASUREMENT,
+    STAGE_MEASUREMENT,
+)
 
 Out = Callable[[str], None]
 
@@ -27,22 +32,18 @@ def shell_double_quoted(text: str) -> str:
 
 
 def executor_peaks(settings: Settings, app_id: str) -> dict[str, dict[str, float]]:
+    """Each executor's highest sampled heap and RSS of the run, by metric name."""
+    reads = InfluxReads(settings.influx_reader, settings.database)
     peaks: dict[str, dict[str, float]] = {}
-    for measurement in ("JVMHeapMemory", "ProcessTreeJVMRSSMemory"):
-        series = influx.query(settings.influx_reader,
-                              f'SELECT max("value") FROM "{measurement}" WHERE "applicationid" = '
-                              f"{influx.string_literal(app_id)} GROUP BY \"executorid\"", settings.database)
-        for s in series:
-            peaks.setdefault(s["tags"]["executorid"], {})[measurement] = s["values"][0][1]
+    for measurement in (JVM_HEAP_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY):
+        for executor_id, value in reads.executor_maxima(measurement, app_id).items():
+            peaks.setdefault(executor_id, {})[measurement] = value
     return peaks
 
 
-
-
-def annotations(settings: Settings, app_id: str, measurement: str, where: str = "") -> list[dict[str, Any]]:
-    statement = (f'SELECT * FROM "{measurement}" WHERE "applicationid" = {influx.string_literal(app_id)} '
-                 f"AND \"status\"::tag <> 'RUNNING'{where}")
-    return influx.rows(influx.query(settings.influx_reader, statement, settings.database))
+def annotations(settings: Settings, app_id: str, measurement: str) -> list[dict[str, Any]]:
+    """The end points of the run's application, queries, jobs or stages."""
+    return InfluxReads(settings.influx_reader, settings.database).ended(measurement, app_id)
 
 
 def collect_from_influx(settings: Settings, result: DemoResult, master: str, wait: bool = True) -> None:
@@ -57,7 +58,7 @@ def collect_from_influx(settings: Settings, result: DemoResult, master: str, wai
     stable_since = time.monotonic()
     while True:
         result.peaks = executor_peaks(settings, result.app_id)
-        finished = annotations(settings, result.app_id, "sparkscope_application")
+        finished = annotations(settings, result.app_id, APPLICATION_MEASUREMENT)
         have_all = set(result.peaks) >= expected if expected is not None else (
             set(result.peaks) == seen and time.monotonic() - stable_since > 6)
         if set(result.peaks) != seen:
@@ -65,10 +66,10 @@ def collect_from_influx(settings: Settings, result: DemoResult, master: str, wai
         if (have_all and finished) or time.monotonic() >= deadline:
             break
         time.sleep(1)
-    stages = annotations(settings, result.app_id, "sparkscope_stage", " AND \"straggler\" = 'true'")
+    stages = [s for s in annotations(settings, result.app_id, STAGE_MEASUREMENT) if s.get("straggler") == "true"]
     if stages:
-        jobs = annotations(settings, result.app_id, "sparkscope_job")
-        queries = annotations(settings, result.app_id, "sparkscope_query")
+        jobs = annotations(settings, result.app_id, JOB_MEASUREMENT)
+        queries = annotations(settings, result.app_id, QUERY_MEASUREMENT)
         result.stragglers = attribute_stages(stages, jobs, queries, result.results)
 
 
@@ -151,14 +152,14 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
         if result.executor_logs is not None and result.app_id and options.spark_master.startswith("local-cluster"):
             say(f"  executors' own logs: {result.executor_logs / result.app_id}/<executor id>/stderr")
 
-    say("  peak memory per executor (JVMHeapMemory, ProcessTreeJVMRSSMemory):")
+    say(f"  peak memory per executor ({JVM_HEAP_MEMORY}, {PROCESS_TREE_JVM_RSS_MEMORY}):")
     if result.influx_error:
         say(f"    not read: {result.influx_error}")
     elif result.peaks:
         for executor in sorted(result.peaks, key=executor_key):
             p = result.peaks[executor]
-            say(f"    {executor:<8} heap {_size(p.get('JVMHeapMemory')):>9}   RSS "
-                f"{_size(p.get('ProcessTreeJVMRSSMemory')):>9}")
+            say(f"    {executor:<8} heap {_size(p.get(JVM_HEAP_MEMORY)):>9}   RSS "
+                f"{_size(p.get(PROCESS_TREE_JVM_RSS_MEMORY)):>9}")
         if options.spark_master.startswith("local-cluster") and "driver" in result.peaks:
             say("    (the driver's RSS counts its process tree: in local-cluster mode that holds the "
                 "executor JVMs and Python too)")
@@ -197,9 +198,9 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
             "packages) and ./sparkscope up, or use ./sparkscope up --backend compose, or add this stack to "
             "a Grafana you run (README, \"Your own Grafana\"). The numbers above are from InfluxDB.")
     say(f"  InfluxDB  {settings.influx_url}  database {settings.database}, as the read-only user, e.g.:")
-    for statement in (f"SELECT max(value) FROM JVMHeapMemory WHERE applicationid={influx.string_literal(app)} "
+    for statement in (f"SELECT max(value) FROM {JVM_HEAP_MEMORY} WHERE applicationid={influx.string_literal(app)} "
                       f"GROUP BY executorid",
-                      f"SELECT text FROM sparkscope_query WHERE applicationid={influx.string_literal(app)} "
+                      f"SELECT text FROM {QUERY_MEASUREMENT} WHERE applicationid={influx.string_literal(app)} "
                       f"AND status <> 'RUNNING'"):
         # The run id is data: quoted for InfluxQL, then for the shell the line is pasted into.
         say(f"            curl -sG -u {settings.influx_read_user}:\"$INFLUXDB_READ_PASSWORD\" "

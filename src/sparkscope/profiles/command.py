@@ -16,6 +16,7 @@ from sparkscope.dashboards.uids import PROFILES_UID
 from sparkscope.profiles import control, page
 from sparkscope.store import profiles as store
 from sparkscope.store.nested_set import Row, widest_leaves
+from sparkscope.store.reads import InfluxReads
 from sparkscope.settings import load_settings
 
 MODES = ("cpu", "wall", "alloc", "lock")
@@ -51,25 +52,17 @@ def stage_cuts(influx_url: str, database: str, app_id: str, profile: str, kind: 
     """The per-stage cuts stored with a profile (same executor, kind, start
     and length), each with the job or SQL query the annotator recorded for
     its stage, busiest first."""
-    from sparkscope.store import influx
-
     prefix = profile.rsplit(" all threads", 1)[0] + " "
-    series = influx.query(influx_url, f"SELECT profile, stage, samples, top FROM {store.PROFILES} "
-                          f"WHERE applicationid = {influx.string_literal(app_id)} AND kind = {influx.string_literal(kind)} "
-                          f"AND stage <> ''", database)
-    cuts = [dict(zip(s["columns"], v)) for s in series for v in s["values"]]
-    cuts = [c for c in cuts if c["profile"].startswith(prefix)]
+    cuts = [c for c in store.stage_cuts(influx_url, database, app_id, kind) if c["profile"].startswith(prefix)]
+    reads = InfluxReads(influx_url, database)
     for cut in cuts:
         stage_id = cut["stage"].split()[-1].split(".")[0]
         cut["job"] = ""
         # The final point names the job; a stage still running has only its short text.
-        for field in ("job_description", "text"):
-            found = influx.query(influx_url, f'SELECT last("{field}") FROM "sparkscope_stage" WHERE '
-                                 f"applicationid = {influx.string_literal(app_id)} AND stage_id = {int(stage_id)}",
-                                 database) \
-                if stage_id.isdigit() else []
-            if found and found[0]["values"][0][1]:
-                cut["job"] = found[0]["values"][0][1]
+        for field in ("job_description", "text") if stage_id.isdigit() else ():
+            found = reads.stage_text(app_id, int(stage_id), field)
+            if found:
+                cut["job"] = found
                 break
     return sorted(cuts, key=lambda c: -c["samples"])
 

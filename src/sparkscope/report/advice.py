@@ -32,6 +32,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from sparkscope.report.run_facts import MIB, MIN_BATCHES_TO_JUDGE, ExecutorFacts, RunFacts
+from sparkscope.store.schema import (
+    JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
+    PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY, PROCESS_TREE_PYTHON_RSS_MEMORY,
+)
 
 RESERVED = 300 * MIB
 DEFAULT_FRACTION = 0.6
@@ -118,7 +122,7 @@ def task_slots(run: RunFacts, executor: ExecutorFacts) -> int:
 def execution_need(executor: ExecutorFacts, slots: int) -> float:
     """Execution memory an executor needs: the polled peak, or one task's own
     peak times the tasks it runs at once, whichever is larger."""
-    return max(executor.peaks.get("OnHeapExecutionMemory") or 0,
+    return max(executor.peaks.get(ON_HEAP_EXECUTION_MEMORY) or 0,
                (executor.peaks.get("TaskPeakExecutionMemory") or 0) * slots)
 
 
@@ -170,10 +174,10 @@ def container_findings(run: RunFacts, had_heap: float) -> tuple[list[str], list[
     k8s = run.settings.get("spark.master", "").startswith("k8s://")
     for row, e in killed_in_container(run):
         c = e.container
-        heap = e.peaks.get("JVMHeapMemory")
-        jvm = e.peaks.get("ProcessTreeJVMRSSMemory")
-        python = e.peaks.get("ProcessTreePythonRSSMemory") or 0
-        other = e.peaks.get("ProcessTreeOtherRSSMemory") or 0
+        heap = e.peaks.get(JVM_HEAP_MEMORY)
+        jvm = e.peaks.get(PROCESS_TREE_JVM_RSS_MEMORY)
+        python = e.peaks.get(PROCESS_TREE_PYTHON_RSS_MEMORY) or 0
+        other = e.peaks.get(PROCESS_TREE_OTHER_RSS_MEMORY) or 0
         code = row.get("exit_code")
         said = f"exit {code:.0f}" if code is not None else str(row.get("reason") or "")[:80]
         if c is not None and c.limit:
@@ -199,7 +203,7 @@ def container_findings(run: RunFacts, had_heap: float) -> tuple[list[str], list[
         c = e.container
         lost = any(str(r.get("executor_id")) == executor_id for r, _ in killed_in_container(run))
         if c is not None and c.oom_kills > 0 and not lost:
-            python = e.peaks.get("ProcessTreePythonRSSMemory") or 0
+            python = e.peaks.get(PROCESS_TREE_PYTHON_RSS_MEMORY) or 0
             name = "the driver" if executor_id == "driver" else f"executor {executor_id}"
             lines.append(f"the kernel killed {c.oom_kills} process{'es' if c.oom_kills > 1 else ''} inside "
                          f"{name}'s container (limit {human(c.limit)}, working set up to {human(c.working_set)}) "
@@ -300,12 +304,12 @@ def _pools(run: RunFacts, workers: dict[str, ExecutorFacts]) -> _Pools:
     return _Pools(
         slots, needs,
         execution=_max(needs.values()) or 0,
-        storage=_max(e.peaks.get("OnHeapStorageMemory") for e in workers.values()) or 0,
-        unified=_max(max(e.peaks.get("OnHeapUnifiedMemory") or 0, needs[k] + (e.peaks.get("OnHeapStorageMemory") or 0))
+        storage=_max(e.peaks.get(ON_HEAP_STORAGE_MEMORY) for e in workers.values()) or 0,
+        unified=_max(max(e.peaks.get(ON_HEAP_UNIFIED_MEMORY) or 0, needs[k] + (e.peaks.get(ON_HEAP_STORAGE_MEMORY) or 0))
                      for k, e in workers.items()) or 0,
-        polled_execution=_max(e.peaks.get("OnHeapExecutionMemory") for e in workers.values()) or 0,
+        polled_execution=_max(e.peaks.get(ON_HEAP_EXECUTION_MEMORY) for e in workers.values()) or 0,
         live=_max(e.live_set for e in workers.values()),
-        heap_peak=_max(e.peaks.get("JVMHeapMemory") for e in workers.values()) or 0)
+        heap_peak=_max(e.peaks.get(JVM_HEAP_MEMORY) for e in workers.values()) or 0)
 
 
 def _without_peaks(run: RunFacts, role: str, notes: list[str]) -> Advice:
@@ -381,8 +385,8 @@ def _beyond_heap(run: RunFacts, role: str, workers: dict[str, ExecutorFacts], ha
                  notes: list[str]) -> list[Recommendation]:
     """Off-heap: what the container holds beyond the heap (memoryOverhead), and the Python workers."""
     recs = []
-    rss = _max(e.peaks.get("ProcessTreeJVMRSSMemory") for e in workers.values())
-    other = _max(e.peaks.get("ProcessTreeOtherRSSMemory") for e in workers.values()) or 0
+    rss = _max(e.peaks.get(PROCESS_TREE_JVM_RSS_MEMORY) for e in workers.values())
+    other = _max(e.peaks.get(PROCESS_TREE_OTHER_RSS_MEMORY) for e in workers.values()) or 0
     native = _max((e.peaks.get("JVMOffHeapMemory") or 0) + (e.peaks.get("DirectPoolMemory") or 0)
                   + (e.peaks.get("MappedPoolMemory") or 0) for e in workers.values()) or 0
     if rss:
@@ -396,7 +400,7 @@ def _beyond_heap(run: RunFacts, role: str, workers: dict[str, ExecutorFacts], ha
     else:
         notes.append("No process-tree RSS (spark.executor.processTreeMetrics.enabled=true, Linux only): "
                      "memoryOverhead cannot be advised from this run.")
-    python = _max(e.peaks.get("ProcessTreePythonRSSMemory") for e in workers.values())
+    python = _max(e.peaks.get(PROCESS_TREE_PYTHON_RSS_MEMORY) for e in workers.values())
     if python:
         recs.append(Recommendation("spark.executor.pyspark.memory", spark_size(python * HEADROOM_NATIVE),
                                    f"Python workers peaked at {human(python)} RSS together x {HEADROOM_NATIVE}",
@@ -455,8 +459,8 @@ def advise(run: RunFacts) -> Advice:
             *_beyond_heap(run, role, workers, had_heap, notes),
             _fraction(run, pools, need, fraction, verdict)]
     driver = run.executors.get("driver")
-    if not local and driver and driver.peaks.get("JVMHeapMemory"):
-        driver_heap = driver.peaks["JVMHeapMemory"]
+    if not local and driver and driver.peaks.get(JVM_HEAP_MEMORY):
+        driver_heap = driver.peaks[JVM_HEAP_MEMORY]
         recs.append(Recommendation("spark.driver.memory", spark_size(max(driver_heap * 1.5, 1024 * MIB)),
                                    f"the driver's heap peaked at {human(driver_heap)} (garbage included) x 1.5, "
                                    "at least 1g", run.settings.get("spark.driver.memory")))

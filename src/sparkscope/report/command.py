@@ -13,6 +13,7 @@ from sparkscope.report.advice import advise, gc_share, human, spilled, streaming
 from sparkscope.report.run_facts import RunFacts, RunReader
 from sparkscope.settings import load_settings
 from sparkscope.text import clean
+from sparkscope.store.schema import JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY
 
 EARLIER_RUNS = 5
 
@@ -22,8 +23,8 @@ def run_summary(run: RunFacts) -> dict[str, Any]:
     return {"app_id": run.app_id, "duration_ms": run.duration_ms,
             "finished": datetime.fromtimestamp((run.ended_ms or run.started_ms) / 1000, tz=timezone.utc)
             .strftime("%Y-%m-%d %H:%M:%S UTC"),
-            "peak_heap": max((e.peaks.get("JVMHeapMemory") or 0 for e in workers), default=None),
-            "peak_execution": max((e.peaks.get("OnHeapExecutionMemory") or 0 for e in workers), default=None),
+            "peak_heap": max((e.peaks.get(JVM_HEAP_MEMORY) or 0 for e in workers), default=None),
+            "peak_execution": max((e.peaks.get(ON_HEAP_EXECUTION_MEMORY) or 0 for e in workers), default=None),
             "gc_share": gc_share(run), "spilled": spilled(run)}
 
 
@@ -33,8 +34,8 @@ def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[P
     app_id = app_id or reader.latest_app()
     run = reader.read(app_id)
     advice = advise(run)
-    earlier = [r["applicationid"] for r in reader.finished_runs(run.app_name)
-               if r["applicationid"] != app_id and r["time"] <= run.started_ms][:EARLIER_RUNS]
+    earlier = [r.app_id for r in reader.finished_runs(run.app_name)
+               if r.app_id != app_id and r.started_ms <= run.started_ms][:EARLIER_RUNS]
     runs = [run_summary(run)] + [run_summary(reader.read(a)) for a in earlier]
     heap = max((e.heap_max or 0 for e in run.workers().values()), default=None) or None
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,10 @@ import plotly.io as pio
 
 from sparkscope.report.advice import Advice, human, streaming_lines
 from sparkscope.report.run_facts import MIB, RunFacts
+from sparkscope.store.schema import (
+    JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
+    PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY, PROCESS_TREE_PYTHON_RSS_MEMORY,
+)
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -100,9 +104,9 @@ def peaks_per_stage(run: RunFacts) -> go.Figure:
     stages = sorted(run.stage_peaks, key=lambda s: (s.get("stage_id", 0), s.get("attempt", 0)))
     labels = [f"{s.get('stage_id')}.{s.get('attempt')} {str(s.get('name', ''))[:30]}" for s in stages]
     fig = go.Figure()
-    for field, name in (("OnHeapExecutionMemory", "execution"), ("OnHeapStorageMemory", "storage"),
-                        ("JVMHeapMemory", "heap"), ("ProcessTreeJVMRSSMemory", "JVM RSS"),
-                        ("ProcessTreePythonRSSMemory", "Python RSS")):
+    for field, name in ((ON_HEAP_EXECUTION_MEMORY, "execution"), (ON_HEAP_STORAGE_MEMORY, "storage"),
+                        (JVM_HEAP_MEMORY, "heap"), (PROCESS_TREE_JVM_RSS_MEMORY, "JVM RSS"),
+                        (PROCESS_TREE_PYTHON_RSS_MEMORY, "Python RSS")):
         values = [(s.get(field) or 0) / MIB for s in stages]
         if any(values):
             fig.add_trace(go.Bar(x=labels, y=values, name=name))
@@ -179,11 +183,11 @@ def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Opti
                   [[r.key, r.value, r.had or "(Spark's default)", r.reason] for r in advice.recommendations])
     sizing = _table(["executor", "peak heap", "peak unified", "peak execution", "peak storage", "live set",
                      "direct", "JVM RSS", "Python RSS", "other RSS", "GC time"],
-                    [[k, human(e.peaks.get("JVMHeapMemory")), human(e.peaks.get("OnHeapUnifiedMemory")),
-                      human(e.peaks.get("OnHeapExecutionMemory")), human(e.peaks.get("OnHeapStorageMemory")),
+                    [[k, human(e.peaks.get(JVM_HEAP_MEMORY)), human(e.peaks.get(ON_HEAP_UNIFIED_MEMORY)),
+                      human(e.peaks.get(ON_HEAP_EXECUTION_MEMORY)), human(e.peaks.get(ON_HEAP_STORAGE_MEMORY)),
                       human(e.live_set), human(e.peaks.get("DirectPoolMemory")),
-                      human(e.peaks.get("ProcessTreeJVMRSSMemory")), human(e.peaks.get("ProcessTreePythonRSSMemory")),
-                      human(e.peaks.get("ProcessTreeOtherRSSMemory")), f"{(e.peaks.get('TotalGCTime') or 0) / 1000:.1f} s"]
+                      human(e.peaks.get(PROCESS_TREE_JVM_RSS_MEMORY)), human(e.peaks.get(PROCESS_TREE_PYTHON_RSS_MEMORY)),
+                      human(e.peaks.get(PROCESS_TREE_OTHER_RSS_MEMORY)), f"{(e.peaks.get(TOTAL_GC_TIME) or 0) / 1000:.1f} s"]
                      for k, e in sorted(run.executors.items()) if e.peaks])
     history = _table(["application", "finished", "duration", "peak heap", "peak execution", "GC share", "spilled"],
                      [[r["app_id"] + (" (this run)" if r["app_id"] == run.app_id else ""), r.get("finished", ""),

@@ -8,10 +8,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope.store import influx
 from sparkscope.errors import SparkscopeError
-from sparkscope.store.schema import OLD_GEN_POOLS, ROLLED_MEASUREMENTS
 from sparkscope.stack import rollups
+from sparkscope.store import influx
+from sparkscope.store.reads import RUNNING, InfluxReads, Rollup, Run
+from sparkscope.store.schema import (
+    CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT, DISK_BYTES_SPILLED_COUNT, HEAP_MAX, JVM_GC_TIME_COUNT, JVM_HEAP_MEMORY,
+    MEMORY_BYTES_SPILLED_COUNT, OLD_GEN_POOLS, ON_HEAP_UNIFIED_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY,
+    PROCESS_TREE_PYTHON_RSS_MEMORY, RESULT_SERIALIZATION_TIME_COUNT, RUN_TIME_COUNT, SHUFFLE_FETCH_WAIT_TIME_COUNT,
+    SHUFFLE_WRITE_TIME_COUNT, STATUS, SUCCEEDED_TASKS_COUNT,
+)
 
 MIB = 1024 * 1024
 # A run with no end point whose driver has not reported for this long ended
@@ -152,11 +158,11 @@ class RunFacts:
 
 # Counters of Spark's executor source, each executor's total at its last report.
 TOTALS = {
-    "runTime.count": "run_ms", "cpuTime.count": "cpu_ns", "jvmGCTime.count": "gc_ms",
-    "shuffleFetchWaitTime.count": "fetch_wait_ms", "deserializeTime.count": "deserialize_ms",
-    "resultSerializationTime.count": "serialize_ms", "shuffleWriteTime.count": "shuffle_write_ns",
-    "memoryBytesSpilled.count": "spilled_memory", "diskBytesSpilled.count": "spilled_disk",
-    "succeededTasks.count": "tasks",
+    RUN_TIME_COUNT: "run_ms", CPU_TIME_COUNT: "cpu_ns", JVM_GC_TIME_COUNT: "gc_ms",
+    SHUFFLE_FETCH_WAIT_TIME_COUNT: "fetch_wait_ms", DESERIALIZE_TIME_COUNT: "deserialize_ms",
+    RESULT_SERIALIZATION_TIME_COUNT: "serialize_ms", SHUFFLE_WRITE_TIME_COUNT: "shuffle_write_ns",
+    MEMORY_BYTES_SPILLED_COUNT: "spilled_memory", DISK_BYTES_SPILLED_COUNT: "spilled_disk",
+    SUCCEEDED_TASKS_COUNT: "tasks",
 }
 # How the sampled metrics of a run are read, so that a week-long run reads
 # about as much as an hour-long one (the report's bound: docs/performance.md,
@@ -169,180 +175,118 @@ TOTALS = {
 LONG_RUN_MS = 12 * 3_600_000
 TAIL_MS = 40 * 60_000
 ROLLUP = rollups.LEVELS[2]  # sparkscope_10m
+ROLLUP_BUCKET_MS = 600_000
 PLOT_POINTS = 720
-SERIES = {"JVMHeapMemory": "heap", "OnHeapUnifiedMemory": "unified", "ProcessTreeJVMRSSMemory": "JVM RSS",
-          "ProcessTreePythonRSSMemory": "Python RSS"}
+SERIES = {JVM_HEAP_MEMORY: "heap", ON_HEAP_UNIFIED_MEMORY: "unified", PROCESS_TREE_JVM_RSS_MEMORY: "JVM RSS",
+          PROCESS_TREE_PYTHON_RSS_MEMORY: "Python RSS"}
 
 
 
 
 
 class RunReader:
+    """A run's facts, composed from the read layer (store/reads.py)."""
+
     def __init__(self, where: influx.Where, database: str):
         self.url = where
         self.database = database
+        self.store = InfluxReads(where, database, timeout_s=60.0,
+                                 rollup=Rollup(ROLLUP.policy, ROLLUP_BUCKET_MS))
 
-    def q(self, statement: str) -> list[dict[str, Any]]:
-        try:
-            return influx.query(self.url, statement, self.database)
-        except OSError as err:
-            raise SparkscopeError(f"InfluxDB not reachable at {self.url} ({err}): is the stack up? "
-                                  "run ./sparkscope up") from err
-
-    def finished_runs(self, app_name: Optional[str] = None) -> list[dict[str, Any]]:
+    def finished_runs(self, app_name: Optional[str] = None) -> list[Run]:
         """Finished applications, newest first."""
-        where = f" AND \"app_name\" = {influx.string_literal(app_name)}" if app_name else ""
-        rows = influx.rows(self.q('SELECT "app_name", "end_time_ms", "duration_ms", "applicationid" FROM '
-                            f"\"sparkscope_application\" WHERE \"status\"::tag = 'FINISHED'{where} GROUP BY \"applicationid\""))
-        return sorted(rows, key=lambda r: r["time"], reverse=True)
+        return self.store.finished_runs(app_name)
 
     def latest_app(self) -> str:
         runs = self.finished_runs()
         if not runs:
             raise NoRunError("no finished Spark application with the sparkscope annotator in InfluxDB yet: run a "
                              "job with the flags of ./sparkscope conf (or ./sparkscope demo), then ./sparkscope report")
-        return runs[0]["applicationid"]
+        return runs[0].app_id
 
-    def _parts(self, measurement: str, span: tuple[int, int]) -> list[tuple[str, str]]:
-        """(FROM, time condition) pairs covering span: raw alone for a short run; for a
-        long one the 10-minute rollup, then raw samples for its last TAIL_MS."""
-        start, end = span
-        name = influx.identifier(measurement)
-        if end - start <= LONG_RUN_MS or measurement not in ROLLED_MEASUREMENTS:
-            return [(name, f"time >= {start}ms AND time <= {end}ms")]
-        cut = (end - TAIL_MS) // 600_000 * 600_000
-        return [(f'"{ROLLUP.policy}".{name}', f"time >= {start}ms AND time < {cut}ms"),
-                (name, f"time >= {cut}ms AND time <= {end}ms")]
-
-    def highest(self, measurement: str, app: str, span: tuple[int, int]) -> dict[str, float]:
+    def highest(self, measurement: str, app_id: str, span: tuple[int, int]) -> dict[str, float]:
         """Each executor's highest value over the run."""
-        out: dict[str, float] = {}
-        for source, when in self._parts(measurement, span):
-            for row in influx.rows(self.q(f'SELECT max("value") FROM {source} WHERE {app} AND {when} GROUP BY "executorid"')):
-                if row["max"] is not None:
-                    out[row["executorid"]] = max(out.get(row["executorid"], row["max"]), row["max"])
-        return out
+        return self.store.highest(measurement, app_id, span, LONG_RUN_MS, TAIL_MS)
 
-    def plotted(self, measurement: str, app: str, span: tuple[int, int]) -> dict[str, list[tuple[int, float]]]:
+    def plotted(self, measurement: str, app_id: str, span: tuple[int, int]) -> dict[str, list[tuple[int, float]]]:
         """Each executor's highest value per bucket, at most about PLOT_POINTS buckets."""
         start, end = span
         bucket_s = max(10, -(-(end - start) // 1000 // PLOT_POINTS))
         bucket_s = -(-bucket_s // 10) * 10
-        out: dict[str, dict[int, float]] = {}
-        for source, when in self._parts(measurement, span):
-            for s in self.q(f'SELECT max("value") FROM {source} WHERE {app} AND {when} '
-                            f'GROUP BY time({bucket_s}s), "executorid" fill(none)'):
-                points = out.setdefault(s["tags"]["executorid"], {})
-                for t, v in s["values"]:
-                    points[t] = max(points.get(t, v), v)
-        return {e: sorted(points.items()) for e, points in out.items()}
+        return self.store.plotted(measurement, app_id, span, bucket_s, LONG_RUN_MS, TAIL_MS)
 
-    def containers(self, app: str, span: tuple[int, int]) -> dict[str, ContainerFacts]:
-        """Per executor, its container over the run: aggregates, so a month-long
-        run reads one row per executor."""
-        where = f"{app} AND time >= {span[0]}ms AND time <= {span[1]}ms"
-        out: dict[str, ContainerFacts] = {}
-        for s in self.q('SELECT max("working_set_bytes") AS ws, max("usage_bytes") AS usage, '
-                        'max("anon_bytes") AS anon, min("limit_bytes") AS lim, max("oom_kills") AS kills_hi, '
-                        'min("oom_kills") AS kills_lo, last("cgroup_version") AS version, '
-                        'last("working_set_bytes") AS ws_last '
-                        f'FROM "sparkscope_container" WHERE {where} GROUP BY "executorid"'):
-            executor_id = (s.get("tags") or {}).get("executorid")
-            row = dict(zip(s["columns"], s["values"][0])) if s.get("values") else None
-            if not executor_id or not row:
-                continue
-            out[executor_id] = ContainerFacts(
-                limit=row.get("lim"), working_set=row.get("ws") or 0, usage=row.get("usage") or 0,
-                anon=row.get("anon") or 0,
-                oom_kills=int((row.get("kills_hi") or 0) - (row.get("kills_lo") or 0)),
-                cgroup_version=int(row.get("version") or 0), last_working_set=row.get("ws_last"))
-        return out
+    def containers(self, app_id: str, span: tuple[int, int]) -> dict[str, ContainerFacts]:
+        """Per executor, its container over the run."""
+        return {executor_id: ContainerFacts(
+                    limit=row.get("lim"), working_set=row.get("ws") or 0, usage=row.get("usage") or 0,
+                    anon=row.get("anon") or 0,
+                    oom_kills=int((row.get("kills_hi") or 0) - (row.get("kills_lo") or 0)),
+                    cgroup_version=int(row.get("version") or 0), last_working_set=row.get("ws_last"))
+                for executor_id, row in self.store.containers(app_id, span).items()}
 
-    def per_query(self, statement: str) -> dict[str, dict]:
-        """Each streaming query's first row of a statement grouped by "query_name", by column."""
-        return {row["query_name"]: row for row in influx.rows(self.q(statement)) if row.get("query_name")}
-
-    def streaming(self, app: str) -> list[StreamingFacts]:
+    def streaming(self, app_id: str) -> list[StreamingFacts]:
         """Each streaming query of the run: aggregates of its batches, one row per query."""
-        whole = self.per_query('SELECT count("batch_id") AS n, max("batch_ms") AS slowest, '
-                               'last("trigger_ms") AS trig, first("event_time_lag_ms") AS lag0, '
-                               'last("event_time_lag_ms") AS lag1, max("state_rows") AS state, '
-                               f'max("backlog") AS backlog FROM "sparkscope_streaming" WHERE {app} GROUP BY "query_name"')
-        # From the second batch on: the first one carries the query's start-up.
-        settled = self.per_query('SELECT median("batch_ms") AS median, first("event_time_lag_ms") AS lag '
-                                 f'FROM "sparkscope_streaming" WHERE {app} AND "batch_id" > 0 GROUP BY "query_name"')
-        steps = self.per_query('SELECT percentile("step", 75) AS p75 FROM (SELECT difference("event_time_lag_ms") '
-                               f'AS "step" FROM "sparkscope_streaming" WHERE {app} AND "batch_id" > 0 '
-                               'GROUP BY "query_name") GROUP BY "query_name"')
-        out: dict[str, StreamingFacts] = {}
-        for name, row in whole.items():
-            facts = out[name] = StreamingFacts(name, int(row.get("n") or 0), None, row.get("slowest"),
-                                               row.get("trig"), row.get("lag0"), row.get("lag1"), row.get("state"),
-                                               row.get("backlog"))
-            facts.median_batch_ms = settled.get(name, {}).get("median")
-            facts.second_lag_ms = settled.get(name, {}).get("lag")
-            facts.lag_step_p75_ms = steps.get(name, {}).get("p75")
-        for row in influx.rows(self.q(f"SELECT * FROM \"sparkscope_streaming_query\" WHERE {app} "
-                                "AND \"status\"::tag <> 'RUNNING'")):
-            facts = out.get(row.get("name") or row.get("query_id") or "")
-            if facts is not None:
-                facts.status = row.get("status") or facts.status
-                facts.slowest_batch_id = row.get("slowest_batch_id")
-                facts.slowest_why = row.get("slowest_batch_why")
-                facts.exception = row.get("exception")
-        return sorted(out.values(), key=lambda f: f.name)
+        out = []
+        for name, row in self.store.streaming(app_id).items():
+            facts = StreamingFacts(name, int(row.get("n") or 0), row.get("median"), row.get("slowest"),
+                                   row.get("trig"), row.get("lag0"), row.get("lag1"), row.get("state"),
+                                   row.get("backlog"), second_lag_ms=row.get("lag"),
+                                   lag_step_p75_ms=row.get("p75"))
+            end = row.get("end")
+            if end:
+                facts.status = end.get(STATUS) or facts.status
+                facts.slowest_batch_id = end.get("slowest_batch_id")
+                facts.slowest_why = end.get("slowest_batch_why")
+                facts.exception = end.get("exception")
+            out.append(facts)
+        return sorted(out, key=lambda f: f.name)
 
     def read(self, app_id: str) -> RunFacts:
-        app = f"\"applicationid\" = {influx.string_literal(app_id)}"
-        apps = influx.rows(self.q(f'SELECT * FROM "sparkscope_application" WHERE {app}'))
+        apps = self.store.application_points(app_id)
         if not apps:
             raise NoRunError(f"application {app_id} is not in InfluxDB (no sparkscope_application point): check "
                              "the id (./sparkscope report without an id takes the latest run), and that the run "
                              "had the annotator (spark.extraListeners, see ./sparkscope conf)")
-        ends = [a for a in apps if a.get("status") not in (None, "RUNNING")]
+        ends = [a for a in apps if a.get(STATUS) not in (None, RUNNING)]
         head = ends[0] if ends else apps[0]
-        last = influx.rows(self.q(f'SELECT last("value") FROM "JVMHeapMemory" WHERE {app} AND "executorid" = \'driver\''))
-        last_report_ms = int(last[0]["time"]) if last else None
+        last_report_ms = self.store.last_report_ms(app_id)
         now_ms = int(time.time() * 1000)
-        ending = ending_of(head.get("status") if ends else None, last_report_ms, now_ms)
+        ending = ending_of(head.get(STATUS) if ends else None, last_report_ms, now_ms)
         started_ms = int(apps[0]["time"])
         ended_ms = int(head["end_time_ms"]) if head.get("end_time_ms") else (
             last_report_ms if ending == NO_END_SEEN else None)
-        settings_rows = influx.rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {app}'))
-        settings = {k: v for k, v in (settings_rows[0] if settings_rows else {}).items()
+        settings = {k: v for k, v in self.store.memory_conf(app_id).items()
                     if k.startswith("spark.") and v is not None}
         executors: dict[str, ExecutorFacts] = {}
 
         def executor(executor_id: str) -> ExecutorFacts:
             return executors.setdefault(executor_id, ExecutorFacts(executor_id))
 
-        for row in influx.rows(self.q(f'SELECT * FROM "sparkscope_executor_peaks" WHERE {app}')):
-            executor(row["executor_id"]).peaks = {k: v for k, v in row.items() if k[:1].isupper() and v is not None}
+        for executor_id, peaks in self.store.executor_peaks(app_id).items():
+            executor(executor_id).peaks = peaks
         span = (started_ms - 60_000, (ended_ms or now_ms) + 60_000)
-        for executor_id, value in self.highest("heap.max", app, span).items():
+        for executor_id, value in self.highest(HEAP_MAX, app_id, span).items():
             executor(executor_id).heap_max = value
         for pool in OLD_GEN_POOLS:  # one per collector, by name (see OLD_GEN_POOLS); the run's own has rows
-            for executor_id, value in self.highest(pool, app, span).items():
+            for executor_id, value in self.highest(pool, app_id, span).items():
                 # 0 until a collection of the old generation ran (G1's young collections leave it): unknown.
                 executor(executor_id).live_set = value or None
         for measurement, name in TOTALS.items():
-            for executor_id, value in self.highest(measurement, app, span).items():
+            for executor_id, value in self.highest(measurement, app_id, span).items():
                 executor(executor_id).totals[name] = value
         for measurement, name in SERIES.items():
-            for executor_id, points in self.plotted(measurement, app, span).items():
+            for executor_id, points in self.plotted(measurement, app_id, span).items():
                 executor(executor_id).series[name] = points
-        for executor_id, facts in self.containers(app, span).items():
+        for executor_id, facts in self.containers(app_id, span).items():
             executor(executor_id).container = facts
         removals = []
-        for row in influx.rows(self.q(f'SELECT * FROM "sparkscope_executor" WHERE {app}')):
+        for row in self.store.executor_events(app_id):
             if row.get("cores") is not None and row.get("executor_id"):
                 executor(row["executor_id"]).cores = int(row["cores"])
             if row.get("event") == "removed":
                 removals.append(row)
-        stages = influx.rows(self.q(f"SELECT * FROM \"sparkscope_stage\" WHERE {app} AND \"status\"::tag <> 'RUNNING'"))
-        stage_peaks = influx.rows(self.q(f'SELECT * FROM "sparkscope_stage_peaks" WHERE {app}'))
-        queries = influx.rows(self.q(f"SELECT * FROM \"sparkscope_query\" WHERE {app} AND \"status\"::tag <> 'RUNNING'"))
         return RunFacts(app_id=app_id, app_name=head.get("app_name") or apps[0].get("app_name") or app_id,
                         started_ms=started_ms, ending=ending, ended_ms=ended_ms,
-                        settings=settings, executors=executors, stages=stages, stage_peaks=stage_peaks,
-                        queries=queries, removals=removals, streaming=self.streaming(app))
+                        settings=settings, executors=executors, stages=self.store.stages(app_id),
+                        stage_peaks=self.store.stage_peaks(app_id), queries=self.store.queries(app_id),
+                        removals=removals, streaming=self.streaming(app_id))

@@ -89,3 +89,11 @@ def read_rows(influx_url: str, database: str, application_id: str, profile: str)
         for _, level, value, self_value, label in s["values"]:
             out.append(Row(int(level), int(value), int(self_value), str(label)))
     return out
+
+
+def stage_cuts(influx_url: str, database: str, application_id: str, kind: str) -> list[dict]:
+    """The per-stage cuts stored with the run's profiles of a kind: profile, stage, samples, top."""
+    series = influx.query(influx_url, f"SELECT profile, stage, samples, top FROM {influx.identifier(PROFILES)} "
+                          f"WHERE applicationid = {influx.string_literal(application_id)} "
+                          f"AND kind = {influx.string_literal(kind)} AND stage <> ''", database)
+    return [dict(zip(s["columns"], v)) for s in series for v in s["values"]]

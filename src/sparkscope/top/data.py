@@ -16,27 +16,32 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sparkscope.store import influx
+from sparkscope.store.reads import InfluxReads, Run, is_app
+from sparkscope.store.schema import (
+    ANNOTATION_MEASUREMENTS, EXECUTOR_MEASUREMENT, HEAP_MAX, JVM_HEAP_MEMORY, MAJOR_GC_TIME, MINOR_GC_TIME,
+    ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY,
+    PROCESS_TREE_PYTHON_RSS_MEMORY, PROCESS_TREE_RSS, SHUFFLE_BYTES_WRITTEN_COUNT, SHUFFLE_TOTAL_BYTES_READ_COUNT,
+    THREADPOOL_ACTIVE_TASKS,
+)
 
 # Spark's gauges, each executor's last sample: measurement -> ExecutorNow field.
 GAUGES = {
-    "threadpool.activeTasks": "active_tasks", "JVMHeapMemory": "heap_used", "heap.max": "heap_max",
-    "ProcessTreeJVMRSSMemory": "rss_jvm", "ProcessTreePythonRSSMemory": "rss_python",
-    "ProcessTreeOtherRSSMemory": "rss_other", "OnHeapExecutionMemory": "execution",
-    "OnHeapStorageMemory": "storage",
+    THREADPOOL_ACTIVE_TASKS: "active_tasks", JVM_HEAP_MEMORY: "heap_used", HEAP_MAX: "heap_max",
+    PROCESS_TREE_JVM_RSS_MEMORY: "rss_jvm", PROCESS_TREE_PYTHON_RSS_MEMORY: "rss_python",
+    PROCESS_TREE_OTHER_RSS_MEMORY: "rss_other", ON_HEAP_EXECUTION_MEMORY: "execution",
+    ON_HEAP_STORAGE_MEMORY: "storage",
 }
 # Counters (they only grow while an executor lives), read as a rate per second
 # between its last two samples: measurement -> ExecutorNow field (summed).
-COUNTERS = {"MinorGCTime": "gc_ms_per_s", "MajorGCTime": "gc_ms_per_s",
-            "shuffleTotalBytesRead.count": "shuffle_read", "shuffleBytesWritten.count": "shuffle_write"}
-HEAP, HEAP_MAX, ACTIVE_TASKS = "JVMHeapMemory", "heap.max", "threadpool.activeTasks"
-RSS = ("ProcessTreeJVMRSSMemory", "ProcessTreePythonRSSMemory", "ProcessTreeOtherRSSMemory")
+COUNTERS = {MINOR_GC_TIME: "gc_ms_per_s", MAJOR_GC_TIME: "gc_ms_per_s",
+            SHUFFLE_TOTAL_BYTES_READ_COUNT: "shuffle_read", SHUFFLE_BYTES_WRITTEN_COUNT: "shuffle_write"}
+HEAP, ACTIVE_TASKS = JVM_HEAP_MEMORY, THREADPOOL_ACTIVE_TASKS
+RSS = PROCESS_TREE_RSS
 # What a sort by each column (its key) must read for every executor, beyond heap and tasks.
-SORT_NEEDS = {"m": RSS, "g": ("MinorGCTime", "MajorGCTime"), "r": ("shuffleTotalBytesRead.count",),
-              "w": ("shuffleBytesWritten.count",)}
+SORT_NEEDS = {"m": RSS, "g": (MINOR_GC_TIME, MAJOR_GC_TIME), "r": (SHUFFLE_TOTAL_BYTES_READ_COUNT,),
+              "w": (SHUFFLE_BYTES_WRITTEN_COUNT,)}
 SORT_VALUES = {"t": lambda e: e.active_tasks, "h": lambda e: e.heap_used, "m": lambda e: e.rss,
                "g": lambda e: e.gc_ms_per_s, "r": lambda e: e.shuffle_read, "w": lambda e: e.shuffle_write}
-ANNOTATIONS = ("sparkscope_application", "sparkscope_query", "sparkscope_job", "sparkscope_stage",
-               "sparkscope_executor")
 # Points read per annotator series and refresh (a series is a measurement and
 # status, e.g. the stages that SUCCEEDED): a stage that started before this
 # many newer ones of its kind is no longer shown as running.
@@ -46,23 +51,7 @@ HISTORY_POINTS = 24  # heap sparkline: this many intervals
 MOST_RUNS = 40  # in the run picker
 
 
-def quoted_app(app_id: str) -> str:
-    return f'"applicationid" = {influx.string_literal(app_id)}'
-
-
-@dataclass
-class Run:
-    app_id: str
-    name: str
-    started_ms: int
-    ended_ms: Optional[int] = None  # None while it runs (no end point)
-    # FINISHED from the annotator, or NO_END_SEEN from Telegraf when the driver
-    # went silent without an end (telegraf.conf, "No end seen")
-    ending: str = ""
-
-    @property
-    def running(self) -> bool:
-        return self.ended_ms is None
+quoted_app = is_app
 
 
 @dataclass
@@ -177,6 +166,7 @@ class TopReader:
         self.database = database
         self.interval_s = interval_s
         self.timeout_s = timeout_s
+        self.store = InfluxReads(where, database, timeout_s)
         self._cores: dict[str, dict[str, int]] = {}  # app -> executor -> cores
         self._cores_since: dict[str, int] = {}
         self._conf: dict[str, dict[str, Any]] = {}
@@ -188,43 +178,22 @@ class TopReader:
     # --- runs ----------------------------------------------------------------------------
 
     def runs(self, most: int = MOST_RUNS) -> list[Run]:
-        """The newest runs with the annotator, newest first: each wrote a RUNNING
-        point at its start, and a FINISHED one stamped with the same start at its end."""
-        started = influx.rows(self.q(f'SELECT "app_name", "applicationid" FROM "sparkscope_application" '
-                               f"WHERE \"status\"::tag = 'RUNNING' ORDER BY time DESC LIMIT {most}"))
-        if not started:
-            return []
-        oldest = min(r["time"] for r in started)
-        ended = {r["applicationid"]: r for r in influx.rows(self.q(
-            f'SELECT "end_time_ms", "applicationid", "status"::tag FROM "sparkscope_application" '
-            f"WHERE \"status\"::tag <> 'RUNNING' AND time >= {oldest}ms"))}
-        return [Run(r["applicationid"], r.get("app_name") or r["applicationid"], int(r["time"]),
-                    _int(ended[r["applicationid"]].get("end_time_ms")) if r["applicationid"] in ended else None,
-                    str(ended[r["applicationid"]].get("status") or "") if r["applicationid"] in ended else "")
-                for r in started]
+        """The newest runs with the annotator, newest first."""
+        return self.store.runs(most)
 
     def default_run(self) -> Optional[Run]:
         """The newest run still running (still reporting metrics: a driver killed
         outright never writes FINISHED), else the newest."""
         runs = self.runs()
         for run in [r for r in runs if r.running][:5]:
-            if self.q(f'SELECT last("value") FROM "{HEAP}" WHERE {quoted_app(run.app_id)} AND time > now() - 2m'):
+            if self.store.reports_since(run.app_id, 120):
                 return run
         return runs[0] if runs else None
 
     def run(self, app_id: str) -> Optional[Run]:
         """The run of this id; one without annotator points is shown by its metrics alone;
         None when InfluxDB has neither."""
-        rows = influx.rows(self.q(f'SELECT "app_name", "end_time_ms", "status"::tag FROM "sparkscope_application" '
-                            f'WHERE {quoted_app(app_id)}'))
-        if not rows:
-            first = influx.rows(self.q(f'SELECT first("value") FROM "{HEAP}" WHERE {quoted_app(app_id)}'))
-            return Run(app_id, app_id, int(first[0]["time"])) if first else None
-        finished = [r for r in rows if r.get("status") not in (None, "RUNNING")]
-        head = finished[0] if finished else rows[0]
-        return Run(app_id, head.get("app_name") or app_id, int(head["time"]),
-                   _int(head.get("end_time_ms")) if finished else None,
-                   str(head.get("status") or "") if finished else "")
+        return self.store.run(app_id)
 
     # --- one run now ----------------------------------------------------------------------
 
@@ -261,7 +230,7 @@ class TopReader:
         self._read_history(executors, run, app, shown)
         heap_max = self._heap_max(run, app, alive, list(executors))
         cores = self._executor_cores(run.app_id)
-        measured = self._containers(app, alive, shown)
+        measured = self._containers(run.app_id, alive, shown)
         for e in executors.values():
             e.heap_max = heap_max.get(e.executor_id)
             e.cores = cores.get(e.executor_id)
@@ -273,12 +242,10 @@ class TopReader:
         return Snapshot(run, at, list(executors.values()), running, last, stragglers, removed, self.interval_s)
 
     def _containers(self, app: str, alive: str, shown: Optional[list[str]]) -> dict[str, dict[str, Any]]:
-        """Each JVM's container as it last read it (sparkscope_container): working set and limit."""
+        """Each JVM's container as it last read it: working set and limit."""
         if shown == []:
             return {}
-        return {row["executorid"]: row for row in influx.rows(self.q(
-            'SELECT last("working_set_bytes") AS "ws", last("limit_bytes") AS "lim" FROM "sparkscope_container" '
-            f'WHERE {app} AND {alive}{_only(shown)} GROUP BY "executorid"')) if row.get("executorid")}
+        return self.store.containers_now(app, alive, _only(shown))
 
     def _read_gauges(self, executors: dict[str, ExecutorNow], measurements: set[str], app: str, alive: str,
                      shown: Optional[list[str]], create: bool = False) -> None:
@@ -337,8 +304,7 @@ class TopReader:
         """Each executor's cores from the annotator's added events, read once each."""
         known = self._cores.setdefault(app_id, {})
         since = self._cores_since.get(app_id, 0)
-        for row in influx.rows(self.q(f'SELECT "executor_id", "cores" FROM "sparkscope_executor" WHERE '
-                                f"{quoted_app(app_id)} AND \"event\" = 'added' AND time >= {since}ms")):
+        for row in self.store.executor_events(app_id, "added", since):
             if row.get("executor_id") is not None and row.get("cores") is not None:
                 known[str(row["executor_id"])] = int(row["cores"])
             self._cores_since[app_id] = max(self._cores_since.get(app_id, 0), int(row["time"]))
@@ -346,18 +312,16 @@ class TopReader:
 
     def _memory_conf(self, app_id: str) -> dict[str, Any]:
         if app_id not in self._conf:
-            rows = influx.rows(self.q(f'SELECT * FROM "sparkscope_memory_conf" WHERE {quoted_app(app_id)} LIMIT 1'))
-            if not rows:
+            conf = self.store.memory_conf(app_id)
+            if not conf:
                 return {}  # not written yet: asked again next time
-            self._conf[app_id] = rows[0]
+            self._conf[app_id] = conf
         return self._conf[app_id]
 
     def _annotations(self, run: Run):
         """One query for the newest points of each annotator series: what runs now,
         what ran last, straggler stages and removed executors."""
-        rows = influx.rows(self.q(f'SELECT * FROM {_sources(ANNOTATIONS)} WHERE {quoted_app(run.app_id)} '
-                            f'GROUP BY * ORDER BY time DESC LIMIT {ANNOTATION_DEPTH}'))
-        return split_annotations(rows)
+        return split_annotations(self.store.newest_annotations(run.app_id, ANNOTATION_DEPTH))
 
     # --- disks ----------------------------------------------------------------------------
 
@@ -368,24 +332,13 @@ class TopReader:
         recent = self.window(run, 60) if ended else "time > now() - 60s"
         if ended:
             recent += f" AND time <= {run.ended_ms + 10_000}ms"  # Telegraf's interval past the end
-        fields = ("reads", "writes", "read_bytes", "write_bytes", "io_time", "read_time", "write_time")
-        select = ", ".join(f'non_negative_derivative("{f}", 1s) AS "{f}"' for f in fields)
-        latest: dict[tuple[str, str], dict[str, Any]] = {}
-        for row in influx.rows(self.q(f'SELECT {select} FROM "diskio" WHERE {recent} GROUP BY "host", "name"')):
-            latest[(row.get("host", ""), row["name"])] = row  # rows come oldest first: the last stays
+        latest = self.store.disk_rates(recent)
         disks = [disk_now(host, name, row) for (host, name), row in latest.items()]
-        # Each bucket's last two periods: the newest period is the newest time per device and
-        # direction, and the one before gives the probe's period.
-        hist_rows = influx.rows(self.q(f'SELECT "count" FROM "block_latency_hist" WHERE {recent} '
-                                 'GROUP BY "host", "device", "direction", "le_us" ORDER BY time DESC LIMIT 2'))
-        histograms, period_s = latest_histograms(hist_rows)
+        histograms, period_s = latest_histograms(self.store.block_latency_periods(recent))
         outliers: list[dict[str, Any]] = []
         if histograms:
             newest = max(h.at_ms for h in histograms)
-            outliers = influx.rows(self.q(
-                'SELECT "device", "direction", "latency_ms", "bytes", "pid", "comm" FROM "block_outlier" '
-                f'WHERE time > {newest - int(period_s * 1000)}ms AND time <= {newest}ms '
-                'ORDER BY time DESC LIMIT 200'))
+            outliers = self.store.block_outliers(newest - int(period_s * 1000), newest)
             outliers.sort(key=lambda r: -(r.get("latency_ms") or 0))
         at = (run.ended_ms if ended else int(time.time() * 1000)) or 0
         return DisksSnapshot(at, disks, histograms, outliers, period_s, run)
@@ -469,6 +422,7 @@ def spark_bytes(value: Any) -> Optional[float]:
 
 
 ACTIVITY_ID = {"query": ("execution_id",), "job": ("job_id",), "stage": ("stage_id", "attempt")}
+ANNOTATION_KIND = {kind: next(m for m in ANNOTATION_MEASUREMENTS if m.endswith("_" + kind)) for kind in ACTIVITY_ID}
 
 
 def split_annotations(rows: list[dict[str, Any]]):
@@ -481,7 +435,7 @@ def split_annotations(rows: list[dict[str, Any]]):
     last: dict[str, Optional[Activity]] = {}
     stragglers: list[Activity] = []
     for kind, keys in ACTIVITY_ID.items():
-        mine = [r for r in rows if r["_measurement"] == f"sparkscope_{kind}"]
+        mine = [r for r in rows if r["_measurement"] == ANNOTATION_KIND[kind]]
 
         def activity(r: dict[str, Any]) -> Activity:
             key = ".".join(str(_int(r.get(k))) for k in keys)
@@ -500,7 +454,7 @@ def split_annotations(rows: list[dict[str, Any]]):
         last[kind] = max(done, key=lambda a: (a.started_ms, a.row.get("end_time_ms") or 0), default=None)
         if kind == "stage":
             stragglers = sorted((a for a in done if a.row.get("straggler") == "true"), key=lambda a: -a.started_ms)
-    removed = sorted((r for r in rows if r["_measurement"] == "sparkscope_executor" and r.get("event") == "removed"),
+    removed = sorted((r for r in rows if r["_measurement"] == EXECUTOR_MEASUREMENT and r.get("event") == "removed"),
                      key=lambda r: -r["time"])
     return running, last, stragglers, removed
 
