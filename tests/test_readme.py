@@ -72,11 +72,11 @@ def test_a_broken_link_a_missing_heading_and_a_link_outside_are_caught(tmp_path)
     (tmp_path / "docs" / "real.md").write_text("# Real\n\n## A section: here\n")
     page = tmp_path / "README.md"
     page.write_text("[ok](docs/real.md) [ok](docs/real.md#a-section-here) [web](https://example.com)\n"
-                    "[gone](docs/gone.md) [no heading](docs/real.md#nowhere) [out](../shared/notes.md)\n"
+                    "[gone](docs/gone.md) [no heading](docs/real.md#nowhere) [out](../elsewhere/notes.md)\n"
                     "```\n[in code](not/checked.md)\n```\n")
     assert broken_links(page, tmp_path) == ["README.md: docs/gone.md does not exist",
                                             "README.md: docs/real.md#nowhere: no such heading in real.md",
-                                            "README.md: ../shared/notes.md is outside the repository"]
+                                            "README.md: ../elsewhere/notes.md is outside the repository"]
 
 
 def test_the_readme_names_the_test_command_ci_runs():
