@@ -62,9 +62,9 @@ def influx_only(tmp_path_factory):
 def test_without_a_user_influxdb_answers_nothing_but_ping(influx_only):
     url, db = influx_only.influx_url, influx_only.database
     assert http_status(f"{url}/ping") == 204
-    # What answers without a user, exactly what README says answers (ping-auth-enabled
+    # What answers without a user, exactly what docs/security.md says answers (ping-auth-enabled
     # would put the four behind a user together, and the health checks with them).
-    said = " ".join((ROOT / "README.md").read_text().split("InfluxDB asks everyone for a user", 1)[1]
+    said = " ".join((ROOT / "docs" / "security.md").read_text().split("InfluxDB asks everyone for a user", 1)[1]
                     .split("Its debug endpoints", 1)[0].split())
     for path in ("/ping", "/status", "/health", "/metrics"):
         assert http_status(url + path) in (200, 204) and f"`{path}`" in said, path

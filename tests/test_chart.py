@@ -712,7 +712,7 @@ def test_notes_without_annotator_or_auth_print_the_sink_alone(helm, tmp_path):
     assert "port-forward" not in notes and "password" not in notes
 
 
-# --- Spark's settings: ./sparkscope conf --k8s, and the README's Kubernetes section ----------------------
+# --- Spark's settings: ./sparkscope conf --k8s, and docs/kubernetes.md's walkthrough ----------------------
 
 def conf_k8s(capsys, *args: str) -> list[str]:
     """What `./sparkscope conf --k8s ARGS` prints, one flag an item."""
@@ -777,8 +777,8 @@ def test_conf_k8s_refuses_what_the_release_decides_and_names_helm_would_refuse(c
         assert said in captured.err and captured.out == "", args
 
 
-def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
+def doc_section(path: str, title: str) -> str:
+    text = (ROOT / path).read_text()
     start = text.index(f"\n## {title}\n")
     return text[start:text.index("\n## ", start + 1)]
 
@@ -811,9 +811,9 @@ OPERATORS = {
 }
 
 
-def test_readme_kubernetes_section_gives_what_conf_k8s_prints(capsys):
-    section = readme_section("Kubernetes")
-    flags = conf_k8s(capsys)  # the defaults: release sparkscope in spark-mon, as the README installs
+def test_the_kubernetes_walkthrough_gives_what_conf_k8s_prints(capsys):
+    section = doc_section("docs/kubernetes.md", "Attach Spark")
+    flags = conf_k8s(capsys)  # the defaults: release sparkscope in spark-mon, as the walkthrough installs
     (steps,) = [block for block in fenced(section, "sh") if "spark-submit --master k8s://" in block]
     assert f"helm install {RELEASE} charts/sparkscope -n {NAMESPACE} --create-namespace" in steps
     lines = [line.strip().removesuffix(" \\") for line in steps.splitlines()]

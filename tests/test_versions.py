@@ -20,8 +20,8 @@ IMAGES = {
 # Where a user reads which images and versions run: every image reference and
 # version sentence in them must be the pinned one.
 UPGRADING = "docs/upgrading.md"
-DOCS = ("README.md", "docs/kubernetes.md", UPGRADING, "charts/sparkscope/Chart.yaml",
-        "charts/sparkscope/values.yaml", "docker-compose.yml", ".env.example")
+DOCS = ("README.md", "docs/kubernetes.md", "docs/stack.md", "docs/demo.md", "docs/development.md", UPGRADING,
+        "charts/sparkscope/Chart.yaml", "charts/sparkscope/values.yaml", "docker-compose.yml", ".env.example")
 
 
 def image_disagreements(compose: dict, chart_values: dict) -> list[str]:

@@ -43,7 +43,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     # Natively, no Grafana found means none was started (a wrong GRAFANA_HOME made up fail already).
     if stack.name == "native" and not is_installed(settings.grafana_home):
         print("\nGrafana  not installed here: install Grafana (its own packages), then ./sparkscope up again;")
-        print("         or ./sparkscope up --backend compose; or add this stack to a Grafana you run (README)")
+        print("         or ./sparkscope up --backend compose; or add this stack to a Grafana you run (docs/stack.md)")
     else:
         print(f"\nGrafana  {settings.grafana_url}  (user {settings.grafana_user}, password in .env)")
     print(f"InfluxDB {settings.influx_url}  database {settings.database}")
@@ -146,7 +146,8 @@ def install_all(settings: Settings) -> list[str]:
     try:
         grafana = find_grafana(settings.grafana_home)
         print(f"grafana: {grafana.binary} (home {grafana.home})" if grafana else
-              "grafana: not installed (the native stack runs without it; README, \"Grafana\")", flush=True)
+              "grafana: not installed (the native stack runs without it; docs/stack.md, \"Grafana natively\")",
+              flush=True)
     except GrafanaNotFound as err:
         print(f"grafana: {err}", file=sys.stderr, flush=True)
     return missing
@@ -235,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "the events password read from its Secret when you submit")
     k8s.add_argument("--release", default="sparkscope", help="helm release name (default: sparkscope)")
     k8s.add_argument("--namespace", "-n", default="spark-mon",
-                     help="namespace the release is in (default: spark-mon, as in the README)")
+                     help="namespace the release is in (default: spark-mon, as in docs/kubernetes.md)")
     k8s.add_argument("--values", "-f", type=Path, action="append", default=[], metavar="FILE",
                      help="a values file you installed the release with (repeatable, as helm -f)")
     conf.set_defaults(func=cmd_conf)

@@ -56,7 +56,7 @@ def read_env_file(path: Path) -> dict[str, str]:
 
 
 # What TELEGRAF_BUFFER_LIMIT (.env.example) is sized from: the rated ingest
-# (README "Sizing": 3,500 executors at a 5 s period, points/s stored after the
+# (docs/performance.md, "Sizing": 3,500 executors at a 5 s period, points/s stored after the
 # filter) times the InfluxDB downtime to ride out (a restart that opens a large
 # tsi1 index takes minutes), plus an eighth for what shares the buffer (host
 # metrics, annotator events, probes). Each point held costs Telegraf about

@@ -196,7 +196,7 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
     if stack_kind != "compose" and not is_installed(settings.grafana_home):
         say("            Grafana is not installed here, so nothing answers there: install Grafana (its own "
             "packages) and ./sparkscope up, or use ./sparkscope up --backend compose, or add this stack to "
-            "a Grafana you run (README, \"Your own Grafana\"). The numbers above are from InfluxDB.")
+            "a Grafana you run (docs/stack.md, \"Your own Grafana\"). The numbers above are from InfluxDB.")
     say(f"  InfluxDB  {settings.influx_url}  database {settings.database}, as the read-only user, e.g.:")
     for statement in (f"SELECT max(value) FROM {JVM_HEAP_MEMORY} WHERE applicationid={influx.string_literal(app)} "
                       f"GROUP BY executorid",

@@ -8,7 +8,7 @@ from Debian's packages when missing:
 - tmux: tests/test_top.py runs `sparkscope top` in a real terminal.
 
 `sparkscope install` does not install them: the probe is opt-in for users
-(README, "Block I/O probe"), and FUSE is only the tests' slow disk."""
+(docs/probes.md, "Block I/O probe"), and FUSE is only the tests' slow disk."""
 
 from __future__ import annotations
 

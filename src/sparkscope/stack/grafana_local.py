@@ -28,7 +28,7 @@ HOW_TO_GET = ("Grafana is not installed here. Install it from Grafana's own pack
               "(https://grafana.com/docs/grafana/latest/setup-grafana/installation/: apt, yum, brew or the "
               "tarball) and run ./sparkscope up again (set GRAFANA_HOME in .env if it is not on PATH), or run "
               "the whole stack with Docker: ./sparkscope up --backend compose. An existing Grafana elsewhere "
-              "can read this stack too: README, \"Your own Grafana\".")
+              "can read this stack too: docs/stack.md, \"Your own Grafana\".")
 
 
 class GrafanaNotFound(SparkscopeError):
