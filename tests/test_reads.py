@@ -1,0 +1,93 @@
+"""The read layer (store/reads.py) takes a run id, a name or a field as data:
+whatever a Spark job wrote there reaches InfluxQL as a quoted literal or
+identifier, never as query text."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from sparkscope.store import influx
+from sparkscope.store.reads import InfluxReads, Reads, Run
+from sparkscope.store.schema import STAGE_MEASUREMENT
+
+HOSTILE = "app' OR 1=1 --\\\"x\n/"
+
+
+class Recorder(InfluxReads):
+    def __init__(self):
+        super().__init__("http://127.0.0.1:1", "spark")
+        self.sent: list[str] = []
+
+    def q(self, statement: str) -> list[dict]:
+        self.sent.append(statement)
+        return []
+
+
+def calls(reads: InfluxReads) -> dict[str, object]:
+    """Every public method taking a run id, called with the hostile id."""
+    args = {"app_id": HOSTILE, "app_name": HOSTILE, "span": (0, 1), "measurement": STAGE_MEASUREMENT,
+            "long_run_ms": 10, "tail_ms": 1, "bucket_s": 10, "when": "time > 0", "stage_id": 3, "field": HOSTILE,
+            "depth": 5, "most": 3, "seconds": 5, "event": HOSTILE, "executor_id": HOSTILE}
+    done = {}
+    for name, method in inspect.getmembers(reads, inspect.ismethod):
+        params = inspect.signature(method).parameters
+        if name.startswith("_") or "app_id" not in params and "app_name" not in params:
+            continue
+        done[name] = method(**{p: args[p] for p in params if p in args})
+    return done
+
+
+def unquoted(statement: str, value: str) -> bool:
+    """Whether the statement holds the value anywhere but as a quoted literal or identifier."""
+    text = statement.replace(influx.string_literal(value), "").replace(influx.identifier(value), "")
+    return "OR 1=1" in text
+
+
+def test_every_read_of_a_run_quotes_its_id_and_names():
+    reads = Recorder()
+    done = calls(reads)
+    assert {"run", "finished_runs", "memory_conf", "executor_peaks", "stages", "containers", "streaming",
+            "stage_text", "executor_events"} <= set(done)
+    assert reads.sent and not [s for s in reads.sent if unquoted(s, HOSTILE)]
+    assert all(influx.string_literal(HOSTILE) in s or influx.identifier(HOSTILE) in s for s in reads.sent
+               if "applicationid" in s or "app_name" in s)
+
+
+def test_the_quoting_check_finds_an_id_pasted_into_the_query():
+    class Careless(Recorder):
+        def memory_conf(self, app_id):
+            self.q(f"SELECT * FROM x WHERE applicationid = '{app_id}'")
+            return {}
+
+    reads = Careless()
+    calls(reads)
+    assert [s for s in reads.sent if unquoted(s, HOSTILE)]
+
+
+def test_only_annotation_measurements_are_read_as_ended_entities():
+    with pytest.raises(ValueError):
+        Recorder().ended("JVMHeapMemory", "app-1")
+
+
+def test_a_second_store_implements_the_same_methods():
+    # Reads is the contract: each of its methods is answered by InfluxReads.
+    contract = {n for n, _ in inspect.getmembers(Reads, inspect.isfunction) if not n.startswith("_")}
+    assert contract and all(getattr(InfluxReads, n) is not getattr(Reads, n) for n in contract)
+    with pytest.raises(NotImplementedError):
+        Reads().runs()
+
+
+def test_runs_pairs_each_start_with_its_end():
+    class Store(Recorder):
+        def q(self, statement):
+            if "RUNNING'" in statement and "<>" not in statement:
+                return [{"columns": ["time", "app_name", "applicationid"],
+                         "values": [[2000, "b", "app-2"], [1000, "a", "app-1"]]}]
+            return [{"columns": ["time", "end_time_ms", "duration_ms", "applicationid", "status"],
+                     "values": [[1000, 5000, 4000, "app-1", "FINISHED"]]}]
+
+    runs = Store().runs()
+    assert runs == [Run("app-2", "b", 2000), Run("app-1", "a", 1000, 5000, "FINISHED", 4000)]
+    assert runs[0].running and not runs[1].running
