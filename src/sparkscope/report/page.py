@@ -14,7 +14,7 @@ from sparkscope.report.advice import Advice, human, streaming_lines
 from sparkscope.report.run_facts import MIB, RunFacts
 from sparkscope.store.schema import (
     JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
-    PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY, PROCESS_TREE_PYTHON_RSS_MEMORY,
+    PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY, PROCESS_TREE_PYTHON_RSS_MEMORY, TOTAL_GC_TIME,
 )
 
 STYLE = """
