@@ -5,7 +5,6 @@ line-protocol parser."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time

@@ -20,7 +20,6 @@ from sparkscope.probes.blockprobe.readiness import CAP_BPF, CAP_PERFMON, CAP_SYS
 from sparkscope.process import wait_until
 from sparkscope.stack import native
 from sparkscope.stack.native import NativeBackend
-from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import isolated_settings, readable_source
 
 DEV_VDA = 254 << 20  # dev_t of 254:0 as the block tracepoints give it
@@ -137,7 +136,7 @@ def test_a_flood_of_outliers_is_bounded_per_period_and_the_rest_counted():
                for line in reports.feed(bt("printf", f"outlier {DEV_VDA} R 150000 4096 42 {i} dd\n"))]
     assert len(written) == MAX_OUTLIERS_PER_PERIOD
     closed = reports.feed(bt("printf", "end 9000\n"))
-    assert f"block_outlier_dropped count=250i 9000" in closed, closed
+    assert "block_outlier_dropped count=250i 9000" in closed, closed
     # The next period may write its own outliers again.
     assert reports.feed(bt("printf", f"outlier {DEV_VDA} R 150000 4096 42 1 dd\n"))
 

@@ -259,7 +259,6 @@ def test_the_block_probe_lives_through_a_listener_that_speaks_no_http(tmp_path):
 
 def test_a_native_service_that_dies_is_started_again_and_status_says_so(tmp_path):
     from sparkscope.store import influx
-    from sparkscope.probes.threadprobe import procfs
     from sparkscope_testkit.sandbox import throwaway_stack
     with throwaway_stack(tmp_path / "state", only=("influxdb",)) as settings:
         backend = NativeBackend(settings)
@@ -314,7 +313,6 @@ def test_a_root_up_runs_influxdb_unprivileged_with_its_files_private(tmp_path, m
     import pwd
     import tempfile
     from sparkscope.store import influx
-    from sparkscope.probes.threadprobe import procfs
     monkeypatch.delenv("SUDO_USER", raising=False)
     nobody = pwd.getpwnam("nobody")
     # A state dir and config the service user can reach: pytest's tmp dirs are root's

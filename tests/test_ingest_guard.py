@@ -16,7 +16,6 @@ import re
 import socket
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 

@@ -28,8 +28,6 @@ import pytest
 from conftest import run_spark_job
 from sparkscope.dashboards import DASHBOARDS_DIR
 from sparkscope.store.profiles import read_rows
-from sparkscope.process import wait_until
-from sparkscope.settings import ROOT
 from sparkscope.probes.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
 from sparkscope_testkit.sandbox import readable_source
 from sparkscope_testkit.slow_mount import slow_fs_mounted

@@ -109,7 +109,7 @@ def test_a_data_directory_written_by_influxdb_1_8_comes_up_whole_on_the_current_
             assert wait_until(lambda: heap_points(new) == 2 * 126, 60), heap_points(new)
             # The users work as before: the reader reads, and may not write.
             reader = new.influx_reader
-            assert influx.query(reader, f'SELECT count("value") FROM "JVMHeapMemory"', new.database)
+            assert influx.query(reader, 'SELECT count("value") FROM "JVMHeapMemory"', new.database)
             with pytest.raises(influx.InfluxError):
                 influx.write(reader, new.database, f"JVMHeapMemory,applicationid={APP} value=1 {now}")
         finally:

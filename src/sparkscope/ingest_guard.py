@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from sparkscope.store import schema
 from sparkscope.settings import ROOT

@@ -6,7 +6,6 @@ Prints `BATCH <id>` as each micro-batch completes and, at the end,
 import json
 import os
 import sys
-import time
 
 from pyspark.sql import SparkSession
 
