@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from sparkscope.report.run_facts import MIB, MIN_BATCHES_TO_JUDGE, ExecutorFacts, RunFacts
+from sparkscope.store.figures import gc_share_of_task_time
 from sparkscope.store.schema import (
     JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
     PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY, PROCESS_TREE_PYTHON_RSS_MEMORY,
@@ -103,9 +104,10 @@ def _max(values) -> Optional[float]:
 
 
 def gc_share(run: RunFacts) -> Optional[float]:
-    run_ms = sum(e.totals.get("run_ms", 0) for e in run.workers().values())
-    gc_ms = sum(e.totals.get("gc_ms", 0) for e in run.workers().values())
-    return gc_ms / run_ms if run_ms else None
+    """The run's GC share of task time (store/figures.py)."""
+    workers = run.workers().values()
+    return gc_share_of_task_time((e.totals.get("gc_ms", 0) for e in workers),
+                                 (e.totals.get("run_ms", 0) for e in workers))
 
 
 def spilled(run: RunFacts) -> float:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sparkscope.store import influx
+from sparkscope.store.figures import gc_share_of_wall_time
 from sparkscope.store.reads import InfluxReads, Run, is_app
 from sparkscope.store.schema import (
     ANNOTATION_MEASUREMENTS, EXECUTOR_MEASUREMENT, HEAP_MAX, JVM_HEAP_MEMORY, MAJOR_GC_TIME, MINOR_GC_TIME,
@@ -82,7 +83,8 @@ class ExecutorNow:
 
     @property
     def gc_share(self) -> Optional[float]:
-        return None if self.gc_ms_per_s is None else self.gc_ms_per_s / 1000
+        """GC share of wall time (store/figures.py): what the live GC alert fires on."""
+        return gc_share_of_wall_time(self.gc_ms_per_s)
 
 
 @dataclass
