@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from sparkscope.generate.steps import COMMAND
 from sparkscope.store import influx, schema
 from sparkscope.process import wait_until
 from sparkscope.settings import ROOT
@@ -35,7 +36,7 @@ def test_the_guard_in_telegraf_conf_is_the_one_the_schema_generates():
     from sparkscope import ingest_guard
 
     conf = ingest_guard.TELEGRAF_CONF.read_text()
-    assert ingest_guard.with_block(conf) == conf, "run python -m sparkscope.ingest_guard"
+    assert ingest_guard.with_block(conf) == conf, f"telegraf/telegraf.conf is stale: run {COMMAND}"
     # A real check: a block that lost a declared field is found stale and rewritten.
     stale = conf.replace('"exit_code": "int"', '"exit_code": "float"', 1)
     assert stale != conf and ingest_guard.with_block(stale) == conf

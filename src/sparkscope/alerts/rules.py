@@ -14,7 +14,7 @@ To add a rule, append an entry to `rules()`:
         summary="... {{ $labels.applicationid }} ... {{ $values.VALUE.Value }}",
         description="What it means and what to change.")
 
-then add its threshold to thresholds.py, run `.venv/bin/python -m sparkscope.alerts`,
+then add its threshold to thresholds.py, run `.venv/bin/python -m sparkscope.generate`,
 and give it a test in tests/test_alerts.py on a run that has the problem and
 one that does not (src/sparkscope_testkit/alerts12.py evaluates rules as Grafana does).
 Every query: one InfluxQL statement, `$timeFilter` for the window (no now(), so

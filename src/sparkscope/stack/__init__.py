@@ -284,7 +284,7 @@ class Backend:
                                    "declare (since Telegraf started): " + ", ".join(
                                        f"{reason} {n:,} (last: {last})" for reason, (n, last) in sorted(refused.items()))
                                    + ". Fix the sender, or declare the new name in src/sparkscope/store/schema.py and "
-                                   "run python -m sparkscope.ingest_guard"]))
+                                   "run .venv/bin/python -m sparkscope.generate"]))
 
     def _refused_at_the_door(self) -> dict[str, tuple[int, str]]:
         """What Telegraf's ingest guard refused, per reason: (points, the last one's name, made
