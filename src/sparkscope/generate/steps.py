@@ -4,7 +4,7 @@ their inputs need:
     dashboards     dashboards/*.json                       sparkscope.dashboards
     alerts         grafana/provisioning/alerting/...yaml  sparkscope.alerts (reads the live dashboard's panel ids)
     rollups        influxdb/rollups.setup                  sparkscope.stack.rollups
-    telegraf       telegraf/telegraf.conf's GENERATED block: the ingest guard  sparkscope.ingest_guard
+    telegraf       telegraf/telegraf.conf's GENERATED blocks: the ingest guard and "no end seen"
     java           the annotator's Schema.java             sparkscope.generate.java_schema
     chart          charts/sparkscope/files/                sparkscope.chart (copies all of the above)
 
@@ -24,6 +24,7 @@ from typing import Callable
 
 from sparkscope import chart, dashboards, ingest_guard
 from sparkscope.alerts import generate as alerts
+from sparkscope.generate import no_end_seen
 from sparkscope.settings import ROOT
 from sparkscope.stack import rollups
 
@@ -93,8 +94,8 @@ def _rollups(tree: Tree) -> str:
 
 def _telegraf(tree: Tree) -> str:
     conf = tree.read(TELEGRAF_CONF).decode()
-    tree.write(TELEGRAF_CONF, ingest_guard.with_block(conf))
-    return f"{TELEGRAF_CONF} (ingest guard)"
+    tree.write(TELEGRAF_CONF, no_end_seen.with_block(ingest_guard.with_block(conf)))
+    return f"{TELEGRAF_CONF} (ingest guard, no end seen)"
 
 
 def _java(tree: Tree) -> str:
