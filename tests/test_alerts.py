@@ -39,6 +39,7 @@ from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.provision.dashcheck import ensure_dashcheck
 from sparkscope.dashboards.queries import DATASOURCE
+from sparkscope.generate.steps import COMMAND
 from sparkscope.process import quiet, wait_until
 from sparkscope.spark.conf import annotator_properties
 from sparkscope.store import influx
@@ -116,7 +117,7 @@ def check(binary: Path, *paths: Path) -> tuple[int, list[str]]:
 
 def test_the_checked_in_rules_are_what_the_generator_writes():
     assert RULES_FILE.read_text() == generate.render(), (
-        "grafana/provisioning/alerting/sparkscope-rules.yaml is stale: run .venv/bin/python -m sparkscope.alerts")
+        f"grafana/provisioning/alerting/sparkscope-rules.yaml is stale: run {COMMAND}")
     assert yaml.safe_load(RULES_FILE.read_text()) == generate.build()
 
 

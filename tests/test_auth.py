@@ -27,6 +27,7 @@ from sparkscope.process import start_group, stop_group, wait_until
 from sparkscope.provision.go import ensure_influxd
 from sparkscope.store import influx, schema
 from sparkscope.errors import SparkscopeError
+from sparkscope.generate.steps import COMMAND
 from sparkscope.stack import native, rollups
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, SECRET_KEYS, ensure_env_file, load_settings, read_env_file
@@ -340,8 +341,8 @@ def test_a_password_that_could_quote_out_is_refused(tmp_path):
 
 def test_the_compose_rollups_file_is_what_up_creates():
     """influxdb/rollups.setup is generated from stack/rollups.py: regenerate it
-    (python -m sparkscope.stack.rollups > influxdb/rollups.setup) after a change."""
-    assert (ROOT / rollups.SETUP_FILE).read_text() == rollups.setup_file_text()
+    (with every other generated file) after a change."""
+    assert (ROOT / rollups.SETUP_FILE).read_text() == rollups.setup_file_text(), f"stale: run {COMMAND}"
 
 
 def test_the_events_listener_asks_for_a_password_by_default_once_it_listens_beyond_loopback(tmp_path):

@@ -29,6 +29,7 @@ import yaml
 
 from sparkscope import chart as chart_copies
 from sparkscope import cli
+from sparkscope.generate.steps import COMMAND
 from sparkscope.provision.go import ensure_telegraf
 from sparkscope.provision.helm import ensure_helm
 from sparkscope.provision.kubeconform import LOCATION, ensure_kubeconform, ensure_schemas, kube_versions, \
@@ -567,7 +568,7 @@ def test_network_policy_admits_the_host_probes_to_the_events_listener_only(rende
 
 def test_chart_copies_equal_their_sources():
     problems = chart_copies.differences()
-    assert not problems, "\n".join(problems) + "\nrun: .venv/bin/python -m sparkscope.chart"
+    assert not problems, "\n".join(problems) + f"\nrun: {COMMAND}"
 
 
 def test_the_copy_check_finds_an_edited_missing_or_left_over_copy(tmp_path):

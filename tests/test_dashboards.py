@@ -14,6 +14,7 @@ import pytest
 
 from sparkscope import dashboards
 from sparkscope.dashboards.queries import WHOLE_DISKS, is_counter
+from sparkscope.generate.steps import COMMAND
 from sparkscope.store import influx
 from sparkscope.settings import ROOT
 from sparkscope_testkit.grafana12 import Dashboard12, ModelError
@@ -87,8 +88,7 @@ def test_checked_in_dashboards_are_what_the_builder_writes():
     assert sorted(built) == sorted(BOARDS), "dashboards/ and sparkscope.dashboards.build() list different files"
     for name, board in built.items():
         assert (ROOT / "dashboards" / name).read_text() == dashboards.render(board), (
-            f"dashboards/{name} differs from src/sparkscope/dashboards/: edit the builder, then run "
-            ".venv/bin/python -m sparkscope.dashboards")
+            f"dashboards/{name} differs from src/sparkscope/dashboards/: edit the builder, then run {COMMAND}")
 
 
 def queries_of(board: dict) -> list[tuple[str, str]]:

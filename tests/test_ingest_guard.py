@@ -19,6 +19,7 @@ import urllib.request
 
 import pytest
 
+from sparkscope.generate.steps import COMMAND
 from sparkscope.store import influx, schema
 from sparkscope.process import wait_until
 from sparkscope.settings import ROOT
@@ -34,7 +35,7 @@ def test_the_guard_in_telegraf_conf_is_the_one_the_schema_generates():
     from sparkscope import ingest_guard
 
     conf = ingest_guard.TELEGRAF_CONF.read_text()
-    assert ingest_guard.with_block(conf) == conf, "run python -m sparkscope.ingest_guard"
+    assert ingest_guard.with_block(conf) == conf, f"telegraf/telegraf.conf is stale: run {COMMAND}"
     # A real check: a block that lost a declared field is found stale and rewritten.
     stale = conf.replace('"exit_code": "int"', '"exit_code": "float"', 1)
     assert stale != conf and ingest_guard.with_block(stale) == conf
@@ -57,21 +58,6 @@ def test_every_tag_and_field_the_annotator_writes_is_declared_for_its_measuremen
     assert written_tags and written_fields
     assert written_tags - declared_tags == set()
     assert written_fields - declared_fields == set()
-
-
-def test_the_no_end_seen_starlark_writes_only_what_the_schema_declares():
-    conf = (ROOT / "telegraf" / "telegraf.conf").read_text()
-    script = conf[conf.index('## "No end seen"'):]
-    script = script[:script.index("[processors.starlark.constants]")]
-    app = schema.BY_NAME[schema.APPLICATION_MEASUREMENT]
-    seen = schema.BY_NAME[schema.NO_END_SEEN_MEASUREMENT]
-    assert schema.TELEGRAF in app.also_written_by
-    end_tags = set(re.findall(r'end\.tags\["(\w+)"\]', script))
-    end_fields = set(re.findall(r'end\.fields\["(\w+)"\]', script)) | set(
-        re.findall(r'"\w+": "(app_name|spark_user|spark_version)"', script))
-    assert end_tags == set(app.tags) and end_fields <= set(dict(app.fields)) and len(end_fields) == 6
-    assert set(re.findall(r'seen\.tags\["(\w+)"\]', script)) == set(seen.tags)
-    assert set(re.findall(r'seen\.fields\["(\w+)"\]', script)) == set(dict(seen.fields))
 
 
 def test_names_that_are_both_a_tag_and_a_field_are_known():

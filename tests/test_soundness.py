@@ -17,7 +17,8 @@ import pytest
 
 from sparkscope.store import http
 from sparkscope.store import influx
-from sparkscope.stack.influx_storage import SELFCHECK, influx_write_problem
+from sparkscope.stack.influx_storage import influx_write_problem
+from sparkscope.store.schema import SELF_CHECK_MEASUREMENT as SELFCHECK
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import throwaway_stack
 

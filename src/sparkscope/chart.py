@@ -10,6 +10,9 @@ edited by hand.
     python -m sparkscope.chart           # write the copies (after changing a source)
     python -m sparkscope.chart --check   # exit 1 and list what differs
 
+python -m sparkscope.generate runs this last, after the generators of the
+files it copies.
+
 tests/test_chart.py fails while a copy differs from its source.
 """
 

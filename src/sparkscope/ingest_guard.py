@@ -30,6 +30,8 @@ as sparkscope_ingest_refused (tag refusal; points, keys, last), which
     python -m sparkscope.ingest_guard           # write the block into telegraf.conf
     python -m sparkscope.ingest_guard --check   # exit 1 if telegraf.conf's block is stale
 
+python -m sparkscope.generate writes it too, with every other generated file.
+
 tests/test_ingest_guard.py regenerates and compares.
 """
 

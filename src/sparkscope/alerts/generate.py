@@ -33,7 +33,11 @@ their last values, VALUE the number shown, FIRING the condition.
 
 def live_panels(dashboard: Path = LIVE_DASHBOARD) -> dict[str, int]:
     """Panel title -> id on the live dashboard (panels in collapsed rows too)."""
-    board = json.loads(dashboard.read_text())
+    return panel_ids(json.loads(dashboard.read_text()))
+
+
+def panel_ids(board: dict[str, Any]) -> dict[str, int]:
+    """Panel title -> id on a dashboard's JSON (panels in collapsed rows too)."""
     out: dict[str, int] = {}
     for top in board["panels"]:
         for panel in [top, *top.get("panels", [])]:

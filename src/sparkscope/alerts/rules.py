@@ -14,7 +14,7 @@ To add a rule, append an entry to `rules()`:
         summary="... {{ $labels.applicationid }} ... {{ $values.VALUE.Value }}",
         description="What it means and what to change.")
 
-then add its threshold to thresholds.py, run `.venv/bin/python -m sparkscope.alerts`,
+then add its threshold to thresholds.py, run `.venv/bin/python -m sparkscope.generate`,
 and give it a test in tests/test_alerts.py on a run that has the problem and
 one that does not (src/sparkscope_testkit/alerts12.py evaluates rules as Grafana does).
 Every query: one InfluxQL statement, `$timeFilter` for the window (no now(), so
@@ -27,14 +27,19 @@ from __future__ import annotations
 
 from sparkscope.alerts.provisioning import Above, AlertRule, Query
 from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
+# Two rules window a run's end by a point stamped when the end was seen:
+# NO_END_SEEN_MEASUREMENT, Telegraf's note of the moment it ended a run "no end
+# seen" (telegraf.conf, processors.starlark "No end seen"), as the run's own
+# NO_END_SEEN point in sparkscope_application is stamped at the run's start, too
+# far back to window; STREAMING_END_MEASUREMENT, the annotator's note of each
+# streaming query's end at the moment it came (StreamingQueries.java), as
+# sparkscope_streaming_query's end point is stamped at the query's start,
+# perhaps days back.
+from sparkscope.store.schema import (BLOCK_OUTLIER, CONTAINER_MEASUREMENT, EXECUTOR_MEASUREMENT, HEAP_MAX,
+                                     JVM_HEAP_MEMORY, MAJOR_GC_TIME, MINOR_GC_TIME, NO_END_SEEN_MEASUREMENT,
+                                     STAGE_MEASUREMENT, STREAMING_END_MEASUREMENT, STREAMING_MEASUREMENT,
+                                     TELEGRAF_WRITE_MEASUREMENT)
 
-# Telegraf's note of the moment it ended a run "no end seen" (telegraf.conf,
-# processors.starlark "No end seen"); the run's own NO_END_SEEN point in
-# sparkscope_application is stamped at the run's start, too far back to window.
-NO_END_SEEN_MEASUREMENT = "sparkscope_no_end_seen"
-# The annotator's note of each streaming query's end at the moment it came (StreamingQueries.java);
-# sparkscope_streaming_query's end point is stamped at the query's start, perhaps days back.
-STREAMING_END_MEASUREMENT = "sparkscope_streaming_end"
 # sparkscope_executor causes (annotator ExecutorLoss.java) that are no loss: the driver gave the
 # executor back, or the cluster manager moved it away. Every other cause is: container_oom, killed,
 # jvm_oom, exited, and other (on standalone, a SIGKILLed executor's disconnect often reaches the
@@ -58,9 +63,9 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
         AlertRule(
             uid="sparkscope-heap-near-max", title="Executor heap near its max",
             queries={
-                "A": Query('SELECT min("value") FROM "JVMHeapMemory" WHERE $timeFilter '
+                "A": Query(f'SELECT min("value") FROM "{JVM_HEAP_MEMORY}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.heap_window_s),
-                "B": Query('SELECT max("value") FROM "heap.max" WHERE $timeFilter '
+                "B": Query(f'SELECT max("value") FROM "{HEAP_MAX}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.heap_window_s),
             },
             value="$A / $B",
@@ -81,9 +86,9 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
         AlertRule(
             uid="sparkscope-gc-share", title="Executor spends its time in garbage collection",
             queries={
-                "A": Query('SELECT spread("value") FROM "MinorGCTime" WHERE $timeFilter '
+                "A": Query(f'SELECT spread("value") FROM "{MINOR_GC_TIME}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.gc_window_s),
-                "B": Query('SELECT spread("value") FROM "MajorGCTime" WHERE $timeFilter '
+                "B": Query(f'SELECT spread("value") FROM "{MAJOR_GC_TIME}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.gc_window_s),
             },
             value=f"($A + $B) / {t.gc_window_s * 1000}",
@@ -103,7 +108,7 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
         AlertRule(
             uid="sparkscope-executor-lost", title="Executor lost",
             queries={
-                "A": Query('SELECT count("executor_id") FROM "sparkscope_executor" WHERE "event" = \'removed\' '
+                "A": Query(f'SELECT count("executor_id") FROM "{EXECUTOR_MEASUREMENT}" WHERE "event" = \'removed\' '
                            f'AND {kept} AND $timeFilter GROUP BY "applicationid"', t.executor_lost_window_s),
             },
             value="$A", fires=Above(0), for_s=0, severity="critical", component="spark",
@@ -125,7 +130,7 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
         AlertRule(
             uid="sparkscope-container-oom-kill", title="OOM kill inside an executor's container",
             queries={
-                "A": Query('SELECT spread("oom_kills") FROM "sparkscope_container" WHERE $timeFilter '
+                "A": Query(f'SELECT spread("oom_kills") FROM "{CONTAINER_MEASUREMENT}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.container_oom_window_s),
             },
             value="$A", fires=Above(0), for_s=0, severity="critical", component="spark",
@@ -143,7 +148,7 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
         AlertRule(
             uid="sparkscope-container-near-limit", title="Executor's container near its memory limit",
             queries={
-                "A": Query('SELECT max("working_set_bytes") / max("limit_bytes") FROM "sparkscope_container" '
+                "A": Query(f'SELECT max("working_set_bytes") / max("limit_bytes") FROM "{CONTAINER_MEASUREMENT}" '
                            'WHERE "limit_bytes" > 0 AND $timeFilter GROUP BY "applicationid", "executorid"',
                            t.container_window_s),
             },
@@ -165,8 +170,8 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
             uid="sparkscope-straggler-stage", title="Straggler stage",
             queries={
                 "A": Query('SELECT max("excess") FROM (SELECT "task_max_ms" - "task_p50_ms" AS "excess" FROM '
-                           '"sparkscope_stage" WHERE "straggler" = \'true\' AND $timeFilter GROUP BY "applicationid") '
-                           'GROUP BY "applicationid"', t.straggler_window_s),
+                           f'"{STAGE_MEASUREMENT}" WHERE "straggler" = \'true\' AND $timeFilter '
+                           'GROUP BY "applicationid") GROUP BY "applicationid"', t.straggler_window_s),
             },
             value="$A / 1000", fires=Above(t.straggler_min_excess_s), for_s=0, severity="warning",
             component="spark", panel="Active tasks", url_vars=("applicationid",),
@@ -185,7 +190,7 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
         AlertRule(
             uid="sparkscope-disk-latency-outliers", title="Slow disk I/O on a device",
             queries={
-                "A": Query('SELECT count("latency_ms") FROM "block_outlier" WHERE $timeFilter '
+                "A": Query(f'SELECT count("latency_ms") FROM "{BLOCK_OUTLIER}" WHERE $timeFilter '
                            'GROUP BY "host", "device"', t.block_window_s),
             },
             value="$A", fires=Above(t.block_outliers_over), for_s=0, severity="warning", component="host",
@@ -220,8 +225,8 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
             uid="sparkscope-telegraf-dropped-points", title="Telegraf dropped points",
             queries={
                 "A": Query('SELECT sum("non_negative_difference") FROM (SELECT non_negative_difference('
-                           '"metrics_dropped") FROM "internal_write" WHERE $timeFilter GROUP BY "host") '
-                           'GROUP BY "host"', t.stack_window_s),
+                           f'"metrics_dropped") FROM "{TELEGRAF_WRITE_MEASUREMENT}" WHERE $timeFilter '
+                           'GROUP BY "host") GROUP BY "host"', t.stack_window_s),
             },
             value="$A", fires=Above(0), for_s=0, severity="critical", component="stack",
             summary="Telegraf on {{ $labels.host }} dropped {{ $values.VALUE.Value }} points in the last "
@@ -237,7 +242,8 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
             uid="sparkscope-influxdb-write-errors", title="InfluxDB refused or failed Telegraf's writes",
             queries={
                 "A": Query('SELECT sum("non_negative_difference") FROM (SELECT non_negative_difference('
-                           '"errors") FROM "internal_write" WHERE $timeFilter GROUP BY "host") GROUP BY "host"',
+                           f'"errors") FROM "{TELEGRAF_WRITE_MEASUREMENT}" WHERE $timeFilter '
+                           'GROUP BY "host") GROUP BY "host"',
                            t.stack_window_s),
             },
             value="$A", fires=Above(0), for_s=0, severity="critical", component="stack",
@@ -258,7 +264,7 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
                 # Queries with a processing-time trigger only: 0 (as fast as it can) has no pace to keep.
                 # A query's first batch (0) also plans it and warms cold JVMs, seconds over any trigger:
                 # left out, as the report leaves it out, so a new query is judged on its pace alone.
-                "A": Query('SELECT mean("batch_ms") / max("trigger_ms") FROM "sparkscope_streaming" WHERE '
+                "A": Query(f'SELECT mean("batch_ms") / max("trigger_ms") FROM "{STREAMING_MEASUREMENT}" WHERE '
                            '"trigger_ms" > 0 AND "batch_id" > 0 AND $timeFilter GROUP BY "applicationid", '
                            '"query_name"',
                            t.streaming_window_s),

@@ -5,7 +5,7 @@ it. Durations are seconds. After a change, write the provisioning file again
 and restart Grafana (or reload its provisioning: POST /api/admin/provisioning/
 alerting/reload as a Grafana admin):
 
-    .venv/bin/python -m sparkscope.alerts
+    .venv/bin/python -m sparkscope.generate
 
 A rule looks at a window of the recent past (its query's relative time range)
 once per evaluation, and fires only after its condition held at every

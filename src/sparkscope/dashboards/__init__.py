@@ -6,9 +6,10 @@ layout.py (panels to JSON), live.py and summary.py (one module per
 dashboard, one function per row). It keeps every panel to the
 same rules (unit, description, legend by executor, gauges read with
 mean/max/last and counters with non_negative_derivative) that a hand-edited
-JSON file of forty panels would drift from. Regenerate after a change:
+JSON file of forty panels would drift from. Regenerate after a change (with
+every generated file that depends on the dashboards: the alert rules, the chart):
 
-    .venv/bin/python -m sparkscope.dashboards
+    .venv/bin/python -m sparkscope.generate
 
 tests/test_dashboards.py fails when the checked-in files differ from what
 this package writes, and runs every panel query against a real Spark run.

@@ -8,9 +8,11 @@ from typing import Any, Optional
 
 from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, newest_first,
                                            range_max, source)
-from sparkscope.store.schema import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT,
-                               RAW_POLICY, RESOLUTION_MEASUREMENT, TASK_SCOPE_MEASUREMENT,
-                               TASK_TOTALS_PREFIX)
+from sparkscope.store.schema import (ALL_EXECUTORS, BLOCK_OUTLIER, DISKIO_MEASUREMENT, EXECUTOR_MEASUREMENT,
+                                     JOB_MEASUREMENT, JVM_HEAP_MEMORY, META_POLICY, PEAK_LEVEL,
+                                     PEAK_SOURCE_MEASUREMENT, QUERY_MEASUREMENT, RAW_POLICY, RESOLUTION_MEASUREMENT,
+                                     STAGE_MEASUREMENT, STREAMING_QUERY_MEASUREMENT, TASK_SCOPE_MEASUREMENT,
+                                     TASK_TOTALS_PREFIX)
 
 SCHEMA_VERSION = 38
 GRID_COLUMNS = 24  # a dashboard row is 24 units wide
@@ -168,10 +170,10 @@ def _peak_source() -> list[dict[str, Any]]:
     gap = "0$peak_raw_samples - 0$peak_rolled_samples"
     return [
         _variable("peak_raw_samples", "peak_raw_samples",
-                  f'SELECT count("value") FROM "{RAW_POLICY}"."JVMHeapMemory" WHERE {driver}', hide=2,
+                  f'SELECT count("value") FROM "{RAW_POLICY}"."{JVM_HEAP_MEMORY}" WHERE {driver}', hide=2,
                   sort=SORT_AS_QUERIED, description="The driver's raw heap samples in the range's whole minutes."),
         _variable("peak_rolled_samples", "peak_rolled_samples",
-                  f'SELECT sum("samples") FROM "{PEAK_LEVEL}"."JVMHeapMemory" WHERE {driver}', hide=2,
+                  f'SELECT sum("samples") FROM "{PEAK_LEVEL}"."{JVM_HEAP_MEMORY}" WHERE {driver}', hide=2,
                   sort=SORT_AS_QUERIED,
                   description="The same samples as the minute rollup counted them."),
         _variable("peak_rp", "peak_rp",
@@ -235,7 +237,7 @@ def _variables(with_executors: bool, top_shown: bool = False, rolled: bool = Tru
         _resolution("bucket", "bucket", "The graphs' bucket for this time range, never finer than the resolution "
                                         "they read: 10 s up to 1 h, 30 s up to 2 h, then 1, 10 or 30 minutes."),
         _variable("username", "Prefix",
-                  'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "username"',
+                  f'SHOW TAG VALUES FROM "{JVM_HEAP_MEMORY}" WITH KEY = "username"',
                   multi=True, includeAll=True, allValue=".*",
                   current={"selected": True, "text": ["All"], "value": ["$__all"]},
                   description="spark.metrics.conf.*.sink.graphite.prefix of the application ('none' when "
@@ -252,7 +254,7 @@ def _variables(with_executors: bool, top_shown: bool = False, rolled: bool = Tru
         # 500 executors, 91 ms against 216 straight from InfluxDB;
         # docs/performance.md). $peak_rp leans on the driver's samples too.
         _variable("applicationid", "Application",
-                  newest_first("applicationid", 'SELECT first("value") FROM "JVMHeapMemory" '
+                  newest_first("applicationid", f'SELECT first("value") FROM "{JVM_HEAP_MEMORY}" '
                                "WHERE \"username\" =~ /^${username:regex}$/ AND \"executorid\" = 'driver' "
                                'AND $timeFilter GROUP BY "applicationid"'),
                   sort=SORT_AS_QUERIED,
@@ -269,14 +271,15 @@ def _variables(with_executors: bool, top_shown: bool = False, rolled: bool = Tru
             "time range (the driver among them). The stats, the sizing and work tables count every executor.",
             # Grafana's UI fills only the first $timeFilter of a variable's query
             # (panels' are filled by the server, every one): the range written out.
-            f'SELECT max("v") AS "peak" FROM {range_max("JVMHeapMemory", APP, by_executor)}{by_executor}'
+            f'SELECT max("v") AS "peak" FROM {range_max(JVM_HEAP_MEMORY, APP, by_executor)}{by_executor}'
             .replace("$timeFilter", "time >= ${__from}ms AND time <= ${__to}ms"),
             "The executors the sampled peak table lists: the Executors shown with the highest heap peak in the "
             "range, read as exactly as the table's own columns.")
     if with_executors:
         out.append(_variable(
             "executorid", "Executor",
-            'SHOW TAG VALUES FROM "JVMHeapMemory" WITH KEY = "executorid" WHERE "applicationid" =~ /^${applicationid:regex}$/',
+            f'SHOW TAG VALUES FROM "{JVM_HEAP_MEMORY}" WITH KEY = "executorid" '
+            'WHERE "applicationid" =~ /^${applicationid:regex}$/',
             sort=SORT_NUMERICAL, multi=True, includeAll=True, allValue=".*",
             current={"selected": True, "text": ["All"], "value": ["$__all"]},
             description="Executors of the application; 'driver' is the driver JVM."))
@@ -287,12 +290,12 @@ def _variables(with_executors: bool, top_shown: bool = False, rolled: bool = Tru
             "with the highest heap peak in the time range. Sums over executors (task time, task threads) and the "
             "stat panels count every picked one.",
             # The graphs' own resolution: a ranking needs no exact peak.
-            f'SELECT max("value") AS "peak" FROM "$rp"."JVMHeapMemory" WHERE {APP} '
+            f'SELECT max("value") AS "peak" FROM "$rp"."{JVM_HEAP_MEMORY}" WHERE {APP} '
             'AND "executorid" =~ /^${executorid:regex}$/ AND $timeFilter GROUP BY "executorid"',
             "The executors the per-executor graphs draw: of those picked, the Executors drawn with the highest "
             "heap peak in the range.")
         out.append(_variable(
-            "device", "Device", 'SHOW TAG VALUES FROM "diskio" WITH KEY = "name"',
+            "device", "Device", f'SHOW TAG VALUES FROM "{DISKIO_MEASUREMENT}" WITH KEY = "name"',
             multi=True, includeAll=True, allValue=WHOLE_DISKS,
             current={"selected": True, "text": ["All"], "value": ["$__all"]},
             description="Block devices of the host panels. All = whole disks (sd*, vd*, nvme*n*, mmcblk*, md*, "
@@ -315,14 +318,14 @@ def _annotations(annotated: list[int]) -> list[dict[str, Any]]:
                 "target": {"query": query, "rawQuery": True, "fromAnnotations": True, "textColumn": "text",
                            "tagsColumn": "status", "timeEndColumn": "end_time_ms"}}
 
-    executor_query = (f'SELECT "text", "event" FROM "sparkscope_executor" WHERE {APP} AND $timeFilter')
+    executor_query = (f'SELECT "text", "event" FROM "{EXECUTOR_MEASUREMENT}" WHERE {APP} AND $timeFilter')
     return [
-        events("SQL queries", "sparkscope_query", "#5794F2", True),
-        events("Jobs", "sparkscope_job", "#B877D9", False),
-        events("Stages", "sparkscope_stage", "#73BF69", False),
-        events("Straggler stages", "sparkscope_stage", "#F2495C", True,
+        events("SQL queries", QUERY_MEASUREMENT, "#5794F2", True),
+        events("Jobs", JOB_MEASUREMENT, "#B877D9", False),
+        events("Stages", STAGE_MEASUREMENT, "#73BF69", False),
+        events("Straggler stages", STAGE_MEASUREMENT, "#F2495C", True,
                " AND \"straggler\" = 'true' AND \"status\"::tag <> 'RUNNING'", everywhere=True),
-        events("Streaming queries", "sparkscope_streaming_query", "#FADE2A", True, everywhere=True),
+        events("Streaming queries", STREAMING_QUERY_MEASUREMENT, "#FADE2A", True, everywhere=True),
         {"name": "Executors added/removed", "datasource": DATASOURCE, "enable": True, "hide": False,
          "iconColor": "#FF9830",
          "target": {"query": executor_query, "rawQuery": True, "fromAnnotations": True, "textColumn": "text",
@@ -334,7 +337,7 @@ def _io_outlier_annotation(panel_ids: list[int]) -> dict[str, Any]:
     """The probe's slow I/Os as marks on the disk panels: device, direction,
     latency, size and the submitting process, so a slow disk lines up with
     the stage that ran."""
-    query = f'SELECT "text", "direction" FROM "block_outlier" WHERE {PROBE_DEVICE} AND $timeFilter'
+    query = f'SELECT "text", "direction" FROM "{BLOCK_OUTLIER}" WHERE {PROBE_DEVICE} AND $timeFilter'
     return {"name": "Slow block I/O", "datasource": DATASOURCE, "enable": True, "hide": False,
             "iconColor": "#FADE2A", "filter": {"exclude": False, "ids": panel_ids},
             "target": {"query": query, "rawQuery": True, "fromAnnotations": True, "textColumn": "text",

@@ -14,6 +14,18 @@ from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NE
                                            recent_per_executor, summed_gauge, target, task_threads,
                                            task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
+from sparkscope.store.schema import (APPLICATION_MEASUREMENT, BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER,
+                                     BYTES_READ_COUNT, BYTES_WRITTEN_COUNT, CONTAINER_MEASUREMENT, CPU_MEASUREMENT,
+                                     CPU_TAG, CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT, DISK_BYTES_SPILLED_COUNT,
+                                     HEAP_MAX, JVM_CPU_TIME, JVM_GC_TIME_COUNT, JVM_HEAP_MEMORY, MAJOR_GC_COUNT,
+                                     MAJOR_GC_TIME, MEMORY_BYTES_SPILLED_COUNT, MEM_MEASUREMENT, MINOR_GC_COUNT,
+                                     MINOR_GC_TIME, NET_MEASUREMENT, OFF_HEAP_EXECUTION_MEMORY,
+                                     OFF_HEAP_STORAGE_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY,
+                                     PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY,
+                                     PROCESS_TREE_PYTHON_RSS_MEMORY, RUN_TIME_COUNT, SHUFFLE_BYTES_WRITTEN_COUNT,
+                                     SHUFFLE_FETCH_WAIT_TIME_COUNT, SHUFFLE_LOCAL_BYTES_READ_COUNT,
+                                     SHUFFLE_REMOTE_BYTES_READ_COUNT, SHUFFLE_WRITE_TIME_COUNT, STREAMING_MEASUREMENT,
+                                     STREAMING_STATE_MEASUREMENT, THREADPOOL_ACTIVE_TASKS, THREAD_WAITS_MEASUREMENT)
 
 
 def _applications_table() -> Panel:
@@ -27,7 +39,7 @@ def _applications_table() -> Panel:
     shared_columns = '"app_name" AS "name", "spark_user" AS "user", "spark_version" AS "Spark"'
 
     def select(status: str, extra: str = "") -> dict[str, Any]:
-        return raw(f'SELECT {shared_columns}{extra}, "applicationid" FROM "sparkscope_application" '
+        return raw(f'SELECT {shared_columns}{extra}, "applicationid" FROM "{APPLICATION_MEASUREMENT}" '
                    f"WHERE \"status\"::tag = '{status}' AND $timeFilter", result_format="table")
 
     return Panel(
@@ -78,13 +90,13 @@ def summary_row() -> Row:
               "Tasks running at the end of the time range (now, when it ends now): each executor's latest "
               "report of the last 20 s, summed; an executor that stopped reporting drops out, and 0 means "
               "nothing runs. Compare with executors x spark.executor.cores. " + NEEDS_SINK,
-              [recent_per_executor("threadpool.activeTasks", "sum", "active tasks")],
+              [recent_per_executor(THREADPOOL_ACTIVE_TASKS, "sum", "active tasks")],
               "none", kind="stat", width=3, height=4, decimals=0, no_value="0"),
         Panel("Executors alive",
               "Executors that reported in the last 20 s of the time range (the ones running tasks: the "
               "driver counts only in local mode, where it runs them). A drop means executors were lost or "
               "released (dynamic allocation). " + NEEDS_SINK,
-              [recent_per_executor("threadpool.activeTasks", "count", "executors")],
+              [recent_per_executor(THREADPOOL_ACTIVE_TASKS, "count", "executors")],
               "none", kind="stat", width=3, height=4, decimals=0, no_value="0"),
         shared.task_time(
             "Total time tasks ran and, of it, CPU time, summed over all executors since they started "
@@ -103,12 +115,12 @@ def summary_row() -> Row:
               "Highest JVM heap used by any executor, and by the driver, in the time range (ExecutorMetrics "
               "JVMHeapMemory); compare with spark.executor.memory and spark.driver.memory. In local mode "
               "the driver is the only executor. " + NEEDS_EXECUTOR_METRICS,
-              peaks_executors_and_driver("JVMHeapMemory", "heap"), "bytes", kind="stat", width=4, height=4),
+              peaks_executors_and_driver(JVM_HEAP_MEMORY, "heap"), "bytes", kind="stat", width=4, height=4),
         Panel("Peak RSS",
               "Highest resident memory of any executor's JVM process, and of the driver's, in the time range "
               "(process tree). On YARN and Kubernetes the container is killed when RSS plus Python exceeds "
               "spark.executor.memory + spark.executor.memoryOverhead. " + NEEDS_PROCESS_TREE,
-              peaks_executors_and_driver("ProcessTreeJVMRSSMemory", "RSS"), "bytes", kind="stat", width=4,
+              peaks_executors_and_driver(PROCESS_TREE_JVM_RSS_MEMORY, "RSS"), "bytes", kind="stat", width=4,
               height=4),
         _applications_table(),
     ])
@@ -121,12 +133,12 @@ def tasks_row() -> Row:
               "cores means idle slots; one executor busy while the others idle is skew. SQL query regions "
               "are drawn here, on Task time by component and on the heap graph only, so that a run of a "
               "hundred queries leaves the other graphs readable. " + NEEDS_SINK,
-              [gauge("threadpool.activeTasks")], "none", decimals=1, annotated=True, height=TASK_ROW_HEIGHT),
+              [gauge(THREADPOOL_ACTIVE_TASKS)], "none", decimals=1, annotated=True, height=TASK_ROW_HEIGHT),
         _task_thread_states(),
         Panel("Executor CPU",
               "CPU used by each executor JVM, in cores (rate of JVMCPU jvmCpuTime): all threads, tasks, "
               "GC and JIT included. Near spark.executor.cores = CPU-bound. " + NEEDS_SINK,
-              [rate("jvmCpuTime", scale=" / 1000000000")], "suffix: cores"),
+              [rate(JVM_CPU_TIME, scale=" / 1000000000")], "suffix: cores"),
         _task_thread_waits(),
         Panel("Task time by component",
               "Where task time goes, summed over the selected executors, in seconds per second (2 = two "
@@ -135,12 +147,12 @@ def tasks_row() -> Row:
               + "With Executor = All and the annotator on, read from its per-application totals of the same "
               "counters (successful tasks, as the executors count them): one series per line instead of one "
               "per executor, which keeps this graph fast at hundreds of executors. " + NEEDS_SINK,
-              [*task_time("runTime.count", "run time", scale=" / 1000"),
-               *task_time("cpuTime.count", "CPU", scale=" / 1000000000"),
-               *task_time("jvmGCTime.count", "GC", scale=" / 1000"),
-               *task_time("deserializeTime.count", "deserialize", scale=" / 1000"),
-               *task_time("shuffleFetchWaitTime.count", "shuffle fetch wait", scale=" / 1000"),
-               *task_time("shuffleWriteTime.count", "shuffle write", scale=" / 1000000000")],
+              [*task_time(RUN_TIME_COUNT, "run time", scale=" / 1000"),
+               *task_time(CPU_TIME_COUNT, "CPU", scale=" / 1000000000"),
+               *task_time(JVM_GC_TIME_COUNT, "GC", scale=" / 1000"),
+               *task_time(DESERIALIZE_TIME_COUNT, "deserialize", scale=" / 1000"),
+               *task_time(SHUFFLE_FETCH_WAIT_TIME_COUNT, "shuffle fetch wait", scale=" / 1000"),
+               *task_time(SHUFFLE_WRITE_TIME_COUNT, "shuffle write", scale=" / 1000000000")],
               "suffix: s/s", width=24, annotated=True),
     ])
 
@@ -180,7 +192,7 @@ def _task_thread_waits() -> Panel:
         "folio_wait_bit / io_schedule / blk_mq_get_tag = a local disk; nfs_* / rpc_wait_bit_killable = NFS; "
         "wait_woken / sk_wait_data / ep_poll = a socket (shuffle fetch, Python worker, remote storage). "
         "Counted from each 10 s period's five most frequent. " + NEEDS_THREADPROBE,
-        [raw(f'SELECT sum("seconds") AS "waited" FROM "sparkscope_thread_waits" WHERE {EXECUTORS} AND $timeFilter '
+        [raw(f'SELECT sum("seconds") AS "waited" FROM "{THREAD_WAITS_MEASUREMENT}" WHERE {EXECUTORS} AND $timeFilter '
              'GROUP BY "state", "wchan"', result_format="table")],
         "s", kind="table", width=12, no_value="no task thread waited off CPU",
         options={"sortBy": [{"displayName": "waited", "desc": True}]},
@@ -198,28 +210,28 @@ def memory_row() -> Row:
               "spark.executor.metrics.pollingInterval) and the heap limit (jvm heap.max, about "
               "spark.executor.memory). Used touching max with rising GC time means the executor is short "
               "of memory. " + NEEDS_EXECUTOR_METRICS,
-              [gauge("JVMHeapMemory", "$tag_executorid used", agg="max"),
-               gauge("heap.max", "$tag_executorid max", agg="max")], "bytes", annotated=True),
+              [gauge(JVM_HEAP_MEMORY, "$tag_executorid used", agg="max"),
+               gauge(HEAP_MAX, "$tag_executorid max", agg="max")], "bytes", annotated=True),
         Panel("Process RSS: JVM, Python, other",
               "Resident memory of each executor's process tree, the highest sample of each interval: the "
               "JVM, its Python workers (PySpark UDFs) "
               "and any other children. This is what YARN and Kubernetes count against "
               "spark.executor.memory + memoryOverhead. " + NEEDS_PROCESS_TREE,
-              [gauge("ProcessTreeJVMRSSMemory", "$tag_executorid JVM", agg="max"),
-               gauge("ProcessTreePythonRSSMemory", "$tag_executorid Python", agg="max"),
-               gauge("ProcessTreeOtherRSSMemory", "$tag_executorid other", agg="max")], "bytes"),
+              [gauge(PROCESS_TREE_JVM_RSS_MEMORY, "$tag_executorid JVM", agg="max"),
+               gauge(PROCESS_TREE_PYTHON_RSS_MEMORY, "$tag_executorid Python", agg="max"),
+               gauge(PROCESS_TREE_OTHER_RSS_MEMORY, "$tag_executorid other", agg="max")], "bytes"),
         Panel("Unified memory, on-heap: execution + storage",
               "Spark's unified memory region on the heap, the highest sample of each interval: execution "
               "(joins, sorts, aggregations) and storage "
               "(cached blocks, broadcasts). Its size is (heap - 300 MB) x spark.memory.fraction; execution "
               "can evict storage down to spark.memory.storageFraction. " + NEEDS_EXECUTOR_METRICS,
-              [gauge("OnHeapExecutionMemory", "$tag_executorid execution", agg="max"),
-               gauge("OnHeapStorageMemory", "$tag_executorid storage", agg="max")], "bytes"),
+              [gauge(ON_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
+               gauge(ON_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
         Panel("Unified memory, off-heap: execution + storage",
               "The same region off the heap; zero unless spark.memory.offHeap.enabled=true with "
               "spark.memory.offHeap.size. " + NEEDS_EXECUTOR_METRICS,
-              [gauge("OffHeapExecutionMemory", "$tag_executorid execution", agg="max"),
-               gauge("OffHeapStorageMemory", "$tag_executorid storage", agg="max")], "bytes"),
+              [gauge(OFF_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
+               gauge(OFF_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
     ])
 
 
@@ -229,13 +241,13 @@ def gc_row() -> Row:
               "Share of wall-clock time each JVM spent in minor (young) and major (old) collections "
               "(rate of ExecutorMetrics MinorGCTime, MajorGCTime). Major GC above a few percent, or minor "
               "above 10%, slows every task on the executor. " + NEEDS_EXECUTOR_METRICS,
-              [rate("MinorGCTime", "$tag_executorid minor", scale=" / 1000"),
-               rate("MajorGCTime", "$tag_executorid major", scale=" / 1000")], "percentunit"),
+              [rate(MINOR_GC_TIME, "$tag_executorid minor", scale=" / 1000"),
+               rate(MAJOR_GC_TIME, "$tag_executorid major", scale=" / 1000")], "percentunit"),
         Panel("GC count",
               "Collections per minute, minor and major, per executor (rate of MinorGCCount, MajorGCCount). "
               + NEEDS_EXECUTOR_METRICS,
-              [rate("MinorGCCount", "$tag_executorid minor", per="1m"),
-               rate("MajorGCCount", "$tag_executorid major", per="1m")], "cpm"),
+              [rate(MINOR_GC_COUNT, "$tag_executorid minor", per="1m"),
+               rate(MAJOR_GC_COUNT, "$tag_executorid major", per="1m")], "cpm"),
     ])
 
 
@@ -245,24 +257,24 @@ def shuffle_row() -> Row:
               "Shuffle bytes read per second by each executor's tasks, from its own host (local) and from "
               "other executors over the network (remote). High remote reads with high fetch wait above "
               "point at the network or at spark.reducer.maxSizeInFlight." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate("shuffleLocalBytesRead.count", "$tag_executorid local"),
-               rate("shuffleRemoteBytesRead.count", "$tag_executorid remote")], "Bps"),
+              [rate(SHUFFLE_LOCAL_BYTES_READ_COUNT, "$tag_executorid local"),
+               rate(SHUFFLE_REMOTE_BYTES_READ_COUNT, "$tag_executorid remote")], "Bps"),
         Panel("Shuffle write",
               "Shuffle bytes written per second by each executor's map tasks." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate("shuffleBytesWritten.count")], "Bps"),
+              [rate(SHUFFLE_BYTES_WRITTEN_COUNT)], "Bps"),
         Panel("Spill",
               "Bytes spilled per second: memory = size of the spilled data in memory, disk = what reached "
               "disk. Any spill means execution memory ran short: more partitions "
               "(spark.sql.shuffle.partitions) or more memory per task." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate("memoryBytesSpilled.count", "$tag_executorid memory"),
-               rate("diskBytesSpilled.count", "$tag_executorid disk")], "Bps"),
+              [rate(MEMORY_BYTES_SPILLED_COUNT, "$tag_executorid memory"),
+               rate(DISK_BYTES_SPILLED_COUNT, "$tag_executorid disk")], "Bps"),
         Panel("File system read",
               "Bytes read per second by each executor's tasks from any storage (executor bytesRead, counted "
               "at task end) and, while they run, per Hadoop file system scheme (file, hdfs, s3a, gs, abfs). "
               "Spark reports schemes only for those in spark.executor.metrics.fileSystemSchemes (default "
               "file,hdfs): add s3a, gs or abfs there to see cloud storage by scheme." + ENDS_AT_TASK_END
               + NEEDS_SINK,
-              [rate("bytesRead.count", "$tag_executorid all storage"),
+              [rate(BYTES_READ_COUNT, "$tag_executorid all storage"),
                *(rate(f"filesystem.{scheme}.read_bytes", f"$tag_executorid {scheme}") for scheme in FS_SCHEMES)],
               "Bps"),
         Panel("File system write",
@@ -270,7 +282,7 @@ def shuffle_row() -> Row:
               "counted at task end) and per Hadoop file system scheme in "
               "spark.executor.metrics.fileSystemSchemes (default file,hdfs; add s3a, gs or abfs for cloud "
               "storage)." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate("bytesWritten.count", "$tag_executorid all storage"),
+              [rate(BYTES_WRITTEN_COUNT, "$tag_executorid all storage"),
                *(rate(f"filesystem.{scheme}.write_bytes", f"$tag_executorid {scheme}") for scheme in FS_SCHEMES)],
               "Bps"),
     ])
@@ -286,21 +298,22 @@ def _machine_panels() -> list[Panel]:
         Panel("CPU busy",
               "CPU time of the host by state, percent of all cores: user, system, iowait (waiting on disk), "
               "steal (taken by the hypervisor). " + NEEDS_TELEGRAF,
-              [raw(f'SELECT mean("usage_{state}") FROM "cpu" WHERE "cpu" = \'cpu-total\' AND $timeFilter '
-                   'GROUP BY time($bucket), "host" fill(none)', f"$tag_host {state}")
+              [raw(f'SELECT mean("usage_{state}") FROM "{CPU_MEASUREMENT}" WHERE "{CPU_TAG}" = \'cpu-total\' '
+                   'AND $timeFilter GROUP BY time($bucket), "host" fill(none)', f"$tag_host {state}")
                for state in ("user", "system", "iowait", "steal")],
               "percent", width=6, stacked=True),
         Panel("Memory",
               "Host memory used and available (mem used, available). " + NEEDS_TELEGRAF,
-              [raw('SELECT mean("used") FROM "mem" WHERE $timeFilter GROUP BY time($bucket), "host" fill(none)',
+              [raw(f'SELECT mean("used") FROM "{MEM_MEASUREMENT}" WHERE $timeFilter '
+                   'GROUP BY time($bucket), "host" fill(none)',
                    "$tag_host used"),
-               raw('SELECT mean("available") FROM "mem" WHERE $timeFilter GROUP BY time($bucket), "host" '
-                   'fill(none)', "$tag_host available")], "bytes", width=6),
+               raw(f'SELECT mean("available") FROM "{MEM_MEASUREMENT}" WHERE $timeFilter '
+                   'GROUP BY time($bucket), "host" fill(none)', "$tag_host available")], "bytes", width=6),
         Panel("Network",
               "Bytes per second received and sent per interface. " + NEEDS_TELEGRAF,
-              [raw('SELECT non_negative_derivative(max("bytes_recv"), 1s) FROM "net" WHERE $timeFilter '
+              [raw(f'SELECT non_negative_derivative(max("bytes_recv"), 1s) FROM "{NET_MEASUREMENT}" WHERE $timeFilter '
                    'GROUP BY time($bucket), "host", "interface" fill(none)', "$tag_interface in"),
-               raw('SELECT non_negative_derivative(max("bytes_sent"), 1s) FROM "net" WHERE $timeFilter '
+               raw(f'SELECT non_negative_derivative(max("bytes_sent"), 1s) FROM "{NET_MEASUREMENT}" WHERE $timeFilter '
                    'GROUP BY time($bucket), "host", "interface" fill(none)', "$tag_interface out")],
               "Bps", width=6),
         Panel("Pressure stall: CPU, memory, I/O",
@@ -354,7 +367,7 @@ def _block_probe_panels() -> list[Panel]:
               "(scheduler queueing excluded). max is exact; p50 and p99 are read off log2 buckets, right "
               "within a factor of two, and the highest of the interval is shown. A p99 far above p50 on one "
               "device is a disk serving some I/Os slowly. " + NEEDS_BLOCKPROBE,
-              [raw(f'SELECT max("{field}_ms") FROM "block_latency" WHERE {PROBE_DEVICE} AND $timeFilter '
+              [raw(f'SELECT max("{field}_ms") FROM "{BLOCK_LATENCY}" WHERE {PROBE_DEVICE} AND $timeFilter '
                    'GROUP BY time($bucket), "host", "device", "direction" fill(none)',
                    f"$tag_device $tag_direction {field}") for field in ("p50", "p99", "max")],
               "ms", width=9, io_outliers=True),
@@ -363,7 +376,7 @@ def _block_probe_panels() -> list[Panel]:
               "interval, over the selected devices: a second band far above the main one is a slow disk or "
               "a slow class of I/O that the averages hide. Pick one device to see it alone. "
               + NEEDS_BLOCKPROBE,
-              [raw(f'SELECT sum("count") FROM "block_latency_hist" WHERE {PROBE_DEVICE} AND $timeFilter '
+              [raw(f'SELECT sum("count") FROM "{BLOCK_LATENCY_HIST}" WHERE {PROBE_DEVICE} AND $timeFilter '
                    'GROUP BY time($bucket), "le_us" fill(none)', "$tag_le_us")],
               "short", kind="heatmap", width=9,
               options={"calculate": False, "yAxis": {"axisPlacement": "left", "unit": "µs"},
@@ -377,7 +390,7 @@ def _block_probe_panels() -> list[Panel]:
               "first: device, direction, latency, size and the process that submitted it (a kworker for "
               "buffered writeback). The same I/Os are marked on the disk graphs (annotation 'Slow block "
               "I/O'). " + NEEDS_BLOCKPROBE,
-              [raw(f'SELECT "device", "direction", "latency_ms", "bytes", "pid", "comm" FROM "block_outlier" '
+              [raw(f'SELECT "device", "direction", "latency_ms", "bytes", "pid", "comm" FROM "{BLOCK_OUTLIER}" '
                    f'WHERE {PROBE_DEVICE} AND $timeFilter ORDER BY time DESC LIMIT 200', result_format="table")],
               "none", kind="table", width=24, height=7, no_value="no I/O above the threshold",
               overrides=[{"matcher": {"id": "byName", "options": "latency_ms"},
@@ -395,21 +408,21 @@ NEEDS_CONTAINER_PLUGIN = ("Needs the sparkscope annotator jar with "
 
 
 def _container(field: str, alias: str, agg: str = "max") -> dict[str, Any]:
-    return target(f'SELECT {agg}("{field}") FROM "sparkscope_container" WHERE {DRAWN} AND $timeFilter '
+    return target(f'SELECT {agg}("{field}") FROM "{CONTAINER_MEASUREMENT}" WHERE {DRAWN} AND $timeFilter '
                   'GROUP BY time($bucket), "executorid" fill(none)', alias)
 
 
 def _container_summed(field: str, alias: str, agg: str = "max") -> dict[str, Any]:
     """A container field summed over the picked executors (as summed_gauge: the RSS split stacked under it)."""
-    inner = (f'SELECT {agg}("{field}") AS "v" FROM "sparkscope_container" WHERE {EXECUTORS} AND $timeFilter '
+    inner = (f'SELECT {agg}("{field}") AS "v" FROM "{CONTAINER_MEASUREMENT}" WHERE {EXECUTORS} AND $timeFilter '
              'GROUP BY time($bucket), "executorid" fill(none)')
     return target(f'SELECT sum("v") FROM ({inner}) WHERE $timeFilter GROUP BY time($bucket) fill(none)', alias)
 
 
 # The split of the container's memory, stacked bottom up, as Spark's process-tree
 # metrics name it; the limit and the working set are drawn as lines over it.
-RSS_SPLIT = (("ProcessTreeJVMRSSMemory", "JVM RSS"), ("ProcessTreePythonRSSMemory", "Python RSS"),
-             ("ProcessTreeOtherRSSMemory", "other RSS"))
+RSS_SPLIT = ((PROCESS_TREE_JVM_RSS_MEMORY, "JVM RSS"), (PROCESS_TREE_PYTHON_RSS_MEMORY, "Python RSS"),
+             (PROCESS_TREE_OTHER_RSS_MEMORY, "other RSS"))
 CONTAINER_LINES = ("limit", "working set")
 
 
@@ -465,7 +478,7 @@ NEEDS_STREAMING = ("Needs the sparkscope annotator (spark.extraListeners=dev.spa
                    "it reads Structured Streaming's progress events from Spark's listener bus; nothing else to set.")
 
 
-def _stream(select: str, alias: str, measurement: str = "sparkscope_streaming", group: str = '"query_name"') -> dict:
+def _stream(select: str, alias: str, measurement: str = STREAMING_MEASUREMENT, group: str = '"query_name"') -> dict:
     return target(f'SELECT {select} FROM "{measurement}" WHERE {APP} AND $timeFilter '
                   f'GROUP BY time($bucket), {group} fill(none)', alias)
 
@@ -498,10 +511,10 @@ def streaming_row() -> Row:
               "Per query and stateful operator (aggregation, join, dedup), the rows kept in its state "
               "store and their memory, from each batch's progress; rows that only grow mean a watermark "
               "that does not let state go. " + NEEDS_STREAMING,
-              [_stream('last("rows_total")', "$tag_query_name $tag_operator rows", "sparkscope_streaming_state",
+              [_stream('last("rows_total")', "$tag_query_name $tag_operator rows", STREAMING_STATE_MEASUREMENT,
                        '"query_name", "operator"'),
                _stream('last("memory_bytes")', "$tag_query_name $tag_operator bytes",
-                       "sparkscope_streaming_state", '"query_name", "operator"')], "short"),
+                       STREAMING_STATE_MEASUREMENT, '"query_name", "operator"')], "short"),
     ], collapsed=True)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from sparkscope.dashboards.layout import (SORT_AS_QUERIED, SORT_NUMERICAL, Panel, Row,
                                           _variable)
 from sparkscope.dashboards.queries import newest_first, raw
+from sparkscope.store.schema import FLAME_MEASUREMENT, PROFILES_MEASUREMENT
 
 PROFILED = '"applicationid" =~ /^${applicationid:regex}$/'
 IN_PICK = f'{PROFILED} AND "kind" =~ /^${{kind:regex}}$/ AND "executorid" =~ /^${{executorid:regex}}$/'
@@ -23,12 +24,12 @@ NEEDS_PROFILER = ("Needs a profile: ./sparkscope profile takes one (with the pro
 def variables() -> list[dict[str, Any]]:
     return [
         _variable("applicationid", "Application",
-                  newest_first("applicationid", 'SELECT first("samples") FROM "sparkscope_profiles" '
+                  newest_first("applicationid", f'SELECT first("samples") FROM "{PROFILES_MEASUREMENT}" '
                                'WHERE $timeFilter GROUP BY "applicationid"'),
                   sort=SORT_AS_QUERIED,
                   description="Applications with a profile in the time range, the newest first."),
         _variable("kind", "Kind",
-                  'SHOW TAG VALUES FROM "sparkscope_profiles" WITH KEY = "kind" WHERE '
+                  f'SHOW TAG VALUES FROM "{PROFILES_MEASUREMENT}" WITH KEY = "kind" WHERE '
                   + PROFILED,
                   multi=False, includeAll=True, allValue=".*",
                   current={"selected": True, "text": ["All"], "value": ["$__all"]},
@@ -36,7 +37,7 @@ def variables() -> list[dict[str, Any]]:
                               "allocated; lock: contended locks; offcpu: kernel stacks of waiting task threads; "
                               "python: PySpark workers (py-spy)."),
         _variable("executorid", "Executor",
-                  'SHOW TAG VALUES FROM "sparkscope_flame" WITH KEY = "executorid" WHERE '
+                  f'SHOW TAG VALUES FROM "{FLAME_MEASUREMENT}" WITH KEY = "executorid" WHERE '
                   + PROFILED,
                   sort=SORT_NUMERICAL, multi=False, includeAll=True, allValue=".*",
                   current={"selected": True, "text": ["All"], "value": ["$__all"]},
@@ -44,7 +45,7 @@ def variables() -> list[dict[str, Any]]:
         # Each profile: the whole window ("all threads") and a cut per busiest
         # stage. Newest first, so the dashboard opens on the latest profile.
         _variable("profile", "Profile",
-                  f'SELECT "profile" FROM "sparkscope_profiles" WHERE {IN_PICK} AND $timeFilter '
+                  f'SELECT "profile" FROM "{PROFILES_MEASUREMENT}" WHERE {IN_PICK} AND $timeFilter '
                   "ORDER BY time DESC",
                   sort=SORT_AS_QUERIED,
                   description="One profile: its start (UTC), executor, kind, length, and 'all threads' or the "
@@ -53,10 +54,10 @@ def variables() -> list[dict[str, Any]]:
 
 
 def _flame_graph() -> Panel:
-    rows = raw('SELECT "level", "value", "self", "label" FROM "sparkscope_flame" '
+    rows = raw(f'SELECT "level", "value", "self", "label" FROM "{FLAME_MEASUREMENT}" '
                f"WHERE {PROFILED} AND \"profile\" =~ /^${{profile:regex}}$/ AND $timeFilter", result_format="table")
     # The unit comes with the profile (ns of CPU or wall time; bytes for alloc).
-    unit = raw('SELECT last("unit") AS "unit" FROM "sparkscope_profiles" '
+    unit = raw(f'SELECT last("unit") AS "unit" FROM "{PROFILES_MEASUREMENT}" '
                f"WHERE {PROFILED} AND \"profile\" =~ /^${{profile:regex}}$/ AND $timeFilter", result_format="table")
     panel = Panel(
         "Flame graph: $profile",
@@ -74,7 +75,7 @@ def _flame_graph() -> Panel:
 
 def _profiles_table() -> Panel:
     query = ('SELECT "executorid" AS "executor", "kind", "stage", "seconds", "samples", "top" AS "most self time", '
-             f'"profile" FROM "sparkscope_profiles" WHERE {IN_PICK} AND $timeFilter')
+             f'"profile" FROM "{PROFILES_MEASUREMENT}" WHERE {IN_PICK} AND $timeFilter')
     table = raw(query, result_format="table")
     link = {"title": "Show this profile",
             "url": "/d/${__dashboard.uid}?var-applicationid=${applicationid:percentencode}&var-kind=${kind:percentencode}"

@@ -9,7 +9,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Iterator
 
-from sparkscope.store.schema import CONTAINER_COUNTER_FIELDS, CONTAINER_MEASUREMENT, COUNTER_MEASUREMENTS, TASK_TOTALS_PREFIX
+from sparkscope.store.schema import (CONTAINER_COUNTER_FIELDS, CONTAINER_MEASUREMENT, COUNTER_MEASUREMENTS,
+                                     DISKIO_MEASUREMENT, EXECUTOR_PEAKS_MEASUREMENT, HEAP_MAX, PRESSURE_MEASUREMENT,
+                                     TASK_TOTALS_PREFIX, THREADS_MEASUREMENT)
 
 DATASOURCE = {"type": "influxdb", "uid": "sparkscope-influxdb"}
 EXPRESSION = {"type": "__expr__", "uid": "__expr__"}
@@ -101,7 +103,7 @@ def range_max(measurement: str, where: str, group: str = "") -> str:
 # Gauges that hold still while a JVM lives: its maximum heap is set at start
 # (-Xmx; G1 reports exactly that, other collectors move it by a survivor
 # space at most), so its last sample is its highest.
-CONSTANT_GAUGES = {"heap.max"}
+CONSTANT_GAUGES = {HEAP_MAX}
 
 
 # Measurements of sparkscope's own writers that hold gauges and counters side
@@ -205,7 +207,7 @@ def peaks_executors_and_driver(measurement: str, what: str) -> list[dict[str, An
             peak(measurement, f"{what}, driver (sampled)", where=f"{APP} AND \"executorid\" = 'driver'")]
 
 
-EXECUTOR_PEAKS = "sparkscope_executor_peaks"
+EXECUTOR_PEAKS = EXECUTOR_PEAKS_MEASUREMENT
 
 
 def exact_peaks(field: str, what: str) -> list[dict[str, Any]]:
@@ -304,8 +306,8 @@ NEEDS_BLOCKPROBE = ("Needs the block I/O probe (eBPF, root or CAP_BPF + CAP_PERF
 
 def disk_rate(field: str, alias: str, scale: str = "") -> dict[str, Any]:
     """A diskio counter per device as a per-second rate, times scale."""
-    return target(f'SELECT non_negative_derivative(max("{field}"), 1s){scale} FROM "diskio" WHERE {DISKIO_DEVICE} '
-                  'AND $timeFilter GROUP BY time($bucket), "host", "name" fill(none)', alias)
+    return target(f'SELECT non_negative_derivative(max("{field}"), 1s){scale} FROM "{DISKIO_MEASUREMENT}" '
+                  f'WHERE {DISKIO_DEVICE} AND $timeFilter GROUP BY time($bucket), "host", "name" fill(none)', alias)
 
 
 def disk_await(time_field: str, count_field: str, alias: str) -> dict[str, Any]:
@@ -314,15 +316,15 @@ def disk_await(time_field: str, count_field: str, alias: str) -> dict[str, Any]:
     of this direction give no point (not 0 ms): an idle disk, or one that only
     wrote, has no read latency to show."""
     inner = (f'SELECT non_negative_difference(max("{time_field}")) AS "ms", '
-             f'non_negative_difference(max("{count_field}")) AS "ios" FROM "diskio" WHERE {DISKIO_DEVICE} '
-             'AND $timeFilter GROUP BY time($bucket), "host", "name" fill(none)')
+             f'non_negative_difference(max("{count_field}")) AS "ios" FROM "{DISKIO_MEASUREMENT}" '
+             f'WHERE {DISKIO_DEVICE} AND $timeFilter GROUP BY time($bucket), "host", "name" fill(none)')
     return target(f'SELECT "ms" / "ios" FROM ({inner}) WHERE "ios" > 0 GROUP BY "host", "name"', alias)
 
 
 def pressure(alias: str = "$tag_resource $tag_type") -> dict[str, Any]:
     """PSI as the percentage of wall time stalled: microseconds stalled per second / 10^4."""
-    return target('SELECT non_negative_derivative(max("total"), 1s) / 10000 FROM "pressure" WHERE $timeFilter '
-                  'GROUP BY time($bucket), "host", "resource", "type" fill(none)', alias)
+    return target(f'SELECT non_negative_derivative(max("total"), 1s) / 10000 FROM "{PRESSURE_MEASUREMENT}" '
+                  'WHERE $timeFilter GROUP BY time($bucket), "host", "resource", "type" fill(none)', alias)
 
 
 # --- the thread sampler (sparkscope.probes.threadprobe): averages per 10 s period ---
@@ -336,7 +338,7 @@ def task_threads(field: str, alias: str) -> dict[str, Any]:
     """Task threads of the selected executors in one state, summed over the
     executors: each executor's mean of its periods' averages per interval,
     then the sum."""
-    inner = (f'SELECT mean("{field}") AS "n" FROM "sparkscope_threads" WHERE {EXECUTORS} AND "class" = \'task\' '
+    inner = (f'SELECT mean("{field}") AS "n" FROM "{THREADS_MEASUREMENT}" WHERE {EXECUTORS} AND "class" = \'task\' '
              'AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)')
     return target(f'SELECT sum("n") FROM ({inner}) WHERE $timeFilter GROUP BY time($bucket) fill(none)', alias)
 

@@ -7,7 +7,16 @@ from typing import Any
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
 from sparkscope.dashboards.uids import PROFILES_UID
-from sparkscope.store.schema import OLD_GEN_POOLS
+from sparkscope.store.schema import (APPLICATION_MEASUREMENT, CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT,
+                                     DISK_BYTES_SPILLED_COUNT, EXECUTOR_PEAKS_MEASUREMENT, HEAP_MAX, JVM_GC_TIME_COUNT,
+                                     JVM_HEAP_MEMORY, OFF_HEAP_UNIFIED_MEMORY, OLD_GEN_POOLS, ON_HEAP_EXECUTION_MEMORY,
+                                     ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY,
+                                     PROCESS_TREE_OTHER_RSS_MEMORY, PROCESS_TREE_PYTHON_RSS_MEMORY, PROCESS_TREE_RSS,
+                                     QUERY_MEASUREMENT, RESULT_SERIALIZATION_TIME_COUNT, RUN_TIME_COUNT,
+                                     SHUFFLE_BYTES_WRITTEN_COUNT, SHUFFLE_FETCH_WAIT_TIME_COUNT,
+                                     SHUFFLE_TOTAL_BYTES_READ_COUNT, SHUFFLE_WRITE_TIME_COUNT, STAGE_MEASUREMENT,
+                                     STAGE_PEAKS_MEASUREMENT, SUCCEEDED_TASKS_COUNT, THREADPOOL_ACTIVE_TASKS,
+                                     TOTAL_GC_TIME)
 from sparkscope.dashboards.queries import (APP, DRAWN, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
                                            annotator_fields, exact_peaks, per_executor_peak, raw, target, total)
@@ -42,7 +51,7 @@ def _stage_table(title: str, description: str, sort_by: str) -> Panel:
              '"slowest_input_bytes" + "slowest_shuffle_read_bytes" AS "slowest read", '
              '"task_mean_input_bytes" + "task_mean_shuffle_read_bytes" AS "average read", '
              '"slowest_gc_ms" AS "slowest GC", "slowest_fetch_wait_ms" AS "slowest fetch wait", '
-             f'"straggler", "status", "end_time_ms" AS "end" FROM "sparkscope_stage" WHERE {APP} '
+             f'"straggler", "status", "end_time_ms" AS "end" FROM "{STAGE_MEASUREMENT}" WHERE {APP} '
              'AND "status"::tag <> \'RUNNING\' AND $timeFilter')
     # The slowest executor links to its profiles over the stage's own time
     # (there are some when a profile was taken then, or continuous profiling is on).
@@ -65,11 +74,11 @@ def _stage_table(title: str, description: str, sort_by: str) -> Panel:
 
 
 BYTES_COLUMNS = [
-    ("JVMHeapMemory", "heap used"), ("heap.max", "heap max"),
-    ("ProcessTreeJVMRSSMemory", "JVM RSS"), ("ProcessTreePythonRSSMemory", "Python RSS"),
-    ("ProcessTreeOtherRSSMemory", "other RSS"),
-    ("OnHeapUnifiedMemory", "unified on-heap"), ("OnHeapExecutionMemory", "execution on-heap"),
-    ("OnHeapStorageMemory", "storage on-heap"), ("OffHeapUnifiedMemory", "unified off-heap"),
+    (JVM_HEAP_MEMORY, "heap used"), (HEAP_MAX, "heap max"),
+    (PROCESS_TREE_JVM_RSS_MEMORY, "JVM RSS"), (PROCESS_TREE_PYTHON_RSS_MEMORY, "Python RSS"),
+    (PROCESS_TREE_OTHER_RSS_MEMORY, "other RSS"),
+    (ON_HEAP_UNIFIED_MEMORY, "unified on-heap"), (ON_HEAP_EXECUTION_MEMORY, "execution on-heap"),
+    (ON_HEAP_STORAGE_MEMORY, "storage on-heap"), (OFF_HEAP_UNIFIED_MEMORY, "unified off-heap"),
 ]
 
 
@@ -77,12 +86,12 @@ def app_row() -> Row:
     return Row("The application", [
         Panel("Run time",
               "Wall-clock time from application start to end (empty while it runs). " + NEEDS_ANNOTATOR,
-              [target(f'SELECT max("duration_ms") FROM "sparkscope_application" WHERE {APP} AND $timeFilter',
+              [target(f'SELECT max("duration_ms") FROM "{APPLICATION_MEASUREMENT}" WHERE {APP} AND $timeFilter',
                        "run time")], "ms", kind="stat", width=3, height=4),
         Panel("Executors used",
               "Executors that ran tasks during the run (the ones with Spark's executor source: the driver "
               "only in local mode, where it is the one executor). " + NEEDS_SINK,
-              [target('SELECT count("v") FROM (SELECT max("value") AS "v" FROM "threadpool.activeTasks" WHERE '
+              [target(f'SELECT count("v") FROM (SELECT max("value") AS "v" FROM "{THREADPOOL_ACTIVE_TASKS}" WHERE '
                       f'{APP} AND $timeFilter GROUP BY "executorid")', "executors")],
               "none", kind="stat", width=3, height=4, decimals=0),
         shared.task_time(
@@ -101,7 +110,7 @@ def app_row() -> Row:
               "A run without the annotator has none: its sampled peaks (Graphite samples, which miss short "
               "peaks) are in 'Peak memory per executor, sampled'. In local mode the driver is the only "
               "executor. " + NEEDS_PEAKS,
-              exact_peaks("JVMHeapMemory", "heap") + exact_peaks("ProcessTreeJVMRSSMemory", "RSS"), "bytes",
+              exact_peaks(JVM_HEAP_MEMORY, "heap") + exact_peaks(PROCESS_TREE_JVM_RSS_MEMORY, "RSS"), "bytes",
               kind="stat", width=8, height=4,
               no_value="no exact peaks (annotator not attached): see the sampled table below"),
     ])
@@ -109,18 +118,18 @@ def app_row() -> Row:
 
 SIZING_EXACT = [
     ('"executor_id"', "executorid"),
-    ('"JVMHeapMemory"', "peak heap"),
-    ('"OnHeapUnifiedMemory"', "peak unified"),
-    ('"OnHeapExecutionMemory"', "peak execution"),
-    ('"OnHeapStorageMemory"', "peak storage"),
-    ('"OffHeapUnifiedMemory"', "off-heap unified"),
+    (f'"{JVM_HEAP_MEMORY}"', "peak heap"),
+    (f'"{ON_HEAP_UNIFIED_MEMORY}"', "peak unified"),
+    (f'"{ON_HEAP_EXECUTION_MEMORY}"', "peak execution"),
+    (f'"{ON_HEAP_STORAGE_MEMORY}"', "peak storage"),
+    (f'"{OFF_HEAP_UNIFIED_MEMORY}"', "off-heap unified"),
     ('"DirectPoolMemory"', "direct"),
     ('"MappedPoolMemory"', "mapped"),
-    ('"ProcessTreeJVMRSSMemory"', "JVM RSS"),
-    ('"ProcessTreePythonRSSMemory"', "Python RSS"),
-    ('"ProcessTreeOtherRSSMemory"', "other RSS"),
-    ('"ProcessTreeJVMRSSMemory" + "ProcessTreePythonRSSMemory" + "ProcessTreeOtherRSSMemory"', "container RSS"),
-    ('"TotalGCTime"', "GC time"),
+    (f'"{PROCESS_TREE_JVM_RSS_MEMORY}"', "JVM RSS"),
+    (f'"{PROCESS_TREE_PYTHON_RSS_MEMORY}"', "Python RSS"),
+    (f'"{PROCESS_TREE_OTHER_RSS_MEMORY}"', "other RSS"),
+    (" + ".join(f'"{name}"' for name in PROCESS_TREE_RSS), "container RSS"),
+    (f'"{TOTAL_GC_TIME}"', "GC time"),
 ]
 
 
@@ -128,8 +137,8 @@ def _sizing_table() -> Panel:
     """Exact peaks (annotator) joined by executor with two sampled columns
     (Graphite): the configured heap and the live set."""
     targets = [
-        annotator_fields("sparkscope_executor_peaks", SIZING_EXACT),
-        per_executor_peak("heap.max", "heap (sampled)",
+        annotator_fields(EXECUTOR_PEAKS_MEASUREMENT, SIZING_EXACT),
+        per_executor_peak(HEAP_MAX, "heap (sampled)",
                           derived=((f'(sum("v") - {RESERVED_BYTES}) * 0.6', "unified capacity at fraction 0.6"),)),
         # One per collector; only the run's own has series.
         *(per_executor_peak(pool, "live set (sampled)") for pool in OLD_GEN_POOLS),
@@ -163,10 +172,10 @@ def _sizing_table() -> Panel:
 def _memory_by_stage() -> Panel:
     columns = [('"stage_id"', "stage"), ('"attempt"', "attempt"), ('"name"', "name"),
                ('"execution_id"', "SQL query"), ('"executors"', "executors"),
-               ('"OnHeapExecutionMemory"', "peak execution"),
-               ('"TaskPeakExecutionMemory"', "one task's execution"), ('"OnHeapStorageMemory"', "peak storage"),
-               ('"JVMHeapMemory"', "peak heap"), ('"ProcessTreeJVMRSSMemory"', "peak JVM RSS"),
-               ('"ProcessTreePythonRSSMemory"', "peak Python RSS"),
+               (f'"{ON_HEAP_EXECUTION_MEMORY}"', "peak execution"),
+               ('"TaskPeakExecutionMemory"', "one task's execution"), (f'"{ON_HEAP_STORAGE_MEMORY}"', "peak storage"),
+               (f'"{JVM_HEAP_MEMORY}"', "peak heap"), (f'"{PROCESS_TREE_JVM_RSS_MEMORY}"', "peak JVM RSS"),
+               (f'"{PROCESS_TREE_PYTHON_RSS_MEMORY}"', "peak Python RSS"),
                ('"heap_peak_executor"', "heap peak on"), ('"status"', "status")]
     return Panel(
         "Memory by stage: which stage needed it",
@@ -177,7 +186,7 @@ def _memory_by_stage() -> Panel:
         "needs N times it in its unified pool, or the stage spills. "
         "Heap and RSS belong to the whole JVM: stages that ran at the same time show the same peak. "
         + NEEDS_PEAKS,
-        [annotator_fields("sparkscope_stage_peaks", columns)], "bytes", kind="table", width=24, height=8,
+        [annotator_fields(STAGE_PEAKS_MEASUREMENT, columns)], "bytes", kind="table", width=24, height=8,
         options={"sortBy": [{"displayName": "peak execution", "desc": True}]},
         overrides=[{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": "none"}]}
                    for name in ("stage", "attempt", "SQL query", "executors")]
@@ -204,11 +213,11 @@ def work_row() -> Row:
         Panel("Task time by component, all executors",
               "Where task time went over the run, summed over executors: run time, and within it CPU, GC, "
               "deserialization, shuffle fetch wait, shuffle write, result serialization. " + NEEDS_SINK,
-              [total("runTime.count", "run time"), total("cpuTime.count", "CPU", scale=" / 1000000"),
-               total("jvmGCTime.count", "GC"), total("deserializeTime.count", "deserialize"),
-               total("shuffleFetchWaitTime.count", "shuffle fetch wait"),
-               total("shuffleWriteTime.count", "shuffle write", scale=" / 1000000"),
-               total("resultSerializationTime.count", "result serialization")],
+              [total(RUN_TIME_COUNT, "run time"), total(CPU_TIME_COUNT, "CPU", scale=" / 1000000"),
+               total(JVM_GC_TIME_COUNT, "GC"), total(DESERIALIZE_TIME_COUNT, "deserialize"),
+               total(SHUFFLE_FETCH_WAIT_TIME_COUNT, "shuffle fetch wait"),
+               total(SHUFFLE_WRITE_TIME_COUNT, "shuffle write", scale=" / 1000000"),
+               total(RESULT_SERIALIZATION_TIME_COUNT, "result serialization")],
               "ms", kind="bargauge", width=24, height=7,
               options={"displayMode": "basic", "orientation": "horizontal", "showUnfilled": True,
                        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}),
@@ -217,9 +226,9 @@ def work_row() -> Row:
             "Totals per executor over the run: task run time and GC time (ms), succeeded tasks, shuffle "
             "read and written, spilled to disk. An executor far above the others did more work: skewed "
             "partitions or a slow node. " + NEEDS_SINK,
-            [("runTime.count", "run time"), ("jvmGCTime.count", "GC time"),
-             ("succeededTasks.count", "tasks"), ("shuffleTotalBytesRead.count", "shuffle read"),
-             ("shuffleBytesWritten.count", "shuffle written"), ("diskBytesSpilled.count", "spilled to disk")],
+            [(RUN_TIME_COUNT, "run time"), (JVM_GC_TIME_COUNT, "GC time"),
+             (SUCCEEDED_TASKS_COUNT, "tasks"), (SHUFFLE_TOTAL_BYTES_READ_COUNT, "shuffle read"),
+             (SHUFFLE_BYTES_WRITTEN_COUNT, "shuffle written"), (DISK_BYTES_SPILLED_COUNT, "spilled to disk")],
             "none",
             overrides=[{"matcher": {"id": "byName", "options": name}, "properties": [{"id": "unit", "value": unit}]}
                        for name, unit in [("run time", "ms"), ("GC time", "ms"), ("shuffle read", "bytes"),
@@ -244,7 +253,7 @@ def stages_row() -> Row:
               "SQL queries (executions) of the run with status and duration; the description is the query "
               "text or the job description set by the application. " + NEEDS_ANNOTATOR,
               [raw('SELECT "execution_id", "duration_ms" AS "duration", "status", "description" '
-                   f'FROM "sparkscope_query" WHERE {APP} AND "status"::tag <> \'RUNNING\' AND $timeFilter',
+                   f'FROM "{QUERY_MEASUREMENT}" WHERE {APP} AND "status"::tag <> \'RUNNING\' AND $timeFilter',
                    result_format="table")],
               "none", kind="table", width=24, height=8,
               options={"sortBy": [{"displayName": "duration", "desc": True}]},

@@ -30,7 +30,7 @@ from sparkscope.stack import contact_points
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
 from sparkscope.store import influx
-from sparkscope.store.schema import INGEST_REFUSED_MEASUREMENT
+from sparkscope.store.schema import INGEST_REFUSED_MEASUREMENT, TELEGRAF_WRITE_MEASUREMENT
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import human_size, influx_write_problem
 from sparkscope.settings import Settings
@@ -262,7 +262,8 @@ class Backend:
         try:
             series = influx.query(settings.influx_reader,
                                   'SELECT last("buffer_size"), last("buffer_limit"), last("metrics_dropped") '
-                                  'FROM "internal_write" WHERE time > now() - 2m AND "output" = \'influxdb\'',
+                                  f'FROM "{TELEGRAF_WRITE_MEASUREMENT}" '
+                                  'WHERE time > now() - 2m AND "output" = \'influxdb\'',
                                   settings.database)
         except influx.InfluxError as err:
             row.data = f"buffer: unknown ({err})"
@@ -283,7 +284,7 @@ class Backend:
                                    "declare (since Telegraf started): " + ", ".join(
                                        f"{reason} {n:,} (last: {last})" for reason, (n, last) in sorted(refused.items()))
                                    + ". Fix the sender, or declare the new name in src/sparkscope/store/schema.py and "
-                                   "run python -m sparkscope.ingest_guard"]))
+                                   "run .venv/bin/python -m sparkscope.generate"]))
 
     def _refused_at_the_door(self) -> dict[str, tuple[int, str]]:
         """What Telegraf's ingest guard refused, per reason: (points, the last one's name, made

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sparkscope.store import influx
 from sparkscope.settings import Settings
+from sparkscope.store.schema import SELF_CHECK_MEASUREMENT
 
 
 def influx_dirs(state: Path) -> dict[str, Path]:
@@ -114,7 +115,6 @@ _WRITE_CAUSES = (
 )
 
 
-SELFCHECK = "sparkscope_selfcheck"
 SELFCHECK_SERIES = 8
 
 
@@ -134,11 +134,11 @@ def influx_write_problem(settings: Settings) -> str | None:
     nothing (a drop that fails, on a full disk, changes nothing either).
     """
     try:
-        influx.query(settings.influx_admin, f'DROP SERIES FROM "{SELFCHECK}"', settings.database)
+        influx.query(settings.influx_admin, f'DROP SERIES FROM "{SELF_CHECK_MEASUREMENT}"', settings.database)
     except influx.InfluxError:
         pass  # the write below says what is wrong
     now = int(time.time())
-    points = "\n".join(f"{SELFCHECK},check={i} ok=1i {now}" for i in range(SELFCHECK_SERIES))
+    points = "\n".join(f"{SELF_CHECK_MEASUREMENT},check={i} ok=1i {now}" for i in range(SELFCHECK_SERIES))
     try:
         influx.write(settings.influx_writer, settings.database, points)
         reason = None

@@ -231,6 +231,7 @@ SELF_CHECK_MEASUREMENT = "sparkscope_selfcheck"  # ./sparkscope status' test wri
 TELEGRAF_WRITE_MEASUREMENT = "internal_write"
 # Telegraf's host inputs (telegraf.conf).
 CPU_MEASUREMENT, MEM_MEASUREMENT, NET_MEASUREMENT = "cpu", "mem", "net"
+CPU_TAG = "cpu"  # the cpu input's tag: cpu0, cpu1 ... and cpu-total, the sum of them
 DISKIO_MEASUREMENT, PRESSURE_MEASUREMENT = "diskio", "pressure"  # Telegraf's own: buffer size and drops per output
 
 # The tags of the annotator's events: a run, and where it is (RUNNING, FINISHED ...).
