@@ -45,12 +45,6 @@ def named_in(text: str, resolve=lambda name: name) -> set[str]:
     return found
 
 
-# Product modules that still spell measurement names: the readers moving onto
-# the read layer (src/sparkscope/store/). The list only shrinks: a file leaves it
-# when its last spelling goes (test_the_not_yet_list_only_shrinks).
-NOT_YET = {"top/data.py", "report/run_facts.py", "report/advice.py", "report/page.py", "report/command.py",
-           "demo/summary.py", "profiles/command.py"}
-
 
 def load_module(path: Path):
     """The module of a source file: imported by its dotted name under src/sparkscope/, else loaded from the file."""
@@ -214,13 +208,7 @@ def java_problems(sources: dict[str, str]) -> list[str]:
 def test_no_product_module_outside_the_store_spells_a_measurement_name():
     modules = product_modules()
     assert len(modules) > 50 and SRC / "dashboards" / "live.py" in modules
-    assert scan_problems(modules, NOT_YET) == []
-
-
-def test_the_not_yet_list_only_shrinks():
-    """A reader that moved onto the store leaves NOT_YET in the same change."""
-    clean = [rel for rel in sorted(NOT_YET) if not any(kind == "spelled" for _, kind, _ in scan(SRC / rel))]
-    assert not clean, f"{clean} spell no measurement name any more: take them out of NOT_YET in tests/test_schema.py"
+    assert scan_problems(modules) == []
 
 
 def test_the_scan_finds_a_spelled_and_an_undeclared_measurement_and_skips_docstrings(tmp_path):

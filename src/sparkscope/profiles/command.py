@@ -19,7 +19,7 @@ from sparkscope.store.nested_set import Row, widest_leaves
 from sparkscope.store.reads import InfluxReads
 from sparkscope.settings import load_settings
 
-MODES = ("cpu", "wall", "alloc", "lock")
+MODES = store.KINDS[:4]  # what async-profiler records on request; the sampler writes the rest
 STORED_DEADLINE_S = 60
 
 
@@ -134,7 +134,7 @@ def register(sub) -> None:
     p.add_argument("--app", help="application id (default: the application that started last on this host)")
     p.add_argument("--executor", help="executor id, 'driver' or 'all' (default: the lowest executor id)")
     p.add_argument("--seconds", type=float, default=30, help="how long to sample (default 30)")
-    p.add_argument("--mode", choices=MODES, default="cpu",
+    p.add_argument("--mode", choices=MODES, default=MODES[0],
                    help="cpu: on-CPU time; wall: all threads, running and waiting, split in the graph; "
                         "alloc: bytes allocated; lock: time waiting on contended locks (default cpu)")
     p.add_argument("--out", default="reports", help="directory for the HTML file (default reports/)")
