@@ -282,7 +282,7 @@ def generous(stack, tmp_path_factory):
 
 
 def test_the_report_page_opens_offline_with_its_plots(generous, tmp_path):
-    from sparkscope.browser import chromium, find_chromium
+    from sparkscope_dev.browser import chromium, find_chromium
     if find_chromium() is None:
         pytest.fail("no Chromium: ./sparkscope install installs Debian's chromium")
     _, path, advice = generous

@@ -1,20 +1,15 @@
-"""The sparkscope command line: up, down, status, conf, install, test, demo."""
+"""The sparkscope command line: up, down, status, conf, install, demo, report, profile, top."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 from sparkscope.provision import BuildError
 from sparkscope.provision.annotator_jar import ensure_annotator_jar, jar_path
-from sparkscope.provision.chromium import ensure_chromium
-from sparkscope.provision.kubeconform import ensure_schemas
-from sparkscope.provision.prebuild import native_steps, test_tool_steps
-from sparkscope.provision.test_tools import ensure_test_packages
+from sparkscope.provision.prebuild import native_steps
 from sparkscope.demo import command as demo_command
 from sparkscope.errors import SparkscopeError
 from sparkscope.report import command as report_command
@@ -160,40 +155,6 @@ def cmd_install(args: argparse.Namespace) -> int:
     return 2 if missing else 0
 
 
-def cmd_test(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    # The fast tier starts no stack, Spark or browser, so it needs none of the
-    # builds below; its few tools (the dashboard checker, helm) come from the
-    # fixtures that use them, cached.
-    if FAST_TIER not in args.pytest_args:
-        # Builds happen here, with progress on the terminal, rather than silently
-        # inside a test fixture. No Grafana runs in the tests: dashboards are
-        # checked against Grafana 12's rules (src/sparkscope_testkit/grafana12.py, tools/dashcheck).
-        install_all(settings)
-        print(f"annotator: {ensure_annotator_jar(settings.root)}")
-        ensure_each(test_tool_steps(settings.cache_dir) + [
-            ("kubernetes schemas", lambda: ensure_schemas(settings.cache_dir)),
-            ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
-            ("test tools", ensure_test_packages)])
-    return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
-                           cwd=settings.root)
-
-
-# pytest's option of the tier plugin (src/sparkscope_testkit/tiers.py), passed on as it is.
-FAST_TIER = "--fast"
-
-
-def test_workers(pytest_args: list[str]) -> list[str]:
-    """Two workers by default (SPARKSCOPE_TEST_WORKERS; 1: one process), a test
-    file to a worker, so a file's module fixtures (its Spark runs) run once;
-    nothing when the caller chose (-n, -p no:xdist)."""
-    workers = os.environ.get("SPARKSCOPE_TEST_WORKERS", "2").strip()
-    chosen = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in pytest_args)
-    if chosen or workers in ("", "0", "1"):
-        return []
-    return ["-n", workers, "--dist", "loadfile"]
-
-
 def service_name(text: str) -> str:
     if text not in SERVICE_NAMES:
         raise argparse.ArgumentTypeError(f"no service {text!r}: choose from {', '.join(SERVICE_NAMES)}")
@@ -241,10 +202,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a values file you installed the release with (repeatable, as helm -f)")
     conf.set_defaults(func=cmd_conf)
 
-    test = sub.add_parser("test", help=f"run the test suite (pytest; extra args are passed on; {FAST_TIER}: only "
-                                        "the tests that start no stack, Spark, browser or build, about a minute)")
-    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
-    test.set_defaults(func=cmd_test)
     demo_command.register(sub)
     report_command.register(sub)
     profile_command.register(sub)
@@ -263,11 +220,7 @@ def cmd_top_missing(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown and args.command != "test":
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "test":  # everything after `test` belongs to pytest
-        args.pytest_args = unknown + args.pytest_args
+    args = parser.parse_args(argv)
     try:
         return args.func(args)
     except SparkscopeError as err:
