@@ -137,3 +137,50 @@ def test_profile_still_takes_app_and_says_it_is_deprecated(capsys):
     args = cli.build_parser().parse_args(["profile", "app-1", "--app", "app-2"])
     with pytest.raises(profile_command.UsageError, match="two runs given"):
         profile_command.run_of(args)
+
+
+# --- status reads: InfluxDB's refusals from Telegraf's log, never a test write ----------
+
+REFUSED = ("{at} E! [outputs.influxdb] When writing to [http://127.0.0.1:8086]: 500 Internal Server Error: "
+           "engine: error writing WAL entry: write /state/influxdb/wal/spark/autogen/2/_00001.wal: "
+           "no space left on device")
+
+
+def test_influxdb_refusing_telegraf_s_writes_is_read_from_telegraf_s_log_within_the_last_minute():
+    from datetime import datetime, timezone
+    from sparkscope.stack.influx_storage import telegraf_refusal
+    now = datetime(2026, 11, 27, 10, 0, 0, tzinfo=timezone.utc)
+    lines = ["2026-11-27T09:58:00Z I! Starting Telegraf 1.37.3",
+             REFUSED.format(at="2026-11-27T09:59:30Z"),
+             "2026-11-27T09:59:30Z E! [agent] Error writing to outputs.influxdb: could not write any address"]
+    assert telegraf_refusal(lines, now).endswith("no space left on device")
+    assert telegraf_refusal(["telegraf-1  | " + lines[1]], now).startswith("500 Internal Server Error")  # compose
+    assert telegraf_refusal(lines, now.replace(minute=2)) is None  # 2.5 minutes ago: since then it went through
+    assert telegraf_refusal(lines[:1], now) is None
+
+
+def test_status_reports_a_refusing_influxdb_from_telegraf_s_log_and_writes_nothing(tmp_path, monkeypatch):
+    """Both running and answering, InfluxDB refusing Telegraf's writes: influxdb and
+    telegraf are degraded (not all up); no write is attempted at all."""
+    from datetime import datetime, timezone
+    from sparkscope import stack as stack_module
+    from sparkscope.stack.native import NativeBackend
+    from sparkscope.store import influx
+    settings = isolated_settings(tmp_path / "state")
+    backend = NativeBackend(settings)
+    log = backend.log_path("telegraf")
+    log.parent.mkdir(parents=True)
+    log.write_text(REFUSED.format(at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")) + "\n")
+    monkeypatch.setattr(NativeBackend, "processes", lambda self: {"influxdb": "pid 1", "telegraf": "pid 2",
+                                                                  "grafana": None})
+    monkeypatch.setattr(stack_module, "health_checks", lambda s: {n: (lambda: True, "addr") for n in
+                                                                 ("influxdb", "telegraf", "grafana")})
+    monkeypatch.setattr(influx, "server_version", lambda url: "1.13.1")
+    monkeypatch.setattr(influx, "database_stats", lambda *a: (_ for _ in ()).throw(influx.InfluxError("no")))
+    monkeypatch.setattr(influx, "query", lambda *a, **k: [])
+    monkeypatch.setattr(influx, "write", lambda *a, **k: pytest.fail("status wrote to InfluxDB"))
+    rows = {r.name: r for r in backend.status()}
+    assert rows["influxdb"].state == "degraded"
+    assert "refuses writes: its disk is full" in rows["influxdb"].detail
+    assert "InfluxDB says: 500 Internal Server Error" in rows["influxdb"].detail
+    assert rows["telegraf"].state == "degraded" and "refused its writes" in rows["telegraf"].detail
