@@ -37,7 +37,7 @@ from sparkscope.stack import contact_points
 from sparkscope.alerts.rules import rules
 from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
-from sparkscope.provision.dashcheck import ensure_dashcheck
+from sparkscope_dev.dashcheck import ensure_dashcheck
 from sparkscope.dashboards.queries import DATASOURCE
 from sparkscope.generate.steps import COMMAND
 from sparkscope.process import quiet, wait_until

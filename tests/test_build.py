@@ -163,7 +163,7 @@ def test_the_cli_runs_on_the_oldest_python_declared(tmp_path):
     assert conf.returncode == 0 and "spark.metrics.conf.*.sink.graphite.class=" in conf.stdout, conf.stderr
     # Without rich (this Python has none) only `top` is unavailable, and it says why.
     top = subprocess.run([python, "-m", "sparkscope", "top"], env=env, capture_output=True, text=True)
-    assert top.returncode == 2 and "needs the Python package rich" in top.stderr, top.stderr
+    assert top.returncode == 1 and "needs the Python package rich" in top.stderr, top.stderr
     helper = ("from pathlib import Path; from sparkscope.process import run_logged, start_group, stop_group, group_alive\n"
               f"d = run_logged(['true'], Path('{tmp_path}/log'), 'true', print)\nassert d.returncode == 0\n"
               f"p = start_group(['sleep', '30'], Path('{tmp_path}/log'))\nstop_group(p.pid, 5, proc=p)\n"
@@ -213,17 +213,43 @@ def test_a_killed_builder_leaves_the_lock_and_no_half_made_result(tmp_path):
     assert second.stdout == "second\n" and "second built" in mark.read_text()
 
 
-def test_the_prebuild_runs_on_the_standard_library_alone():
+@pytest.mark.parametrize("module, builds, packages", [
+    ("sparkscope.provision.prebuild", "builds", "['sparkscope']"),  # ./sparkscope install's first run
+    ("sparkscope_dev.prebuild", "suite_builds", "['sparkscope', 'sparkscope_dev']"),  # ./sparkscope test's
+])
+def test_the_prebuild_runs_on_the_standard_library_alone(module, builds, packages):
     """The launcher starts it with the system's Python before the venv exists:
     with no site-packages at all (-S), it and every module its builds use import."""
-    script = ("import sys; from sparkscope.provision import prebuild; from pathlib import Path;"
-              "prebuild.builds(True, Path('/nonexistent'), Path('.'));"
+    script = (f"import sys, importlib; from pathlib import Path; prebuild = importlib.import_module('{module}');"
+              f"steps = prebuild.{builds}(Path('/nonexistent'), Path('.'));"
               "print(sorted({m.split('.')[0] for m in sys.modules} - set(sys.stdlib_module_names)"
               " - set(sys.builtin_module_names) - {'__main__'}))")
     done = subprocess.run([os.sys.executable, "-S", "-c", script], env={"PYTHONPATH": str(ROOT / "src"),
                           "PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "['sparkscope']", done.stdout
+    assert done.stdout.strip() == packages, done.stdout
+
+
+def test_the_launcher_runs_test_as_the_developers_package_and_the_rest_as_the_product(tmp_path):
+    """./sparkscope test is sparkscope_dev, every argument after it pytest's (its first
+    run's prebuild too); the product's CLI has no test command."""
+    venv = tmp_path / "venv"  # a ready venv whose python is this one (a first run would pip install)
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f"#!/bin/sh\nexec {os.sys.executable} \"$@\"\n")
+    (venv / "bin" / "python").chmod(0o755)
+    (venv / ".sparkscope-ready").touch()
+    os.utime(venv / ".sparkscope-ready", (time.time() + 3600,) * 2)  # newer than pyproject.toml
+    env = {**os.environ, "SPARKSCOPE_VENV": str(venv), "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([str(ROOT / "sparkscope"), "test", "--fast", "--version"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "pytest" in done.stdout + done.stderr, done.stderr
+    launcher = (ROOT / "sparkscope").read_text()
+    assert "test) prebuild=sparkscope_dev.prebuild ;;" in launcher
+    assert "install) prebuild=sparkscope.provision.prebuild ;;" in launcher
+    from sparkscope.cli import build_parser
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["test"])
+    assert exit_.value.code == 2
 
 
 def fake_tools(folder: Path, **scripts: str) -> str:

@@ -31,8 +31,8 @@ from sparkscope import chart as chart_copies
 from sparkscope import cli
 from sparkscope.generate.steps import COMMAND
 from sparkscope.provision.go import ensure_telegraf
-from sparkscope.provision.helm import ensure_helm
-from sparkscope.provision.kubeconform import LOCATION, ensure_kubeconform, ensure_schemas, kube_versions, \
+from sparkscope_dev.helm import ensure_helm
+from sparkscope_dev.kubeconform import LOCATION, ensure_kubeconform, ensure_schemas, kube_versions, \
     shipped_schemas
 from sparkscope.process import quiet, start_group, stop_group, wait_until
 from sparkscope.spark.conf import SINK, annotator_properties, conf_flags

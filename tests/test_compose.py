@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from sparkscope.provision.compose_validator import ensure_compose_validator
+from sparkscope_dev.compose_validator import ensure_compose_validator
 from sparkscope.settings import ROOT
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sparkscope.provision import BuildError
-from sparkscope.provision.dashcheck import check_dashboards
+from sparkscope_dev.dashcheck import check_dashboards
 from sparkscope.process import quiet
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import isolated_settings

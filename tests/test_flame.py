@@ -89,7 +89,7 @@ def test_stored_lines_keep_profiles_of_one_millisecond_apart_and_ids_out_of_tags
 
 @pytest.fixture(scope="module")
 def browser():
-    from sparkscope.browser import chromium, find_chromium
+    from sparkscope_dev.browser import chromium, find_chromium
 
     if find_chromium() is None:
         pytest.fail("no Chromium: ./sparkscope install installs Debian's chromium")

@@ -84,10 +84,10 @@ LAYERS = (
     ("store", {"store"}),  # the schema, line protocol, InfluxDB, the read layer
     ("probes", {"probes"}),  # agents on Spark's hosts: the store's writers
     ("runtime", {"process", "settings"}),  # processes and the user's configuration
-    ("build", {"provision", "spark", "browser"}),  # what is built or installed, Spark's settings and submit
+    ("build", {"provision", "spark"}),  # what is built or installed, Spark's settings and submit
     ("stack", {"stack"}),  # running the services
     ("generators", {"dashboards", "alerts", "chart", "ingest_guard", "generate"}),  # checked-in files
-    ("commands", {"report", "top", "profiles", "demo", "cli", "__main__"}),  # what users run
+    ("commands", {"command_line", "report", "top", "profiles", "demo", "cli", "__main__"}),  # what users run
 )
 # Parts whose images copy them whole: the standard library and these parts only.
 SELF_CONTAINED = {"store": {"store", "errors"}, "probes": {"probes", "store", "errors"}, "errors": set()}

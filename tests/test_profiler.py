@@ -90,7 +90,7 @@ class ProfiledApp:
 
     def profile(self, *args: str) -> subprocess.CompletedProcess:
         env = {**os.environ, **settings_environ(self.stack.settings)}
-        return subprocess.run([sys.executable, "-m", "sparkscope", "profile", "--app", self.app_id,
+        return subprocess.run([sys.executable, "-m", "sparkscope", "profile", self.app_id,
                                "--control-dir", str(self.control_dir), *args], env=env, capture_output=True,
                               text=True, timeout=240)
 
@@ -221,7 +221,8 @@ def test_no_running_application_with_the_plugin_is_a_clear_error(tmp_path, stack
     env = {**os.environ, **settings_environ(stack.settings)}
     result = subprocess.run([sys.executable, "-m", "sparkscope", "profile", "--app", "app-none",
                              "--control-dir", str(tmp_path)], env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2
+    assert result.returncode == 1  # a runtime error: no such run
+    assert "--app is deprecated: give the run as the first argument" in result.stderr  # still accepted
     assert "no running application app-none with the profiler plugin" in result.stderr
     assert "spark.plugins=dev.sparkscope.annotator.ProfilerPlugin" in result.stderr
 

@@ -282,7 +282,7 @@ def generous(stack, tmp_path_factory):
 
 
 def test_the_report_page_opens_offline_with_its_plots(generous, tmp_path):
-    from sparkscope.browser import chromium, find_chromium
+    from sparkscope_dev.browser import chromium, find_chromium
     if find_chromium() is None:
         pytest.fail("no Chromium: ./sparkscope install installs Debian's chromium")
     _, path, advice = generous
@@ -322,3 +322,27 @@ def test_the_recommended_memory_runs_the_same_workload_as_well(stack, generous, 
     assert advice_short.verdict == "SHORT", (less, advice_short.summary)
     for name, a in (("generous", advice), ("recommended", advice_again), (f"less ({less})", advice_short)):
         print(f"\n{name}: {a.summary} spilled {a.spilled / MIB:.0f} MiB; {' '.join(a.conf_lines())}")
+
+
+def test_report_json_on_a_stored_run_is_one_object_naming_the_run(influx_only, tmp_path, monkeypatch, capsys):
+    """./sparkscope report RUN --json against InfluxDB: valid JSON with the run's id and times."""
+    import json
+    import time
+    from sparkscope import cli
+    from sparkscope.report import command
+    from sparkscope.store import influx
+    app, now = "app-json-0001", int(time.time())
+    start, end = now - 400, now - 100
+    lines = [f'sparkscope_application,applicationid={app} status="RUNNING",app_name="etl-json",'
+             f'text="started" {start}',
+             f'sparkscope_application,applicationid={app} status="FINISHED",app_name="etl-json",'
+             f'end_time_ms={end * 1000}i,duration_ms={(end - start) * 1000}i {start}']
+    lines += [f"JVMHeapMemory,applicationid={app},executorid={e},namespace=executor value={1e8 + t} {start + t}"
+              for e in ("driver", "0") for t in range(0, 300, 10)]
+    influx.write(influx_only.settings.influx_writer, influx_only.settings.database, "\n".join(lines))
+    monkeypatch.setattr(command, "load_settings", lambda: influx_only.settings)
+    assert cli.main(["report", app, "--json", "--out", str(tmp_path)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["run"] == app and document["app_name"] == "etl-json" and document["ending"] == "FINISHED"
+    assert (document["started_ms"], document["duration_ms"]) == (start * 1000, (end - start) * 1000)
+    assert document["report"] == str(tmp_path / f"sparkscope-report-{app}.html")

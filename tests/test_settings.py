@@ -59,6 +59,46 @@ def test_malformed_env_line_names_file_and_line(root):
         load_settings(root, {})
 
 
+def test_env_values_are_read_as_docker_compose_reads_them(root):
+    """docs.docker.com/compose/env-file/: an unquoted value's ` # comment` is not
+    the value; in quotes a # is; `export KEY=` is KEY=; the README's own alert line."""
+    (root / ".env").write_text(
+        "ALERT_WEBHOOK_URL=https://hooks.example.com/sparkscope   # any endpoint\n"
+        "ALERT_SLACK_URL=https://hooks.slack.com/x#anchor\n"  # no space before #: part of the value
+        "ALERT_EMAIL_TO=\"ops # on call <ops@example.com>\"  # a comment after the quote\n"
+        "export SPARKSCOPE_DB=spark_x\n"
+        "GRAFANA_ADMIN_PASSWORD='it\\'s # secret'\n"
+        "GRAFANA_ADMIN_USER=\"ad\\tmin\"\n"
+        "  # an indented comment line\n")
+    settings = load_settings(root, {})
+    contacts = dict(settings.alert_contacts)
+    assert {k: contacts[k] for k in ("ALERT_WEBHOOK_URL", "ALERT_SLACK_URL", "ALERT_EMAIL_TO")} == {
+        "ALERT_WEBHOOK_URL": "https://hooks.example.com/sparkscope",
+        "ALERT_SLACK_URL": "https://hooks.slack.com/x#anchor",
+        "ALERT_EMAIL_TO": "ops # on call <ops@example.com>"}
+    assert settings.database == "spark_x"
+    assert settings.grafana_password == "it's # secret"
+    assert settings.grafana_user == "ad\tmin"
+
+
+@pytest.mark.parametrize("line, message", [
+    ('ALERT_EMAIL_TO="unclosed # value', r"\.env:1: the value's \" is never closed"),
+    ("ALERT_EMAIL_TO='a' b", r"\.env:1: 'b' after the closing '"),
+    ("ALERT_WEBHOOK_URL=https://x/$HOOK", r"\.env:1: .*holds a \$.*single quotes"),
+    ('ALERT_WEBHOOK_URL="https://x/${HOOK}"', r"\.env:1: .*holds a \$.*single quotes"),
+    ("ALERT WEBHOOK=x", r"\.env:1: 'ALERT WEBHOOK' is not a variable name"),
+])
+def test_env_lines_compose_would_read_otherwise_are_refused_naming_file_and_line(root, line, message):
+    (root / ".env").write_text(line + "\n")
+    with pytest.raises(SettingsError, match=message):
+        load_settings(root, {})
+
+
+def test_a_dollar_in_single_quotes_is_kept_as_compose_keeps_it(root):
+    (root / ".env").write_text("ALERT_WEBHOOK_URL='https://x/$HOOK'\n")
+    assert dict(load_settings(root, {}).alert_contacts)["ALERT_WEBHOOK_URL"] == "https://x/$HOOK"
+
+
 def test_up_refuses_the_placeholder_password(root):
     settings = load_settings(root, {"GRAFANA_ADMIN_PASSWORD": "change-me"})
     with pytest.raises(StackError, match="placeholder"):

@@ -17,8 +17,8 @@ import pytest
 
 from sparkscope.store import http
 from sparkscope.store import influx
-from sparkscope.stack.influx_storage import influx_write_problem
-from sparkscope.store.schema import SELF_CHECK_MEASUREMENT as SELFCHECK
+from sparkscope import cli
+from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT
 from sparkscope_testkit.sandbox import throwaway_stack
 
@@ -29,17 +29,29 @@ def influx_only(tmp_path_factory):
         yield settings
 
 
-def series(settings, measurement: str = "") -> int:
-    query = "SHOW SERIES" + (f' FROM "{measurement}"' if measurement else "")
-    return sum(len(s["values"]) for s in influx.query(settings.influx_admin, query, settings.database))
+def contents(settings) -> tuple:
+    """Everything status could change: the series, and each measurement's points."""
+    def rows(query: str) -> list:
+        return [tuple(v) for s in influx.query(settings.influx_admin, query, settings.database) for v in s["values"]]
+    counts = {m: rows(f'SELECT count(*) FROM "{m}"') for (m,) in rows("SHOW MEASUREMENTS")}
+    return rows("SHOW SERIES"), counts
 
 
-def test_fifty_status_checks_add_no_series(influx_only):
-    assert influx_write_problem(influx_only) is None
-    before = series(influx_only)
-    for _ in range(50):
-        assert influx_write_problem(influx_only) is None
-    assert series(influx_only) == before and series(influx_only, SELFCHECK) == 8
+def test_status_reads_and_never_writes_and_a_stopped_telegraf_is_not_all_up(influx_only, monkeypatch, capsys):
+    """status runs as often as a monitor likes against the user's own database:
+    it leaves it as it was (no test write, no DROP), and still says the write
+    path is broken when Telegraf, the writer, is not running."""
+    influx.write(influx_only.influx_writer, influx_only.database, f"before_status ok=1i {int(time.time())}")
+    before = contents(influx_only)
+    monkeypatch.setattr(cli, "load_settings", lambda: influx_only)
+    for _ in range(20):
+        rows = NativeBackend(influx_only).status()
+        assert next(r for r in rows if r.name == "influxdb").state == "up"
+    assert cli.main(["status", "--backend", "native", "--json"]) == 3  # Telegraf is not running
+    import json
+    services = {s["name"]: s for s in json.loads(capsys.readouterr().out)["services"]}
+    assert services["influxdb"]["state"] == "up" and services["telegraf"]["state"] == "down"
+    assert contents(influx_only) == before
 
 
 class Recorder(BaseHTTPRequestHandler):

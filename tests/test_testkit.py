@@ -29,10 +29,29 @@ def imported_modules(path) -> set[str]:
     return names
 
 
-def test_the_product_never_imports_the_testkit():
-    importing = [str(p.relative_to(ROOT)) for p in (ROOT / "src" / "sparkscope").rglob("*.py")
-                 if any(m.split(".")[0] == "sparkscope_testkit" for m in imported_modules(p))]
-    assert not importing, f"the product imports test support: {importing}"
+# Beside the product, never imported by it: what the tests share, and the developers' tools.
+NOT_THE_PRODUCT = ("sparkscope_testkit", "sparkscope_dev")
+
+
+def importing_the_tooling(package) -> list[str]:
+    """Each module of the package that imports one of NOT_THE_PRODUCT (inside a function too), with which."""
+    return [f"{p.relative_to(package.parent)} imports {m}" for p in sorted(package.rglob("*.py"))
+            for m in sorted(imported_modules(p)) if m.split(".")[0] in NOT_THE_PRODUCT]
+
+
+def test_the_product_never_imports_the_testkit_or_the_developers_tools():
+    importing = importing_the_tooling(ROOT / "src" / "sparkscope")
+    assert not importing, f"the product imports test or developer support: {importing}"
+
+
+def test_a_product_module_importing_the_testkit_or_the_developers_tools_is_found(tmp_path):
+    package = tmp_path / "sparkscope"
+    (package / "report").mkdir(parents=True)
+    (package / "cli.py").write_text("import json\nfrom sparkscope_dev.suite import run_suite\n")
+    (package / "report" / "page.py").write_text("def later():\n    import sparkscope_testkit.sandbox\n")
+    (package / "report" / "advice.py").write_text("from sparkscope.errors import SparkscopeError\n")
+    assert importing_the_tooling(package) == ["sparkscope/cli.py imports sparkscope_dev.suite",
+                                              "sparkscope/report/page.py imports sparkscope_testkit.sandbox"]
 
 
 def test_no_test_or_bench_script_edits_sys_path():

@@ -92,7 +92,7 @@ def test_uses_a_class_whose_method_runs_spark():
 
 def test_opens_a_browser_in_a_nested_function():
     def page():
-        from sparkscope.browser import chromium
+        from sparkscope_dev.browser import chromium
         return chromium
     page()
 

@@ -1,22 +1,25 @@
-"""The sparkscope command line: up, down, status, conf, install, test, demo."""
+"""sparkscope: live per-executor monitoring of Apache Spark.
+
+The stack: up, down, status, install. Attaching Spark: conf. Reading runs:
+report, top, profile. Trying it all: demo. (./sparkscope test runs the
+project's test suite: the developers' command, python -m sparkscope_dev.)"""
 
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 from sparkscope.provision import BuildError
 from sparkscope.provision.annotator_jar import ensure_annotator_jar, jar_path
-from sparkscope.provision.chromium import ensure_chromium
-from sparkscope.provision.kubeconform import ensure_schemas
-from sparkscope.provision.prebuild import native_steps, test_tool_steps
-from sparkscope.provision.test_tools import ensure_test_packages
+from sparkscope.provision.prebuild import native_steps
 from sparkscope.demo import command as demo_command
-from sparkscope.errors import SparkscopeError
+import sparkscope
+from sparkscope import versions
+from sparkscope.command_line import INTERRUPTED, NOT_ALL_UP, OK, RUNTIME_ERROR, USAGE_ERROR, exit_code_epilog
+from sparkscope.errors import SparkscopeError, UsageError
 from sparkscope.report import command as report_command
 from sparkscope.profiles import command as profile_command
 try:  # draws with rich, a declared dependency; every other command runs without it
@@ -65,14 +68,33 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    rows = open_stack(load_settings(), args.backend).status()
+    stack = open_stack(load_settings(), args.backend)
+    rows = stack.status()
+    # A native stack without a Grafana installed works (Grafana elsewhere reads it): not a failure.
+    all_up = all(row.state in ("up", "not installed") for row in rows)
+    if args.json:
+        print(json.dumps(status_document(stack.name, rows, all_up), indent=2))
+        return OK if all_up else NOT_ALL_UP
     for row in rows:
         line = f"{row.name:9} {row.backend:8} {row.state:13} {row.process:24} {row.url:24} {row.version}"
         print(line.rstrip() + (f"  {row.data}" if row.data else ""))
         for detail in filter(None, row.detail.split("\n")):
             print(" " * 10 + detail)
-    # A native stack without a Grafana installed works (Grafana elsewhere reads it): not a failure.
-    return 0 if all(row.state in ("up", "not installed") for row in rows) else 3
+    return OK if all_up else NOT_ALL_UP
+
+
+def status_document(backend: str, rows, all_up: bool) -> dict:
+    """status --json: every service with its state, pid (natively) or container,
+    URL and version where known, and whether all are up."""
+    services = []
+    for row in rows:
+        kind, _, ident = row.process.partition(" ")
+        services.append({"name": row.name, "backend": row.backend, "state": row.state,
+                         "pid": int(ident) if kind == "pid" and ident.isdigit() else None,
+                         "container": ident if kind == "container" else None,
+                         "url": row.url, "version": None if row.version in ("", "-") else row.version,
+                         "data": row.data or None, "detail": row.detail or None})
+    return {"backend": backend, "all_up": all_up, "services": services}
 
 
 def cmd_conf(args: argparse.Namespace) -> int:
@@ -117,7 +139,7 @@ def cmd_conf_k8s(args: argparse.Namespace) -> int:
     given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--prefix", args.prefix),
                                       ("--period", args.period)) if value is not None]
     if given:
-        raise SparkscopeError(f"{', '.join(given)} cannot go with --k8s: the host is the release's Telegraf "
+        raise UsageError(f"{', '.join(given)} cannot go with --k8s: the host is the release's Telegraf "
                               "Service and the rest are the chart's values (telegraf.ports.graphite, spark.prefix, "
                               "spark.periodSeconds): give the values file you installed with, --values FILE")
     values = chart_values(ROOT, tuple(args.values))
@@ -157,41 +179,7 @@ def cmd_install(args: argparse.Namespace) -> int:
     settings = load_settings()
     missing = install_all(settings)
     print(f"annotator: {ensure_annotator_jar(settings.root)}")
-    return 2 if missing else 0
-
-
-def cmd_test(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    # The fast tier starts no stack, Spark or browser, so it needs none of the
-    # builds below; its few tools (the dashboard checker, helm) come from the
-    # fixtures that use them, cached.
-    if FAST_TIER not in args.pytest_args:
-        # Builds happen here, with progress on the terminal, rather than silently
-        # inside a test fixture. No Grafana runs in the tests: dashboards are
-        # checked against Grafana 12's rules (src/sparkscope_testkit/grafana12.py, tools/dashcheck).
-        install_all(settings)
-        print(f"annotator: {ensure_annotator_jar(settings.root)}")
-        ensure_each(test_tool_steps(settings.cache_dir) + [
-            ("kubernetes schemas", lambda: ensure_schemas(settings.cache_dir)),
-            ("chromium", ensure_chromium),  # our own pages: the report, the flame graph
-            ("test tools", ensure_test_packages)])
-    return subprocess.call([sys.executable, "-m", "pytest", *test_workers(args.pytest_args), *args.pytest_args],
-                           cwd=settings.root)
-
-
-# pytest's option of the tier plugin (src/sparkscope_testkit/tiers.py), passed on as it is.
-FAST_TIER = "--fast"
-
-
-def test_workers(pytest_args: list[str]) -> list[str]:
-    """Two workers by default (SPARKSCOPE_TEST_WORKERS; 1: one process), a test
-    file to a worker, so a file's module fixtures (its Spark runs) run once;
-    nothing when the caller chose (-n, -p no:xdist)."""
-    workers = os.environ.get("SPARKSCOPE_TEST_WORKERS", "2").strip()
-    chosen = any(a.startswith(("-n", "--numprocesses", "--dist")) or a == "no:xdist" for a in pytest_args)
-    if chosen or workers in ("", "0", "1"):
-        return []
-    return ["-n", workers, "--dist", "loadfile"]
+    return RUNTIME_ERROR if missing else OK
 
 
 def service_name(text: str) -> str:
@@ -201,14 +189,21 @@ def service_name(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sparkscope", description=__doc__)
+    parser = argparse.ArgumentParser(prog="sparkscope", description=__doc__, epilog=exit_code_epilog(),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="sparkscope's version and the versions of what it runs")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     up = sub.add_parser("up", help="start InfluxDB, Telegraf and Grafana (docker compose, or natively: "
                                    "InfluxDB and Telegraf built on first run, your own Grafana)")
     down = sub.add_parser("down", help="stop the stack that up started (either backend)")
     status = sub.add_parser("status", help="each service: backend, process, health, URL, version; "
-                                           "InfluxDB's size and series (exit 3 unless all are up)")
+                                           "InfluxDB's size and series (exit 3 unless all are up); "
+                                           "reads only, writes nothing")
+    status.add_argument("--json", action="store_true",
+                        help="one JSON object: backend, all_up, and per service its name, state, pid or "
+                             "container, url, version, data, detail")
     for command, func in ((up, cmd_up), (down, cmd_down), (status, cmd_status)):
         command.add_argument("--backend", choices=BACKENDS,
                              help="native (local processes) or compose (docker compose); default: the one "
@@ -241,10 +236,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a values file you installed the release with (repeatable, as helm -f)")
     conf.set_defaults(func=cmd_conf)
 
-    test = sub.add_parser("test", help=f"run the test suite (pytest; extra args are passed on; {FAST_TIER}: only "
-                                        "the tests that start no stack, Spark, browser or build, about a minute)")
-    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
-    test.set_defaults(func=cmd_test)
     demo_command.register(sub)
     report_command.register(sub)
     profile_command.register(sub)
@@ -261,18 +252,28 @@ def cmd_top_missing(args: argparse.Namespace) -> int:
                           "for another Python, pip install 'rich>=13,<16'")
 
 
+# What --version names: the pins of versions.py that a user runs or attaches to.
+COMPONENTS = (("InfluxDB", versions.INFLUXDB), ("Telegraf", versions.TELEGRAF),
+              ("Grafana", f"{versions.GRAFANA} (dashboards also checked on {versions.GRAFANA_12})"),
+              ("Spark", f"{versions.SPARK} (annotator also tried on {versions.SPARK_4})"))
+
+
+def version_text() -> str:
+    return "\n".join([f"sparkscope {sparkscope.__version__}", *(f"  {name:9} {pinned}" for name, pinned in COMPONENTS)])
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown and args.command != "test":
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "test":  # everything after `test` belongs to pytest
-        args.pytest_args = unknown + args.pytest_args
+    """Exit codes: command_line.EXIT_CODES (0 ok, 1 runtime error, 2 usage error, 3 status
+    not all up, 130 interrupted); argparse exits 2 itself on a bad option."""
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except UsageError as err:
+        print(f"sparkscope {args.command}: {err}", file=sys.stderr)
+        return USAGE_ERROR
     except SparkscopeError as err:
         print(f"sparkscope {args.command}: {err}", file=sys.stderr)
-        return 2
+        return RUNTIME_ERROR
     except KeyboardInterrupt:
         print(f"\nsparkscope {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED

@@ -37,7 +37,18 @@ class SettingsError(SparkscopeError):
 
 
 def read_env_file(path: Path) -> dict[str, str]:
-    """KEY=VALUE lines as docker compose reads them; comments and blanks ignored."""
+    """KEY=VALUE lines as docker compose reads them (docs.docker.com/compose/env-file/),
+    so that both ways of running the stack see the same values:
+
+    - blank lines and lines starting with # are ignored; `export KEY=VALUE` is KEY=VALUE;
+    - an unquoted value ends at whitespace followed by # (an inline comment) and is
+      stripped: `KEY=a # note` is "a", `KEY=a#b` is "a#b";
+    - a quoted value is what lies between its quotes, # included; after the
+      closing quote only whitespace or a # comment may follow. Double quotes
+      take the escapes \\n \\r \\t \\\\ \\"; single quotes are literal but for \\'.
+
+    Compose also expands $VAR in unquoted and double-quoted values; sparkscope
+    does not, so a $ there is refused (single quotes keep it literal for both)."""
     values: dict[str, str] = {}
     if not path.is_file():
         return values
@@ -45,14 +56,56 @@ def read_env_file(path: Path) -> dict[str, str]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        where = f"{path}:{number}"
+        if re.match(r"export\s", line):
+            line = line[len("export"):].lstrip()
         key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise SettingsError(f"{path}:{number}: expected KEY=VALUE, got {raw!r}")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        values[key.strip()] = value
+        key = key.strip()
+        if not sep or not key:
+            raise SettingsError(f"{where}: expected KEY=VALUE, got {raw!r}")
+        if not _ENV_KEY.match(key):
+            raise SettingsError(f"{where}: {key!r} is not a variable name (letters, digits, '_' and '.')")
+        values[key] = _env_value(value.strip(), where)
     return values
+
+
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"'}
+
+
+def _env_value(text: str, where: str) -> str:
+    """One .env value (after the =, stripped) as compose reads it; see read_env_file."""
+    if text[:1] not in ("'", '"'):
+        value = re.split(r"\s#", text, maxsplit=1)[0].rstrip()
+        if "$" in value:
+            raise SettingsError(f"{where}: {value!r} holds a $, which docker compose would expand as a variable "
+                                f"and sparkscope would not: put the value in single quotes ('...') to keep it as is")
+        return value
+    quote, out, i = text[0], [], 1
+    while i < len(text) and text[i] != quote:
+        char = text[i]
+        if char == "\\" and i + 1 < len(text):
+            following = text[i + 1]
+            if quote == '"' and following in _ESCAPES:
+                out.append(_ESCAPES[following])
+                i += 2
+                continue
+            if following == quote:
+                out.append(quote)
+                i += 2
+                continue
+        out.append(char)
+        i += 1
+    if i >= len(text):
+        raise SettingsError(f"{where}: the value's {quote} is never closed: {text!r}")
+    rest = text[i + 1:].strip()
+    if rest and not rest.startswith("#"):
+        raise SettingsError(f"{where}: {rest!r} after the closing {quote}: only a # comment may follow a quoted value")
+    value = "".join(out)
+    if quote == '"' and "$" in value:
+        raise SettingsError(f"{where}: {text!r} holds a $, which docker compose would expand in double quotes and "
+                            f"sparkscope would not: use single quotes ('...') to keep it as is")
+    return value
 
 
 # What TELEGRAF_BUFFER_LIMIT (.env.example) is sized from: the rated ingest

@@ -19,6 +19,7 @@ from sparkscope.demo import tpcds
 from sparkscope.demo.options import DemoOptions, parse_memory_mb
 from sparkscope.demo.run import plan_queries, run_demo
 from sparkscope.demo.tpcds import TpcdsError
+from sparkscope.errors import UsageError
 from sparkscope.process import Progress
 from sparkscope.stack import Backend, open_stack
 from sparkscope.settings import Settings, ensure_env_file, load_settings
@@ -88,7 +89,14 @@ def options_from_args(args: argparse.Namespace) -> DemoOptions:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     options = options_from_args(args)
-    # Fail on a bad --queries before minutes of stack start-up.
+    # A bad --queries or --query-dir is a usage error, found before minutes of stack start-up.
+    if options.query_dir is not None and not options.query_dir.is_dir():
+        raise UsageError(f"--query-dir {options.query_dir} is not a directory")
+    available = tpcds.available_queries(options.query_dir)  # not installed: a runtime error
+    try:
+        tpcds.select_queries(options.queries, available)
+    except TpcdsError as err:
+        raise UsageError(str(err)) from err
     plan_queries(options)
     settings = load_settings()
     if ensure_env_file(settings):

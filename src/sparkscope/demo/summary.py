@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any, Callable, Optional
 
+from sparkscope.command_line import REPORTS_DIR
 from sparkscope.stack.grafana_local import is_installed
 from sparkscope.dashboards import LIVE_UID, SUMMARY_UID
 from sparkscope.demo.options import DemoOptions, DemoResult, QueryResult, executor_key, expected_executors
@@ -217,8 +219,9 @@ def _memory_verdict(settings: Settings, app_id: str, say: Out) -> None:
     from sparkscope.report.run_facts import RunReader
 
     try:
+        # Where ./sparkscope report puts it: reports/ in the working directory.
         path, advice, _, _ = make_report(RunReader(settings.influx_reader, settings.database), app_id,
-                                         settings.root / "reports")
+                                         Path(REPORTS_DIR))
     except Exception as err:  # the summary must not fail over its last section
         say(f"  memory    no report: {err}")
         return

@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 import calendar
 import re
+import sys
 import time
 import urllib.parse
 from pathlib import Path
 
+from sparkscope.command_line import REPORTS_DIR, RUNTIME_ERROR, add_run_argument
 from sparkscope.dashboards.uids import PROFILES_UID
+from sparkscope.errors import UsageError
 from sparkscope.profiles import control, page
 from sparkscope.store import profiles as store
 from sparkscope.store.nested_set import Row, widest_leaves
@@ -80,9 +83,20 @@ def _start_ms(profile: str) -> int:
     return calendar.timegm(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) * 1000
 
 
+def run_of(args: argparse.Namespace) -> str | None:
+    """RUN, or the deprecated --app (said so on stderr); None: the newest here."""
+    if args.app is None:
+        return args.app_id
+    print("sparkscope profile: --app is deprecated: give the run as the first argument, "
+          "./sparkscope profile RUN (as report and top take it)", file=sys.stderr)
+    if args.app_id is not None and args.app_id != args.app:
+        raise UsageError(f"two runs given: {args.app_id} and --app {args.app}; give one, as RUN")
+    return args.app
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     settings = load_settings()
-    ctl = control.find_control(args.app, Path(args.control_dir) if args.control_dir else None)
+    ctl = control.find_control(run_of(args), Path(args.control_dir) if args.control_dir else None)
     live = control.live_executors(ctl)
     if not live:
         raise control.ProfileError(f"{ctl.application_id} has no executor running the profiler plugin yet "
@@ -125,19 +139,21 @@ def cmd_profile(args: argparse.Namespace) -> int:
                   f"most self time in {cut['top']}")
         print(f"  flame graph: {path}")
         print(f"  in Grafana:  {grafana_link(settings.grafana_url, ctl.application_id, profile, args.mode, _start_ms(profile), args.seconds)}")
-    return 1 if failures == len(states) else 0
+    return RUNTIME_ERROR if failures == len(states) else 0
 
 
 def register(sub) -> None:
     p = sub.add_parser("profile", help="JVM flame graph of a running application's executors (async-profiler, "
                                        "needs the profiler plugin): terminal summary, HTML file and Grafana")
-    p.add_argument("--app", help="application id (default: the application that started last on this host)")
+    add_run_argument(p, "the application with the profiler that started last on this host")
+    p.add_argument("--app", help=argparse.SUPPRESS)  # before RUN; deprecated, still accepted (run_of)
     p.add_argument("--executor", help="executor id, 'driver' or 'all' (default: the lowest executor id)")
     p.add_argument("--seconds", type=float, default=30, help="how long to sample (default 30)")
     p.add_argument("--mode", choices=MODES, default=MODES[0],
                    help="cpu: on-CPU time; wall: all threads, running and waiting, split in the graph; "
                         "alloc: bytes allocated; lock: time waiting on contended locks (default cpu)")
-    p.add_argument("--out", default="reports", help="directory for the HTML file (default reports/)")
+    p.add_argument("--out", default=REPORTS_DIR,
+                   help=f"directory for the HTML file, from the working directory (default {REPORTS_DIR}/)")
     p.add_argument("--control-dir", help="where drivers leave their control files (default: "
                                          "<tmp>/sparkscope-profiler-<user>)")
     p.set_defaults(func=cmd_profile)

@@ -1,9 +1,8 @@
 """What sparkscope builds or installs, each cached so that only a first run
 pays for it: InfluxDB and Telegraf (go.py), the annotator jar
-(annotator_jar.py), Debian packages (apt.py); and for the test command the
-dashboard checker (dashcheck.py), helm and kubeconform (helm.py,
-kubeconform.py), Chromium and the test tools (chromium.py, test_tools.py),
-compose's validator (compose_validator.py)."""
+(annotator_jar.py), Debian packages (apt.py), and the first run's builds
+beside pip (prebuild.py). The test suite's own tools are built by
+sparkscope_dev, through build_once and apt.py here."""
 
 from __future__ import annotations
 

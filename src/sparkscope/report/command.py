@@ -1,14 +1,17 @@
-"""`./sparkscope report [APP_ID]`: the verdict and --conf lines in the
-terminal, the whole report in one HTML file."""
+"""`./sparkscope report [RUN]`: the verdict and --conf lines in the
+terminal (or, --json, the same facts as one JSON object), the whole report
+in one HTML file."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sparkscope.command_line import REPORTS_DIR, add_run_argument
 from sparkscope.report.advice import advise, gc_share, human, spilled, streaming_lines
 from sparkscope.report.run_facts import RunFacts, RunReader
 from sparkscope.settings import load_settings
@@ -68,17 +71,45 @@ def print_verdict(advice, runs, path: Path, out=print, run=None) -> None:
     out(f"report: {path}")
 
 
+def report_document(run: RunFacts, advice, runs: list, path: Path) -> dict[str, Any]:
+    """report --json: what the terminal verdict says, as data (times in ms since
+    the epoch, sizes in bytes, shares as fractions; None where unknown)."""
+    workers = run.workers()
+    peak = lambda name: max((e.peaks[name] for e in workers.values() if e.peaks.get(name) is not None),  # noqa: E731
+                            default=None)
+    return {
+        "run": run.app_id, "app_name": run.app_name, "ending": run.ending,
+        "started_ms": run.started_ms, "ended_ms": run.ended_ms, "duration_ms": run.duration_ms,
+        "executors": [{"id": e.executor_id, "cores": e.cores, "heap_max": e.heap_max, "live_set": e.live_set,
+                       "peaks": dict(e.peaks)} for e in workers.values()],
+        "peaks": {"heap": peak(JVM_HEAP_MEMORY), "execution": peak(ON_HEAP_EXECUTION_MEMORY)},
+        "verdict": advice.verdict, "summary": advice.summary, "gc_share": advice.gc_share,
+        "spilled": advice.spilled, "containers": list(advice.containers),
+        "streaming": streaming_lines(run),
+        "recommendations": [{"key": r.key, "value": r.value, "reason": r.reason, "had": r.had}
+                            for r in advice.recommendations],
+        "conf": advice.conf_lines(), "notes": list(advice.notes),
+        "earlier_runs": runs[1:], "report": str(path),
+    }
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     settings = load_settings()
     reader = RunReader(settings.influx_reader, settings.database)
     path, advice, run, runs = make_report(reader, args.app_id, Path(args.out))
-    print_verdict(advice, runs, path, run=run)
+    if args.json:
+        print(json.dumps(report_document(run, advice, runs, path), indent=2))
+    else:
+        print_verdict(advice, runs, path, run=run)
     return 0
 
 
 def register(sub) -> None:
     report = sub.add_parser("report", help="how much memory a run really needed: verdict, --conf advice, and "
                                            "an HTML report that opens offline")
-    report.add_argument("app_id", nargs="?", help="the application id (default: the latest finished run)")
-    report.add_argument("--out", default="reports", help="directory for the HTML file (default reports/)")
+    add_run_argument(report, "the newest finished run")
+    report.add_argument("--out", default=REPORTS_DIR,
+                        help=f"directory for the HTML file, from the working directory (default {REPORTS_DIR}/)")
+    report.add_argument("--json", action="store_true",
+                        help="print the report's facts as one JSON object instead of the verdict")
     report.set_defaults(func=cmd_report)

@@ -32,7 +32,7 @@ from sparkscope.process import Progress, wait_until
 from sparkscope.store import influx
 from sparkscope.store.schema import INGEST_REFUSED_MEASUREMENT, TELEGRAF_WRITE_MEASUREMENT
 from sparkscope.stack import rollups
-from sparkscope.stack.influx_storage import human_size, influx_write_problem
+from sparkscope.stack.influx_storage import REFUSAL_WINDOW_S, human_size, influx_write_problem, telegraf_refusal
 from sparkscope.settings import Settings
 
 SERVICE_NAMES = ("influxdb", "telegraf", "grafana")
@@ -150,6 +150,11 @@ class Backend:
         """The end of the service's log for an error message, or where to read it."""
         return self.log_hint(name)
 
+    def recent_log(self, name: str, seconds: float) -> list[str]:
+        """The service's log lines of about the last `seconds` (more is fine: callers
+        read the lines' own times); [] when there is no log to read."""
+        return []
+
     def versions(self) -> dict[str, str]:
         """What each service is, when the service itself does not say (Telegraf)."""
         return {}
@@ -231,6 +236,9 @@ class Backend:
         checks = health_checks(settings)
         running = self.processes()
         versions = self.versions()
+        # Whether InfluxDB takes points, from what it answered Telegraf's writes: status
+        # itself writes nothing (a status every minute must not touch the user's data).
+        refusal = telegraf_refusal(self.recent_log("telegraf", REFUSAL_WINDOW_S)) if running.get("telegraf") else None
         rows = []
         for name in SERVICE_NAMES:
             healthy, address = checks[name]
@@ -244,9 +252,14 @@ class Backend:
             else:
                 row.state = "up"
                 if name == "influxdb":
-                    self._influx_row(row)
+                    self._influx_row(row, refusal)
                 elif name == "telegraf":
                     self._telegraf_row(row)
+                    if refusal:
+                        row.state = "degraded"
+                        row.detail = "; ".join(filter(None, [
+                            f"InfluxDB refused its writes in the last minute ({refusal}); it keeps the points "
+                            f"and retries: see influxdb above", row.detail]))
                 elif name == "grafana":
                     row.version = (grafana_health(settings.grafana_url) or {}).get("version", row.version)
                     if influxdb_plugin_installed(settings) is False:
@@ -299,7 +312,7 @@ class Backend:
         return {printable(s["tags"]["refusal"]): (int(s["values"][0][1] or 0), printable(s["values"][0][2]))
                 for s in series}
 
-    def _influx_row(self, row: ServiceStatus) -> None:
+    def _influx_row(self, row: ServiceStatus, refusal: Optional[str]) -> None:
         settings = self.settings
         row.version = influx.server_version(settings.influx_url) or row.version
         try:
@@ -307,7 +320,7 @@ class Backend:
             row.data = f"database {settings.database}: {human_size(stats.size_bytes)}, {stats.series:,} series"
         except influx.InfluxError as err:
             row.data = f"database {settings.database}: no statistics ({err})"
-        problem = influx_write_problem(settings)
+        problem = influx_write_problem(settings, refusal)
         if problem:
             row.state, row.detail = "degraded", f"answers queries but {problem}"
 

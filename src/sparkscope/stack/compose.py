@@ -122,6 +122,12 @@ class ComposeBackend(Backend):
             return self.log_hint(name)
         return f"last log lines ({self.log_hint(name)}):\n" + "\n".join("    " + l for l in tail.splitlines())
 
+    def recent_log(self, name: str, seconds: float) -> list[str]:
+        try:
+            return self._run("logs", "--since", f"{int(seconds) + 1}s", name, capture=True).stdout.splitlines()
+        except StackError:
+            return []
+
     def _start(self, names: tuple[str, ...], progress: Progress) -> dict[str, str]:
         progress(f"stack: {' '.join(self.command)} up -d {' '.join(names)} (the first run pulls the images)")
         self._run("up", "-d", *names)

@@ -1,21 +1,23 @@
 """Can InfluxDB store points? A full or read-only disk leaves InfluxDB answering
 pings and queries while it refuses every write: `status` finds out and says
-what to do, for either backend (the disk checks need the native runner's
-directories; the test write works everywhere).
+what to do, for either backend, by reading only: the filesystems under
+InfluxDB's directories (the native runner's), and what InfluxDB answered
+Telegraf's last writes, from Telegraf's log (telegraf_refusal). status never
+writes a point: it runs as often as a user or a monitor likes, against the
+user's own database.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
+from typing import Iterable, Optional
 
-from sparkscope.store import influx
 from sparkscope.settings import Settings
-from sparkscope.store.schema import SELF_CHECK_MEASUREMENT
 
 
 def influx_dirs(state: Path) -> dict[str, Path]:
@@ -115,51 +117,58 @@ _WRITE_CAUSES = (
 )
 
 
-SELFCHECK_SERIES = 8
+# How far back a write Telegraf logged as refused counts as now: Telegraf flushes
+# every 2 s (telegraf.conf), so a refusing InfluxDB shows within seconds; a
+# refusal a minute gone was followed by writes that went through, or by none.
+REFUSAL_WINDOW_S = 60
+_TELEGRAF_WRITE_ERROR = re.compile(r"^(\S+)\s+E! \[outputs\.influxdb\] When writing to \[[^]]*\]: (.*)$")
 
 
-def influx_write_problem(settings: Settings) -> str | None:
-    """Whether InfluxDB can store points; None when it can.
+def telegraf_refusal(log_lines: Iterable[str], now: Optional[datetime] = None,
+                     window_s: float = REFUSAL_WINDOW_S) -> Optional[str]:
+    """What InfluxDB answered the newest write Telegraf logged as failed within
+    window_s, or None. Lines are Telegraf's (`2026-11-27T10:00:02Z E! [outputs.influxdb]
+    When writing to [http://...]: 500 Internal Server Error: ... no space left on device`),
+    with or without compose's `telegraf-1  | ` prefix."""
+    now = now or datetime.now(timezone.utc)
+    found = None
+    for line in log_lines:
+        match = _TELEGRAF_WRITE_ERROR.match(line.split(" | ", 1)[-1].strip())
+        if not match:
+            continue
+        try:
+            at = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+        if (now - at).total_seconds() <= window_s:
+            found = match.group(2)
+    return found
+
+
+def influx_write_problem(settings: Settings, refusal: Optional[str]) -> str | None:
+    """Whether InfluxDB can store points; None when it can. Reads only.
 
     A full or read-only disk leaves InfluxDB answering pings and queries while
-    it refuses writes. Two signals: the filesystems under its directories
-    (statvfs: full, read-only), and a test write of a few points of new series. A new series goes through the series index, which
-    InfluxDB 1.8 writes apart from its WAL; after a disk-full error either may
-    keep failing until InfluxDB restarts, and a point of an existing series
-    would test the WAL only. Even so a write can succeed on a full disk when
-    it fits in the last, partly used block of a file, hence the statvfs check.
-    The check's series are the same every time (measurement
-    sparkscope_selfcheck, check=0..7), dropped before each write so that the
-    write creates them anew: `status` called every minute for a month adds
-    nothing (a drop that fails, on a full disk, changes nothing either).
+    it refuses writes. Two signals: what InfluxDB answered Telegraf's writes
+    in the last minute (refusal: telegraf_refusal of Telegraf's log), and the
+    filesystems under its directories (statvfs: full, read-only), which see a
+    full disk even while a write still fits in the last, partly used block of
+    a file. Without Telegraf running nothing is written, and only the disks say.
     """
-    try:
-        influx.query(settings.influx_admin, f'DROP SERIES FROM "{SELF_CHECK_MEASUREMENT}"', settings.database)
-    except influx.InfluxError:
-        pass  # the write below says what is wrong
-    now = int(time.time())
-    points = "\n".join(f"{SELF_CHECK_MEASUREMENT},check={i} ok=1i {now}" for i in range(SELFCHECK_SERIES))
-    try:
-        influx.write(settings.influx_writer, settings.database, points)
-        reason = None
-    except influx.WriteRefused as err:
-        reason = err.reason
-    except influx.InfluxError as err:
-        return f"a test write failed: {err}"
     disks = influx_disks(settings)
     # The filesystem InfluxDB names in its error, else a full or read-only one of ours.
-    disk = next((d for d in disks if reason and str(d.path) in reason), None) or \
+    disk = next((d for d in disks if refusal and str(d.path) in refusal), None) or \
         next((d for d in disks if d.low or d.read_only), None)
-    if reason is None and disk is None:
+    if refusal is None and disk is None:
         return None
-    return _write_problem_message(settings, reason, disk)
+    return _write_problem_message(settings, refusal, disk)
 
 
 def _write_problem_message(settings: Settings, reason: str | None, disk: DiskState | None) -> str:
     where = {"mount": disk.mount if disk else settings.state_dir / "influxdb",
              "path": disk.path.parent if disk else settings.state_dir / "influxdb"}
     text = (reason or "").lower()
-    if reason is None:  # the test write went through, the disk says why the next may not
+    if reason is None:  # no write refused yet: the disk says why the next will be
         text = "read-only file system" if disk.read_only else "no space left on device"
     meaning, remedy = "it fails to store them", f"see {settings.state_dir / 'logs' / 'influxdb.log'}"
     for needle, cause, todo in _WRITE_CAUSES:
@@ -177,7 +186,7 @@ def _write_problem_message(settings: Settings, reason: str | None, disk: DiskSta
     else:
         first = f"{meaning}: writes fail from now on (a few may still fit in partly used blocks)."
     lines = [first,
-             *([f"InfluxDB says: {reason}"] if reason else []),
+             *([f"InfluxDB says: {reason} (its answer to Telegraf's last write)"] if reason else []),
              f"Spark runs on; Telegraf keeps Spark's metrics in memory (up to "
              f"{telegraf_buffer_limit(settings)}, then drops the oldest) and retries.",
              f"To fix: {remedy}, then restart InfluxDB alone, so that Telegraf keeps its buffer: "

@@ -295,6 +295,15 @@ class NativeBackend(Backend):
     def log_excerpt(self, name: str) -> str:
         return f"last log lines ({self.log_path(name)}):\n{log_tail(self.log_path(name))}"
 
+    def recent_log(self, name: str, seconds: float) -> list[str]:
+        # The log's last 256 KiB: minutes of Telegraf's lines, at most a few ms to read.
+        try:
+            with open(self.log_path(name), "rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 256 * 1024))
+                return log.read().decode(errors="replace").splitlines()
+        except OSError:
+            return []
+
     def processes(self) -> dict[str, Optional[str]]:
         pids = {name: PidFile(self.settings.state_dir, name).running_pid() for name in SERVICE_NAMES}
         return {name: f"pid {pid}" if pid else None for name, pid in pids.items()}

@@ -227,7 +227,6 @@ THREAD_SAMPLER_MEASUREMENT = "sparkscope_threadprobe"  # the sampler's own healt
 FLAME_MEASUREMENT = "sparkscope_flame"  # a profile's nested-set rows
 PROFILES_MEASUREMENT = "sparkscope_profiles"  # one point per profile: its id, kind, span
 NO_END_SEEN_MEASUREMENT = "sparkscope_no_end_seen"  # Telegraf's starlark: a run ended for its silent driver
-SELF_CHECK_MEASUREMENT = "sparkscope_selfcheck"  # ./sparkscope status' test write
 TELEGRAF_WRITE_MEASUREMENT = "internal_write"
 # Telegraf's host inputs (telegraf.conf).
 CPU_MEASUREMENT, MEM_MEASUREMENT, NET_MEASUREMENT = "cpu", "mem", "net"
@@ -361,7 +360,6 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(RESOLUTION_MEASUREMENT, STACK),
     Measurement(PEAK_SOURCE_MEASUREMENT, STACK),
     Measurement(TASK_SCOPE_MEASUREMENT, STACK),
-    Measurement(SELF_CHECK_MEASUREMENT, STACK),
 )
 
 BY_NAME = {m.name: m for m in MEASUREMENTS}

@@ -18,6 +18,7 @@ import tty
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
 
+from sparkscope.command_line import RUNTIME_ERROR, add_run_argument
 from sparkscope.store.influx import InfluxError
 from sparkscope.settings import load_settings
 from sparkscope.top.data import Run, TopReader
@@ -207,7 +208,7 @@ def cmd_top(args: argparse.Namespace) -> int:
         top.screen.live = False
         top.refresh(rows=height)
         print(as_text(top.screen, width, height), end="")
-        return 1 if top.screen.error else 0
+        return RUNTIME_ERROR if top.screen.error else 0
     # A kill (not Ctrl-C) also leaves through the context managers: the terminal is restored.
     signal.signal(signal.SIGTERM, _interrupted)
     try:
@@ -230,8 +231,7 @@ def _interval(text: str) -> float:
 def register(sub) -> None:
     top = sub.add_parser("top", help="a live terminal view of one Spark run from InfluxDB: executors, memory, "
                                      "GC, shuffle, what runs now, stragglers; d: disks")
-    top.add_argument("app_id", nargs="?", help="the run's application id (default: the newest running run, "
-                                               "else the newest)")
+    add_run_argument(top, "the newest run still running, else the newest")
     top.add_argument("--interval", type=_interval, default=DEFAULT_INTERVAL_S,
                      help="seconds between refreshes (default: %(default)g, Spark's sink period in "
                           "spark-conf/metrics.properties)")

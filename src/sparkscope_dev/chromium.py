@@ -4,7 +4,7 @@ download is never used (it cannot work offline)."""
 
 from __future__ import annotations
 
-from sparkscope.browser import find_chromium
+from sparkscope_dev.browser import find_chromium
 from sparkscope.provision import BuildError
 from sparkscope.provision.apt import apt_install
 from sparkscope.process import Progress

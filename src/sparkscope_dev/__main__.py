@@ -1,0 +1,3 @@
+from sparkscope_dev.suite import main
+
+raise SystemExit(main())
