@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkscope.provision import BuildError, apt
+from sparkscope.provision import NO_BUILDS_ENV, BuildError, NotBuilt, apt, build_once
 from sparkscope.provision import go
 from sparkscope.provision.go import TELEGRAF_PLUGINS, plugins_in_config
 from sparkscope.process import group_alive, run_logged, start_group, stop_group, wait_until
@@ -175,7 +175,7 @@ def test_the_cli_runs_on_the_oldest_python_declared(tmp_path):
 BUILDER = """
 import sys, time
 from pathlib import Path
-from sparkscope.provision import build_once
+from sparkscope.provision import NO_BUILDS_ENV, NotBuilt, build_once
 dest, mark = Path(sys.argv[1]), Path(sys.argv[2])
 def build(staging):
     mark.open("a").write(f"{sys.argv[3]} built\\n")
@@ -186,11 +186,29 @@ print((dest / "tool").read_text())
 """
 
 
+def builds_on(**extra: str) -> dict[str, str]:
+    """The environment with builds allowed (the fast tier turns them off): these
+    builders make a file, which is what the tests look at."""
+    return {**{k: v for k, v in os.environ.items() if k != NO_BUILDS_ENV}, **extra}
+
+
+def test_where_builds_are_off_a_missing_tool_is_refused_and_nothing_is_made(tmp_path, monkeypatch):
+    monkeypatch.setenv(NO_BUILDS_ENV, "1")
+    dest = tmp_path / "cache" / "tool-v1"
+    with pytest.raises(NotBuilt, match="tool-v1 is not on this machine yet"):
+        build_once(dest, lambda staging: (staging / "tool").write_text("built"))
+    assert not dest.exists()
+    monkeypatch.delenv(NO_BUILDS_ENV)
+    assert (build_once(dest, lambda staging: (staging / "tool").write_text("built")) / "tool").read_text() == "built"
+    monkeypatch.setenv(NO_BUILDS_ENV, "1")
+    assert build_once(dest, lambda staging: 1 / 0) == dest  # what is built is used; only building is off
+
+
 def test_a_second_run_waits_for_the_build_in_progress_and_takes_its_result(tmp_path):
     """The launcher's prebuild beside pip and the command after it, or two test
     workers: one build, the other waits (and says so) instead of building again."""
     dest, mark = tmp_path / "cache" / "tool-v1", tmp_path / "mark"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = builds_on(PYTHONPATH=str(ROOT / "src"))
     first = subprocess.Popen([os.sys.executable, "-c", BUILDER, str(dest), str(mark), "first", "2"],
                              env=env, stdout=subprocess.PIPE, text=True)
     assert wait_until(lambda: mark.exists() and "first built" in mark.read_text(), 30, 0.05)
@@ -202,7 +220,7 @@ def test_a_second_run_waits_for_the_build_in_progress_and_takes_its_result(tmp_p
 
 def test_a_killed_builder_leaves_the_lock_and_no_half_made_result(tmp_path):
     dest, mark = tmp_path / "cache" / "tool-v1", tmp_path / "mark"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = builds_on(PYTHONPATH=str(ROOT / "src"))
     first = subprocess.Popen([os.sys.executable, "-c", BUILDER, str(dest), str(mark), "first", "60"], env=env)
     assert wait_until(lambda: mark.exists() and "first built" in mark.read_text(), 30, 0.05)
     first.kill()

@@ -5,6 +5,7 @@ stack, Spark or a browser landing in the fast tier."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -128,6 +129,27 @@ def test_a_test_using_a_stack_spark_or_a_browser_by_any_path_is_outside_the_fast
     assert collected(tmp_path, "--fast") == plain
     assert collected(tmp_path, "-m", "not slow") == plain
     assert collected(tmp_path, "-m", "slow") == everything - plain
+
+
+UNBUILT = '''
+from sparkscope.provision import build_once
+
+
+def test_needs_a_tool_nobody_built(tmp_path):
+    tool = build_once(tmp_path / "tool-v9", lambda staging: (staging / "made").write_text("x"))
+    assert (tool / "made").exists()
+'''
+
+
+def test_the_fast_tier_builds_nothing_and_skips_what_needs_an_unbuilt_tool(tmp_path):
+    (tmp_path / "test_unbuilt.py").write_text(textwrap.dedent(UNBUILT))
+    env = {k: v for k, v in os.environ.items() if k != "SPARKSCOPE_NO_BUILDS"}
+    run = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:xdist", "-p", "no:cacheprovider",
+           "-p", "sparkscope_testkit.tiers"]
+    fast = subprocess.run(run + ["--fast"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert "1 skipped" in fast.stdout and "tool-v9 is not on this machine yet" in fast.stdout, fast.stdout
+    full = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert "1 passed" in full.stdout, full.stdout
 
 
 def test_no_test_of_the_suite_in_the_fast_tier_uses_the_session_stack():

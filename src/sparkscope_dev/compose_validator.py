@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from sparkscope.provision import refuse_when_builds_are_off
 from sparkscope.provision.apt import apt_install
 from sparkscope.process import Progress
 
@@ -17,6 +18,7 @@ def ensure_compose_validator(progress: Progress = print) -> list[str]:
         probe = subprocess.run(candidate + ["version"], capture_output=True)
         if probe.returncode == 0:
             return candidate
+    refuse_when_builds_are_off("docker compose (to validate docker-compose.yml)")
     progress("installing Debian's docker-compose (to validate docker-compose.yml offline)")
     apt_install(["docker-compose"], progress)
     return ["docker-compose"]

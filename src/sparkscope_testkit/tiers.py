@@ -17,7 +17,10 @@ below miss fails loudly instead of quietly making the fast tier slow.
 from __future__ import annotations
 
 import inspect
+import os
 import types
+
+from sparkscope.provision import NO_BUILDS_ENV, NotBuilt
 
 # pytest is imported where it is used: sandbox.py (throwaway_stack, for bench/ too)
 # imports this module, and is imported where no pytest is installed (bench/, the
@@ -132,8 +135,28 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     global _fast_tier
     _fast_tier = config.getoption(FAST_OPTION)
+    if _fast_tier:
+        # Nothing is built, downloaded or installed in the fast tier: a test whose
+        # tool (helm, kubeconform, the dashboard checker) this machine has not
+        # built yet is skipped, saying so (pytest_runtest_makereport below).
+        os.environ[NO_BUILDS_ENV] = "1"
     config.addinivalue_line("markers", "slow(reason): starts a stack, Spark, a browser, a download or a build "
                                        "(marked from what the test uses: sparkscope_testkit/tiers.py)")
+
+
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if _fast_tier and call.excinfo is not None and call.excinfo.errisinstance(NotBuilt):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")
+
+
+try:  # a plugin only where pytest runs
+    import pytest as _pytest
+    pytest_runtest_makereport = _pytest.hookimpl(hookwrapper=True)(pytest_runtest_makereport)
+except ImportError:
+    pass
 
 
 def pytest_collection_modifyitems(config, items: list) -> None:

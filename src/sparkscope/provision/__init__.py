@@ -21,6 +21,22 @@ class BuildError(SparkscopeError):
     """A component could not be built or installed; the message says what to do next."""
 
 
+# Set to 1 where nothing may be built, downloaded or installed (the fast test
+# tier: its tests that need a tool this machine has not built are skipped).
+NO_BUILDS_ENV = "SPARKSCOPE_NO_BUILDS"
+
+
+class NotBuilt(SparkscopeError):
+    """A build or install was needed where they are off (NO_BUILDS_ENV): not a
+    BuildError, which callers report as a failure; the fast tier skips on it."""
+
+
+def refuse_when_builds_are_off(what: str) -> None:
+    if os.environ.get(NO_BUILDS_ENV) == "1":
+        raise NotBuilt(f"{what} is not on this machine yet and builds are off here ({NO_BUILDS_ENV}=1): "
+                       "./sparkscope test (the full suite) builds it once")
+
+
 def build_once(dest: Path, build: Callable[[Path], None],
                waiting: Callable[[], None] | None = None) -> Path:
     """dest, made by build(staging) in a private folder beside it and moved
@@ -31,6 +47,7 @@ def build_once(dest: Path, build: Callable[[Path], None],
     and takes its result."""
     if dest.exists():
         return dest
+    refuse_when_builds_are_off(dest.name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(dest.parent / f".{dest.name}.lock", waiting):
         if dest.exists():
