@@ -5,14 +5,33 @@ the documented change (tags); no line of a batch is lost for another's value."""
 
 from __future__ import annotations
 
+import json
 import random
+import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
 from sparkscope import http, lineprotocol
 from sparkscope import influx
+
+# One table of odd inputs and the lines they must become, read by this module
+# and by the annotator's PointTest: the Python and Java encoders cannot drift.
+SHARED_CASES = Path(__file__).parent / "data" / "lineprotocol_cases.json"
+FIELD_TYPES = {"string": str, "int": int, "float": float, "bool": bool}
+
+
+def shared_cases() -> list[dict]:
+    return json.loads(SHARED_CASES.read_text(encoding="utf-8"))["cases"]
+
+
+def line_of(case: dict) -> str:
+    """A shared case written by sparkscope.lineprotocol."""
+    fields = {key: None if value is None else FIELD_TYPES[kind](value) for key, kind, value in case["fields"]}
+    return lineprotocol.line(case["measurement"], case["tags"], fields, case["time"])
+
 
 SPECIAL = ["\n", "\r", "\t", "\f", "\v", "\x00", "\x07", "\x1b", '"', "'", "\\", ",", "=", " ", "é", "✓",
            "\ufffd", "\u2028", "$", "`", "/", "*"]
@@ -41,6 +60,40 @@ def test_the_writer_refuses_what_influxdb_would_refuse():
         lineprotocol.line("m", {"a": "b"}, {"x": None})
     assert lineprotocol.line("m", {"empty": "", "none": None, "a": "b"}, {"v": 1, "f": float("nan"), "s": "x"}, 5) \
         == 'm,a=b v=1i,s="x" 5'
+
+
+def test_the_shared_cases_become_the_lines_the_table_gives():
+    cases = shared_cases()
+    assert len(cases) >= 40 and sum("error" in c for c in cases) >= 5
+    wrong = []
+    for case in cases:
+        if "error" in case:
+            try:
+                wrong.append((case["case"], "written", line_of(case)))
+            except ValueError:
+                pass
+        elif line_of(case) != case["line"]:
+            wrong.append((case["case"], case["line"], line_of(case)))
+    assert not wrong, wrong
+
+
+def test_a_changed_expectation_in_the_shared_cases_is_caught(tmp_path, monkeypatch):
+    """The check above, run on a copy of the table with one expected line changed, fails."""
+    table = json.loads(SHARED_CASES.read_text(encoding="utf-8"))
+    case = next(c for c in table["cases"] if "U+29F5" in c["case"])
+    case["line"] = case["line"].replace("\u29f5", "")  # what the old Java rule wrote
+    changed = tmp_path / "cases.json"
+    changed.write_text(json.dumps(table), encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "SHARED_CASES", changed)
+    with pytest.raises(AssertionError, match="trailing backslash"):
+        test_the_shared_cases_become_the_lines_the_table_gives()
+
+
+def test_integers_beyond_64_bits_are_refused_not_sent():
+    """InfluxDB would refuse the line, and Telegraf the whole request with it."""
+    assert lineprotocol.line("m", {}, {"v": 2**63 - 1}) == "m v=9223372036854775807i"
+    with pytest.raises(ValueError, match="64-bit"):
+        lineprotocol.line("m", {}, {"v": 2**63})
 
 
 def test_every_string_survives_telegraf_and_influxdb(stack):
