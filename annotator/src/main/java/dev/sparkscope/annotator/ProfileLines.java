@@ -49,8 +49,8 @@ final class ProfileLines {
         if (rows.isEmpty()) {
             return out;
         }
-        String app = Point.escapeKey(Point.sanitizeTagValue(appId));
-        String tags = "applicationid=" + app + ",executorid=" + Point.escapeKey(Point.sanitizeTagValue(executorId))
+        String app = Point.escapeKey(appId);
+        String tags = "applicationid=" + app + ",executorid=" + Point.escapeKey(executorId)
                 + ",kind=" + Point.escapeKey(kind);
         String pid = quoted(profileId(executorId, kind, startMs, seconds, stage));
         long base = startMs * 1_000_000L + slot * SLOT_NS;
