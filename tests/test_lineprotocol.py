@@ -153,13 +153,26 @@ def test_a_probes_host_tag_is_the_one_stored_and_telegraf_adds_its_own_only_with
     assert stored["plain"]["tags"]["host"] == socket.gethostname()
 
 
-def test_the_probes_and_the_profile_store_write_through_it():
-    """The three writers produce exactly what the module writes for their values."""
+def test_the_probes_the_profile_store_and_the_rollups_lookups_write_through_it(monkeypatch):
+    """No writer assembles a line itself: with the module's line writer marking
+    what it writes, every line they produce carries the mark."""
     from sparkscope.blockprobe import probe
     from sparkscope.profiles import store
+    from sparkscope.profiles.nested_set import Row
+    from sparkscope.stack import rollups
     from sparkscope.threadprobe import periods
-    for module in (probe, store, periods):
-        assert module.escape_tag is lineprotocol.tag_value, module.__name__
-    for module in (probe, store):
-        assert module.escape_string is lineprotocol.string_field, module.__name__
-    assert influx  # the reader side: tests above read through the admin endpoint
+
+    written = lineprotocol.series_line
+    monkeypatch.setattr(lineprotocol, "series_line", lambda *args: "MARK " + written(*args))
+    dev = 8 << 20
+    reports = probe.Reports(clock_offset_ns=0, names={dev: "sd a\\"})
+    lines = reports.feed(json.dumps({"type": "printf", "data": f"outlier {dev} R 150000 4096 42 5000 java\n"}))
+    reports.feed(json.dumps({"type": "hist", "data": {"@hist": {f"{dev},R": [{"min": 128, "count": 3}]}}}))
+    lines += reports.feed(json.dumps({"type": "printf", "data": "end 9000\n"}))
+    lines += store.lines(store.Profile("app\\", "1", "cpu", 1, 30.0), [Row(0, 2, 0, "root"), Row(1, 2, 2, "f")], 2)
+    for text in (rollups.resolution_lines(), rollups.peak_source_lines(), rollups.task_scope_lines()):
+        lines += text.split("\n")
+    assert len(lines) >= 10
+    assert [line for line in lines if not line.startswith("MARK ")] == []
+    assert any("device=sd\\ a\u29f5" in line for line in lines)
+    assert periods.escape_tag is lineprotocol.tag_value  # its lines are still built by hand, with these escapes
