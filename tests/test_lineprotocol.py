@@ -6,7 +6,10 @@ the documented change (tags); no line of a batch is lost for another's value."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import struct
+import subprocess
 import sys
 import time
 import uuid
@@ -16,6 +19,8 @@ import pytest
 
 from sparkscope import http, lineprotocol
 from sparkscope import influx
+from sparkscope.provision.annotator_jar import ensure_annotator_jar
+from sparkscope.settings import ROOT
 
 # One table of odd inputs and the lines they must become, read by this module
 # and by the annotator's PointTest: the Python and Java encoders cannot drift.
@@ -25,6 +30,19 @@ FIELD_TYPES = {"string": str, "int": int, "float": float, "bool": bool}
 
 def shared_cases() -> list[dict]:
     return json.loads(SHARED_CASES.read_text(encoding="utf-8"))["cases"]
+
+
+def java_lines(request: dict) -> dict:
+    """The annotator's writers (Point, ProfileLines) on the same inputs: the test
+    class LinesForPython, run from the built jar and its test classes."""
+    jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
+    classes = ROOT / "annotator" / "target" / "test-classes"
+    assert (classes / "dev" / "sparkscope" / "annotator" / "LinesForPython.class").is_file(), \
+        f"{classes} lacks LinesForPython: rebuild the annotator (cd annotator && mvn package)"
+    done = subprocess.run(["java", "-cp", f"{classes}{os.pathsep}{jar}", "dev.sparkscope.annotator.LinesForPython"],
+                          input=json.dumps(request).encode(), capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return json.loads(done.stdout.decode("utf-8"))
 
 
 def line_of(case: dict) -> str:
@@ -176,3 +194,126 @@ def test_the_probes_the_profile_store_and_the_rollups_lookups_write_through_it(m
     assert [line for line in lines if not line.startswith("MARK ")] == []
     assert any("device=sd\\ a\u29f5" in line for line in lines)
     assert periods.escape_tag is lineprotocol.tag_value  # its lines are still built by hand, with these escapes
+
+
+# Odd values of the four kinds the annotator and the Python writers both store.
+APPLICATION_IDS = ["app-20261127174254-0001", "app\\", "app\\\\", "\\", "a b,c=d", "tab\there", "nl\nhere",
+                   "cr\rlf\n", "ff\fvt\v", 'quote"s\'', "é✓😀", "x\\ y", "a\\,b", "ctl\x00\x1b\x7f", " lead",
+                   "trail "]
+EXECUTOR_IDS = ["1", "driver", "exec 1", "e,1=2", "e\\", "e\t", "é"]
+STAGE_NAMES = ["stage 3.0: map at <console>:1", "line\nbreak", "tab\tand\rcr", 'q"uote\\', "", "\x00\x1f\x7f",
+               "日本語 😀"]
+DESCRIPTIONS = ['SELECT "a", b\nFROM t\r\n', "\\", "ends\\", "a\\nb", "\f\v", "x" * 3000, "☃ ✓ \u2028"]
+SECONDS = [30.0, 2.5, 0.1, 1e16, 1e-05, 0.30000000000000004, 1234567.5, 5e-324]
+
+
+def cross_language_cases(run: str, writer: str, now: int) -> list[dict]:
+    """Every odd value, once per writer, as shared-table cases: a profile row
+    (applicationid, executorid tags; stage name and description fields) and a
+    profile index point (a float field)."""
+    cases = []
+    for n, app in enumerate(APPLICATION_IDS):
+        executor, stage = EXECUTOR_IDS[n % len(EXECUTOR_IDS)], STAGE_NAMES[n % len(STAGE_NAMES)]
+        cases.append({"measurement": "sparkscope_flame",
+                      "tags": {"applicationid": app, "executorid": executor, "kind": f"lp-{run}-{writer}"},
+                      "fields": [["label", "string", stage], ["profile", "string", DESCRIPTIONS[n % len(DESCRIPTIONS)]],
+                                 ["level", "int", n]], "time": now + n})
+        cases.append({"measurement": "sparkscope_profiles", "tags": {"applicationid": app, "kind": f"lp-{run}-{writer}"},
+                      "fields": [["stage", "string", stage], ["seconds", "float", SECONDS[n % len(SECONDS)]],
+                                 ["samples", "int", n]], "time": now + n})
+    return cases
+
+
+def influxql_equals(value: str) -> str:
+    """`= 'value'`, or where InfluxQL cannot spell the value in a string literal
+    (its scanner reads a NUL as the end of the statement) the same match as a
+    regular expression with the NUL written \\x00."""
+    if "\x00" not in value:
+        return f"= {influx.string_literal(value)}"
+    spelled = "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or c == "\x7f" else
+                      "\\" + c if c in "\\.+*?()|[]{}^$/" else c for c in value)
+    return f"=~ /^{spelled}$/"
+
+
+def test_python_and_java_write_every_float_alike():
+    """Point.floatText is Python's repr: the shortest decimal that reads back, in the same notation."""
+    rng = random.Random(20261127)
+    values = [rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30) for _ in range(3000)]
+    values += [struct.unpack("<d", struct.pack("<q", rng.getrandbits(64) - 2**63))[0] for _ in range(3000)]
+    values += [0.1, 0.2, 0.3, 1 / 3, 2 / 3, 1e22, 1e23, 2e-3, 9007199254740993.0, 5e-324, 2.2250738585072014e-308]
+    values = [v for v in values if v == v and abs(v) != float("inf")]
+    bits = [struct.unpack("<q", struct.pack("<d", v))[0] for v in values]
+    java = java_lines({"float_bits": bits})["floats"]
+    wrong = [(v, repr(v), text) for v, text in zip(values, java) if text != repr(v)]
+    assert not wrong and len(java) == len(values), wrong[:5]
+
+
+def test_python_and_java_profile_writers_write_the_same_lines():
+    from sparkscope.profiles import store
+    from sparkscope.profiles.nested_set import Row
+
+    rows = [Row(0, 100, 0, "executor 1 cpu"), Row(1, 60, 10, "a.b(C.java:1)"), Row(2, 50, 25, 'odd "label"\\ x\n'),
+            Row(1, 40, 25, "z,=\t "), Row(2, 15, 15, "a.b(C.java:1)")]  # tie: 25 and 25, first seen wins
+    profiles = []
+    for n, (app, seconds) in enumerate(zip(APPLICATION_IDS, SECONDS * 2)):
+        profiles.append({"application_id": app, "executor_id": EXECUTOR_IDS[n % len(EXECUTOR_IDS)],
+                         "kind": store.KINDS[n % len(store.KINDS)], "start_ms": 1795801517678 + n, "seconds": seconds,
+                         "stage": "" if n % 2 else f"stage {n}.0", "slot": n % 3, "samples": 1000 + n,
+                         "rows": [[r.level, r.value, r.self_value, r.label] for r in rows[:2 + n % 4]]})
+    for p in profiles:
+        p["unit"] = store.UNIT.get(p["kind"], "ns")
+    java = java_lines({"profiles": profiles})["profiles"]
+    python = [store.lines(store.Profile(p["application_id"], p["executor_id"], p["kind"], p["start_ms"], p["seconds"],
+                                        p["stage"], p["slot"]), [Row(*r) for r in p["rows"]], p["samples"])
+              for p in profiles]
+    assert len(java) == len(python) == len(APPLICATION_IDS)
+    for p, py, jv in zip(profiles, python, java):
+        assert py == jv, (p["application_id"], [(a, b) for a, b in zip(py, jv) if a != b][:2])
+
+
+def test_python_and_java_agree_on_every_shared_case_and_one_line_more_would_be_caught():
+    cases = shared_cases()
+    python = [None if "error" in c else line_of(c) for c in cases]
+    writable = [c for c in cases if "error" not in c]
+    java = java_lines({"points": writable})["points"]
+    assert java == [line for line in python if line is not None]
+    assert java != [line_of(c) for c in writable[:-1]] + [line_of({**writable[-1], "time": 2})]
+
+
+def test_odd_values_from_python_and_java_are_stored_under_the_same_values(stack):
+    """Application ids, executor ids, stage names and descriptions written by
+    lineprotocol.line and by the annotator's Point, through Telegraf into
+    InfluxDB: each comes back the same from both, and a reader asking for an
+    application id finds the points of both writers."""
+    run, now = uuid.uuid4().hex, time.time_ns()
+    python_cases, java_cases = cross_language_cases(run, "py", now), cross_language_cases(run, "java", now)
+    http.post_lines(stack.settings.events_url, [line_of(c) for c in python_cases], timeout=30)
+    user = os.environ.get(http.EVENTS_USER_ENV, "")
+    auth = http.basic_auth(user, os.environ.get(http.EVENTS_PASSWORD_ENV, "")) if user else None
+    java = java_lines({"points": java_cases, "send": f"{stack.settings.events_url}/write?precision=ns",
+                       "authorization": auth})["points"]
+    assert [line.replace(f"lp-{run}-java", "W") for line in java] == \
+        [line_of(c).replace(f"lp-{run}-py", "W") for c in python_cases]
+
+    where = f"WHERE \"kind\" =~ /^lp-{run}-/"
+    rows = stack.wait_for(f'SELECT "applicationid", "executorid", "kind", "label", "profile", "level" '
+                          f'FROM "sparkscope_flame" {where}',
+                          lambda s: bool(s) and len(s[0]["values"]) == 2 * len(APPLICATION_IDS), deadline_s=30)
+    indexes = stack.wait_for(f'SELECT "applicationid", "kind", "stage", "seconds", "samples" '
+                             f'FROM "sparkscope_profiles" {where}',
+                             lambda s: bool(s) and len(s[0]["values"]) == 2 * len(APPLICATION_IDS), deadline_s=30)
+    stored: dict[tuple, tuple] = {}
+    for _, app, executor, kind, label, profile, level in rows[0]["values"]:
+        stored[kind.rsplit("-", 1)[1], "row", level] = (app, executor, label, profile)
+    for _, app, kind, stage, seconds, samples in indexes[0]["values"]:
+        stored[kind.rsplit("-", 1)[1], "index", samples] = (app, stage, seconds)
+    for n, app in enumerate(APPLICATION_IDS):
+        executor, stage = EXECUTOR_IDS[n % len(EXECUTOR_IDS)], STAGE_NAMES[n % len(STAGE_NAMES)]
+        expected_row = (tag_as_stored(app), tag_as_stored(executor), stage, DESCRIPTIONS[n % len(DESCRIPTIONS)])
+        expected_index = (tag_as_stored(app), stage, SECONDS[n % len(SECONDS)])
+        for writer in ("py", "java"):
+            assert stored[writer, "row", n] == expected_row, (writer, n)
+            assert stored[writer, "index", n] == expected_index, (writer, n)
+        found = stack.influx(f'SELECT "level", "kind" FROM "sparkscope_flame" WHERE "applicationid" '
+                             f'{influxql_equals(tag_as_stored(app))} AND "kind" =~ /^lp-{run}-/')
+        assert sorted(row[2] for row in found[0]["values"]) == [f"lp-{run}-java", f"lp-{run}-py"], app
