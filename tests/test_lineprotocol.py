@@ -1,7 +1,10 @@
 """sparkscope.lineprotocol, fuzzed through the real path its writers use: a
 POST to Telegraf's events listener, Telegraf's parser and serializer,
-InfluxDB 1.8. Every string comes back as it went in (fields), or with only
-the documented change (tags); no line of a batch is lost for another's value."""
+InfluxDB 1.13. Every string comes back as it went in (fields), or with only
+the documented change (tags); no line of a batch is lost for another's value.
+The annotator's Point writes the same rule: both are held to one table of
+cases, write the same lines for the same points and profiles, and odd values
+sent by both are stored under the same values."""
 
 from __future__ import annotations
 

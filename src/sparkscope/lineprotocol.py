@@ -2,8 +2,8 @@
 in annotator/.../Point.java: one rule for both, so an application id, a stage
 name or a device name is stored under the same value whoever wrote it. The
 two are held to it by one table, tests/data/lineprotocol_cases.json, which
-tests/test_lineprotocol.py and PointTest.java both read. Stdlib only: the
-probes' container images copy it.
+tests/test_lineprotocol.py and the annotator's LineProtocolCasesTest both
+read. Stdlib only: the probes' container images copy it.
 
 The rule is what survives the real path (writer -> Telegraf 1.37's
 influxdb_listener -> InfluxDB 1.13), as tests/test_lineprotocol.py finds by
