@@ -17,7 +17,7 @@ import java.util.TreeMap;
  * writers' (src/sparkscope/lineprotocol.py, whose docstring says what Telegraf
  * 1.37 and InfluxDB 1.13 accept and why), so an application id or a stage name
  * is stored under the same value whichever side wrote it. Both encoders are
- * held to the table tests/data/lineprotocol_cases.json (PointTest reads it):
+ * held to the table tests/data/lineprotocol_cases.json (LineProtocolCasesTest):
  * <ul>
  *   <li>string field values: backslash and double quote escaped, every other
  *       character written as it is, line breaks and control characters too
@@ -98,10 +98,10 @@ final class Point {
     }
 
     /**
-     * A float field in plain digits, rounded to a whole number (line protocol
-     * reads a number without the "i" suffix as a float): exact up to 2^53, and
-     * beyond a long's range, where {@link #floatText} would switch to 1e+16
-     * notation. InfluxDB stores the same double either way.
+     * A float field rounded to a whole number, in plain digits (line protocol
+     * reads a number without the "i" suffix as a float): a running total that
+     * may pass a long's range. From 1e16 {@link #floatText} would write 1e+16;
+     * InfluxDB stores the same double from either spelling.
      */
     Point wholeFloatField(String key, double value) {
         String k = escapeKey(checkedKey(key));
