@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparkscope.store import influx
+from sparkscope.store import influx, lineprotocol
 from sparkscope.store.schema import (ALL_EXECUTORS, META_POLICY, PEAK_LEVEL, PEAK_SOURCE_MEASUREMENT, RAW_POLICY,
                                RESOLUTION_MEASUREMENT, ROLLED_MEASUREMENTS, TASK_SCOPE_MEASUREMENT)
 
@@ -123,8 +123,9 @@ def backfill_statements(database: str, level: Level, start_ms: int, end_ms: int)
 def resolution_lines() -> str:
     """The lookup the dashboards' $rp, $mean_field and $bucket read: one point
     per resolution at 1, 2, 3 ... ns, so that the first match is the finest."""
-    return "\n".join(f'{RESOLUTION_MEASUREMENT} rp="{r.level.policy}",mean_field="{r.level.mean_field}",'
-                     f'bucket="{r.bucket}",up_to_ms={r.up_to_ms}i {n}' for n, r in enumerate(RESOLUTIONS, 1))
+    return "\n".join(lineprotocol.line(RESOLUTION_MEASUREMENT, {}, {
+        "rp": r.level.policy, "mean_field": r.level.mean_field, "bucket": r.bucket, "up_to_ms": r.up_to_ms}, n)
+        for n, r in enumerate(RESOLUTIONS, 1))
 
 
 def peak_source_lines() -> str:
@@ -132,15 +133,18 @@ def peak_source_lines() -> str:
     highest_gap] holds the gap."""
     widest = 2**62
     return "\n".join([
-        f'{PEAK_SOURCE_MEASUREMENT} rp="{PEAK_LEVEL}",lowest_gap=0i,highest_gap=0i 1',
-        f'{PEAK_SOURCE_MEASUREMENT} rp="{RAW_POLICY}",lowest_gap={-widest}i,highest_gap={widest}i 2'])
+        lineprotocol.line(PEAK_SOURCE_MEASUREMENT, {}, {"rp": PEAK_LEVEL, "lowest_gap": 0, "highest_gap": 0}, 1),
+        lineprotocol.line(PEAK_SOURCE_MEASUREMENT, {}, {"rp": RAW_POLICY, "lowest_gap": -widest,
+                                                        "highest_gap": widest}, 2)])
 
 
 def task_scope_lines() -> str:
     """The lookup $task_scope reads."""
     return "\n".join([
-        f'{TASK_SCOPE_MEASUREMENT} selection="{ALL_EXECUTORS}",needs_totals=1i,executors="(?:)" 1',
-        f'{TASK_SCOPE_MEASUREMENT} selection="",needs_totals=0i,executors="(?:.+)" 2'])
+        lineprotocol.line(TASK_SCOPE_MEASUREMENT, {}, {"selection": ALL_EXECUTORS, "needs_totals": 1,
+                                                       "executors": "(?:)"}, 1),
+        lineprotocol.line(TASK_SCOPE_MEASUREMENT, {}, {"selection": "", "needs_totals": 0,
+                                                       "executors": "(?:.+)"}, 2)])
 
 
 def ensure_policy(base_url: influx.Where, database: str, name: str, duration: str) -> None:

@@ -50,11 +50,18 @@ def profile_id(executor_id: str, kind: str, start_ms: int, seconds: float, stage
     """Readable and unique per executor, kind, start and stage, e.g.
     "2026-11-23 18:40:05 exec 1 cpu 30s stage 3.0"."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start_ms / 1000))
-    return f"{stamp} exec {executor_id} {kind} {seconds:g}s {stage or 'all threads'}"
+    return f"{stamp} exec {executor_id} {kind} {seconds_text(seconds)}s {stage or 'all threads'}"
 
 
-escape_tag = lineprotocol.tag_value  # one writer for every Python writer (sparkscope/store/lineprotocol.py)
-escape_string = lineprotocol.string_field
+def seconds_text(seconds: float) -> str:
+    """A profile's length in its id: the float as line protocol writes it,
+    without a whole number's ".0" (30.0 -> "30", 2.5 -> "2.5"); ProfileLines.java
+    writes the same from Point.floatText."""
+    text = lineprotocol.field_value(float(seconds))
+    return text[:-2] if text.endswith(".0") else text
+
+
+escape_tag = lineprotocol.tag_value  # the thread sampler's periods.py writes its tags with it
 
 
 def lines(profile: Profile, rows_: Sequence[Row], samples: int) -> list[str]:
@@ -63,18 +70,19 @@ def lines(profile: Profile, rows_: Sequence[Row], samples: int) -> list[str]:
         return []
     if len(rows_) >= SLOT_NS:
         raise ValueError(f"{len(rows_)} rows do not fit one profile slot")
-    app = escape_tag(profile.application_id)
-    tags = f"applicationid={app},executorid={escape_tag(profile.executor_id)},kind={escape_tag(profile.kind)}"
-    pid = escape_string(profile.profile_id)
+    series = lineprotocol.series_key(ROWS, {"applicationid": profile.application_id,
+                                            "executorid": profile.executor_id, "kind": profile.kind})
+    pid = profile.profile_id
     base = profile.start_ms * 1_000_000 + profile.slot * SLOT_NS
-    out = [f"{ROWS},{tags} level={r.level}i,value={r.value}i,self={r.self_value}i,"
-           f"label={escape_string(r.label)},profile={pid} {base + i}" for i, r in enumerate(rows_)]
+    out = [lineprotocol.series_line(series, {"level": r.level, "value": r.value, "self": r.self_value,
+                                             "label": r.label, "profile": pid}, base + i)
+           for i, r in enumerate(rows_)]
     top = widest_leaves(rows_, 1)
-    out.append(f"{PROFILES},applicationid={app},kind={escape_tag(profile.kind)} profile={pid},"
-               f"executorid={escape_string(profile.executor_id)},stage={escape_string(profile.stage)},"
-               f"seconds={float(profile.seconds)},samples={int(samples)}i,"
-               f"unit={escape_string(UNIT.get(profile.kind, 'ns'))},"
-               f"top={escape_string(top[0][0] if top else '')} {base}")
+    out.append(lineprotocol.line(
+        PROFILES, {"applicationid": profile.application_id, "kind": profile.kind},
+        {"profile": pid, "executorid": profile.executor_id, "stage": profile.stage,
+         "seconds": float(profile.seconds), "samples": int(samples), "unit": UNIT.get(profile.kind, "ns"),
+         "top": top[0][0] if top else ""}, base))
     return out
 
 

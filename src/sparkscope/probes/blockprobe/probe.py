@@ -118,10 +118,6 @@ def device_name(dev: int, names: dict[int, str]) -> str:
     return names.get(dev, f"{dev >> 20}:{dev & 0xFFFFF}")
 
 
-escape_tag = lineprotocol.tag_value  # one writer for every Python probe (sparkscope/store/lineprotocol.py)
-escape_string = lineprotocol.string_field
-
-
 class Reports:
     """Turns bpftrace's JSON lines into line protocol, one period at a time."""
 
@@ -180,23 +176,25 @@ class Reports:
         ms = int(us) / 1000
         who = f"pid {pid} ({comm})" if int(pid) else "pid unknown"
         text = f"{device} {way} {ms:.1f} ms, {int(size)} B, {who}"
-        return (f"{BLOCK_OUTLIER},device={escape_tag(device)},direction={way} latency_ms={ms},"
-                f"bytes={int(size)}i,pid={int(pid)}i,comm={escape_string(comm)},text={escape_string(text)} "
-                f"{int(done_ns) + self.clock_offset_ns}")
+        return lineprotocol.line(BLOCK_OUTLIER, {"device": device, "direction": way},
+                                 {"latency_ms": ms, "bytes": int(size), "pid": int(pid), "comm": comm, "text": text},
+                                 int(done_ns) + self.clock_offset_ns)
 
     def _close(self, at_ns: int) -> list[str]:
         lines = []
         for (device, way), hist in sorted(self.period.items()):
             if not hist.count:
                 continue
-            tags = f"device={escape_tag(device)},direction={way}"
-            lines.append(f"{BLOCK_LATENCY},{tags} count={hist.count}i,mean_ms={hist.sum_us / hist.count / 1000},"
-                         f"p50_ms={hist.quantile_us(0.5) / 1000},p99_ms={hist.quantile_us(0.99) / 1000},"
-                         f"max_ms={hist.max_us / 1000} {at_ns}")
+            tags = {"device": device, "direction": way}
+            lines.append(lineprotocol.line(BLOCK_LATENCY, tags, {
+                "count": hist.count, "mean_ms": hist.sum_us / hist.count / 1000,
+                "p50_ms": hist.quantile_us(0.5) / 1000, "p99_ms": hist.quantile_us(0.99) / 1000,
+                "max_ms": hist.max_us / 1000}, at_ns))
             for lower, n in sorted(hist.buckets.items()):
-                lines.append(f"{BLOCK_LATENCY_HIST},{tags},le_us={max(lower * 2, 1)} count={n}i {at_ns}")
+                lines.append(lineprotocol.line(BLOCK_LATENCY_HIST, {**tags, "le_us": str(max(lower * 2, 1))},
+                                               {"count": n}, at_ns))
         if self.dropped_outliers:
-            lines.append(f"{BLOCK_OUTLIER_DROPPED} count={self.dropped_outliers}i {at_ns}")
+            lines.append(lineprotocol.line(BLOCK_OUTLIER_DROPPED, {}, {"count": self.dropped_outliers}, at_ns))
         self.period, self.outliers, self.dropped_outliers = {}, 0, 0
         self.period_closed = True
         return lines

@@ -2,6 +2,7 @@ package dev.sparkscope.annotator;
 
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -99,7 +100,8 @@ final class NestedSet {
 
     /** The frame with the most self value over the whole tree. */
     static String widestLeaf(List<Row> rows) {
-        Map<String, Long> totals = new HashMap<>();
+        // In first-seen order, so that of frames with equal self time the first wins, as in nested_set.py.
+        Map<String, Long> totals = new LinkedHashMap<>();
         for (Row r : rows) {
             if (r.self > 0 && r.level > 0) {
                 totals.merge(r.label, r.self, Long::sum);

@@ -8,7 +8,7 @@ import java.util.Locale;
 import java.util.TimeZone;
 
 /**
- * One profile as line protocol, in the layout of sparkscope/profiles/store.py:
+ * One profile as line protocol, through Point, in the layout of sparkscope/profiles/store.py:
  * sparkscope_flame rows (tags applicationid, executorid, kind; fields level,
  * value, self, label, profile), stamped start + slot * 100 ms + row index in
  * nanoseconds so they come back in depth-first order, and one
@@ -31,16 +31,14 @@ final class ProfileLines {
                 + (stage == null || stage.isEmpty() ? "all threads" : stage);
     }
 
-    private static String quoted(String s) {
-        return "\"" + Point.escapeStringField(s) + "\"";
-    }
-
-    /** Python's "{:g}" for the values used here: 30 -> "30", 2.5 -> "2.5". */
+    /**
+     * A profile's length in its id: the float as line protocol writes it
+     * ({@link Point#floatText}) without a whole number's ".0": 30 -> "30",
+     * 2.5 -> "2.5", as store.py's seconds_text.
+     */
     static String seconds(double s) {
-        if (s == Math.rint(s) && Math.abs(s) < 1e15) {
-            return Long.toString((long) s);
-        }
-        return Double.toString(s);
+        String text = Point.floatText(s);
+        return text.endsWith(".0") ? text.substring(0, text.length() - 2) : text;
     }
 
     static List<String> lines(String appId, String executorId, String kind, long startMs, double seconds,
@@ -49,21 +47,18 @@ final class ProfileLines {
         if (rows.isEmpty()) {
             return out;
         }
-        String app = Point.escapeKey(Point.sanitizeTagValue(appId));
-        String tags = "applicationid=" + app + ",executorid=" + Point.escapeKey(Point.sanitizeTagValue(executorId))
-                + ",kind=" + Point.escapeKey(kind);
-        String pid = quoted(profileId(executorId, kind, startMs, seconds, stage));
+        String pid = profileId(executorId, kind, startMs, seconds, stage);
         long base = startMs * 1_000_000L + slot * SLOT_NS;
         for (int i = 0; i < rows.size() && i < SLOT_NS; i++) {
             NestedSet.Row r = rows.get(i);
-            out.add(ROWS + "," + tags + " level=" + r.level + "i,value=" + r.value + "i,self=" + r.self
-                    + "i,label=" + quoted(r.label) + ",profile=" + pid + " " + (base + i));
+            out.add(Point.measurement(ROWS).tag("applicationid", appId).tag("executorid", executorId)
+                    .tag("kind", kind).field("level", (long) r.level).field("value", r.value).field("self", r.self)
+                    .field("label", r.label).field("profile", pid).timeNs(base + i).toLine());
         }
-        out.add(PROFILES + ",applicationid=" + app + ",kind=" + Point.escapeKey(kind) + " profile=" + pid
-                + ",executorid=" + quoted(executorId) + ",stage="
-                + quoted(stage == null ? "" : stage) + ",seconds=" + seconds + ",samples="
-                + samples + "i,unit=" + quoted(unit) + ",top="
-                + quoted(NestedSet.widestLeaf(rows)) + " " + base);
+        out.add(Point.measurement(PROFILES).tag("applicationid", appId).tag("kind", kind).field("profile", pid)
+                .field("executorid", executorId).field("stage", stage == null ? "" : stage).field("seconds", seconds)
+                .field("samples", samples).field("unit", unit).field("top", NestedSet.widestLeaf(rows))
+                .timeNs(base).toLine());
         return out;
     }
 }

@@ -49,7 +49,7 @@ class AnnotationRecorderTest {
         r.queryStarted(3, 1_000, "SELECT \"a\", b\nFROM t");
         r.queryEnded(3, 13_300, null);
         assertEquals(1, lines.size());
-        assertLine(0, "sparkscope_query", "status=SUCCEEDED", "execution_id=3i,description=\"SELECT \\\"a\\\", b\\\\nFROM t\","
+        assertLine(0, "sparkscope_query", "status=SUCCEEDED", "execution_id=3i,description=\"SELECT \\\"a\\\", b\nFROM t\","
                 + "end_time_ms=13300i,duration_ms=12300i,text=\"query 3: SELECT \\\"a\\\", b FROM t (12.3 s)\"", 1000 * MS + 3);
     }
 
@@ -60,7 +60,7 @@ class AnnotationRecorderTest {
         r.queryEnded(4, 1_500, "AnalysisException: no such table\n at stack");
         InfluxLineReader p = line(0);
         assertEquals("FAILED", p.tags.get("status"));
-        assertEquals("AnalysisException: no such table\\n at stack", p.fields.get("error"));
+        assertEquals("AnalysisException: no such table\n at stack", p.fields.get("error"));
         assertEquals("query 4 FAILED: q (500 ms): AnalysisException: no such table", p.fields.get("text"));
     }
 
@@ -218,7 +218,7 @@ class AnnotationRecorderTest {
         InfluxLineReader p = line(0);
         assertEquals("FAILED", p.tags.get("status"));
         assertEquals("false", p.tags.get("straggler"));
-        p.assertFields("failure_reason", "Task failed\\nstack", "task_failed_count", "1i");
+        p.assertFields("failure_reason", "Task failed\nstack", "task_failed_count", "1i");
     }
 
     @Test

@@ -103,11 +103,7 @@ final class FakeInflux implements AutoCloseable {
     List<String> lines() {
         List<String> out = new ArrayList<>();
         for (Request r : requests()) {
-            for (String line : r.bodyText().split("\n")) {
-                if (!line.isEmpty()) {
-                    out.add(line);
-                }
-            }
+            out.addAll(InfluxLineReader.splitLines(r.bodyText()));
         }
         return out;
     }

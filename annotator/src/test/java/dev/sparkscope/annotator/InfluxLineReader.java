@@ -25,10 +25,8 @@ final class InfluxLineReader {
         this.time = time;
     }
 
+    /** One line; a raw newline is allowed only inside a quoted string field, as InfluxDB's scanLine does. */
     static InfluxLineReader read(String line) {
-        if (line.indexOf('\n') >= 0) {
-            throw new IllegalArgumentException("raw newline in line: " + line);
-        }
         int i = 0;
         int n = line.length();
         // measurement: until an unescaped comma or space
@@ -100,6 +98,9 @@ final class InfluxLineReader {
         }
         // fields: backslash skips the next char; quotes count only in values
         int fieldsStart = i;
+        if (line.substring(0, fieldsStart).indexOf('\n') >= 0) {
+            throw new IllegalArgumentException("raw newline before the fields: " + line);
+        }
         boolean quoted = false;
         int equals = 0;
         int commas = 0;
@@ -124,6 +125,9 @@ final class InfluxLineReader {
             }
             if (c == ' ' && !quoted) {
                 break;
+            }
+            if (c == '\n' && !quoted) {
+                throw new IllegalArgumentException("raw newline outside a string field: " + line);
             }
             i++;
         }
@@ -156,6 +160,34 @@ final class InfluxLineReader {
             r.fields.put(key, value);
         }
         return r;
+    }
+
+    /**
+     * A request body's lines: split at each newline outside a quoted string
+     * field, as InfluxDB's scanLine does (a string field may hold line breaks).
+     */
+    static List<String> splitLines(String body) {
+        List<String> out = new ArrayList<>();
+        int start = 0;
+        boolean inFields = false;
+        boolean quoted = false;
+        for (int i = 0; i <= body.length(); i++) {
+            char c = i < body.length() ? body.charAt(i) : '\n';
+            if (c == '\\' && i + 1 < body.length() && body.charAt(i + 1) != '\n') {
+                i++;
+            } else if (c == '\n' && !quoted) {
+                if (i > start) {
+                    out.add(body.substring(start, i));
+                }
+                start = i + 1;
+                inFields = false;
+            } else if (c == ' ' && !inFields) {
+                inFields = true;
+            } else if (c == '"' && inFields) {
+                quoted = !quoted;
+            }
+        }
+        return out;
     }
 
     /** The lines of one measurement, read, in the order they were written. */

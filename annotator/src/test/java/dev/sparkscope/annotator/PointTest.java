@@ -24,29 +24,45 @@ class PointTest {
     }
 
     @Test
-    void newlines_in_string_fields_are_written_escaped_so_a_point_stays_on_one_line() {
+    void line_breaks_in_string_fields_are_written_raw_and_read_back_exactly() {
         String line = Point.measurement("m").field("d", "SELECT 1\nFROM t\r\n").timeNs(1).toLine();
-        assertEquals("m d=\"SELECT 1\\\\nFROM t\\\\r\\\\n\" 1", line);
+        assertEquals("m d=\"SELECT 1\nFROM t\r\n\" 1", line);
+        assertEquals("SELECT 1\nFROM t\r\n", InfluxLineReader.read(line).fields.get("d"));
+    }
+
+    @Test
+    void a_body_splits_at_line_breaks_outside_string_fields_only() {
+        String a = Point.measurement("m").tag("t", "x\ny \"q").field("d", "one\ntwo \"three\"\n").timeNs(1).toLine();
+        String b = Point.measurement("m").field("d", "\\").timeNs(2).toLine();
+        assertEquals(java.util.Arrays.asList(a, b), InfluxLineReader.splitLines(a + "\n" + b + "\n"));
+    }
+
+    @Test
+    void line_breaks_and_tabs_in_tag_values_are_written_as_two_characters() {
+        String line = Point.measurement("m").tag("g", "a\nb\tc").field("f", true).timeNs(1).toLine();
+        assertEquals("m,g=a\\nb\\tc f=true 1", line);
         assertFalse(line.contains("\n"));
     }
 
     @Test
-    void line_breaks_and_tabs_in_tag_values_become_spaces() {
-        String line = Point.measurement("m").tag("g", "a\nb\tc").field("f", true).timeNs(1).toLine();
-        assertEquals("m,g=a\\ b\\ c f=true 1", line);
-    }
-
-    @Test
     void empty_and_null_tags_are_omitted_but_empty_string_fields_are_kept() {
-        String line = Point.measurement("m").tag("a", "").tag("b", null).tag("c", "\\")
+        String line = Point.measurement("m").tag("a", "").tag("b", null)
                 .field("d", "").field("e", (String) null).field("n", (Long) null).timeNs(7).toLine();
         assertEquals("m d=\"\" 7", line);
     }
 
     @Test
-    void a_trailing_backslash_is_dropped_from_tag_values_because_it_would_escape_the_separator() {
-        String line = Point.measurement("m").tag("path", "C:\\dir\\").tag("z", "x").field("f", 1L).timeNs(1).toLine();
-        assertEquals("m,path=C:\\dir,z=x f=1i 1", line);
+    void a_trailing_backslash_in_a_tag_value_becomes_u29f5_because_it_would_escape_the_separator() {
+        String line = Point.measurement("m").tag("path", "C:\\dir\\").tag("z", "x").tag("c", "\\")
+                .field("f", 1L).timeNs(1).toLine();
+        assertEquals("m,c=\u29f5,path=C:\\dir\u29f5,z=x f=1i 1", line);
+    }
+
+    @Test
+    void empty_keys_are_refused() {
+        assertThrows(IllegalArgumentException.class, () -> Point.measurement("m").tag("", "v"));
+        assertThrows(IllegalArgumentException.class, () -> Point.measurement("m").field("", 1L));
+        assertThrows(IllegalArgumentException.class, () -> Point.measurement("m").field("", (String) null));
     }
 
     @Test
@@ -80,10 +96,33 @@ class PointTest {
     }
 
     @Test
-    void every_other_control_character_becomes_a_space_in_tags_and_string_fields() {
+    void other_control_characters_are_kept_in_tags_and_every_one_in_string_fields() {
         String line = Point.measurement("m").tag("t", "a\fb\u0000c\u007fd").field("d", "x\fy\u001bz\tw")
                 .timeNs(1).toLine();
-        assertEquals("m,t=a\\ b\\ c\\ d d=\"x y z\\\\tw\" 1", line);
+        assertEquals("m,t=a\\fb\u0000c\u007fd d=\"x\fy\u001bz\tw\" 1", line);
+    }
+
+    @Test
+    void floats_are_the_shortest_decimal_that_reads_back_in_pythons_repr_form() {
+        Random random = new Random(7);
+        for (int round = 0; round < 20000; round++) {
+            double d = round % 2 == 0 ? Double.longBitsToDouble(random.nextLong())
+                    : random.nextDouble() * Math.pow(10, random.nextInt(40) - 20);
+            if (Double.isNaN(d) || Double.isInfinite(d)) {
+                continue;
+            }
+            String text = Point.floatText(d);
+            assertEquals(d, Double.parseDouble(text), text);
+            // that it is the shortest is checked against Python's repr (tests/test_lineprotocol.py)
+        }
+        assertEquals("1e+16", Point.floatText(1e16));
+        assertEquals("1000000000000000.0", Point.floatText(1e15));
+        assertEquals("0.0001", Point.floatText(1e-4));
+        assertEquals("1e-05", Point.floatText(1e-5));
+        assertEquals("1e+23", Point.floatText(1e23));
+        assertEquals("0.002", Point.floatText(0.002));
+        assertEquals("-0.0", Point.floatText(-0.0));
+        assertEquals("5e-324", Point.floatText(Double.MIN_VALUE));
     }
 
     @Test
@@ -99,12 +138,25 @@ class PointTest {
             assertEquals("sparkscope_job", read.measurement, line);
             assertEquals(1000L + round, read.time, line);
             assertEquals("app-1", read.tags.get("applicationid"), line);
-            String expectedTag = Point.sanitizeTagValue(tag);
-            assertEquals(expectedTag.isEmpty() ? null : expectedTag, read.tags.get("job_group"), line);
-            assertEquals(text.replace("\n", "\\n").replace("\t", "\\t").replaceAll("[\\x00-\\x1f\\x7f]", " "),
-                    read.fields.get("description"), line);
+            assertEquals(tag.isEmpty() ? null : tagAsStored(tag), read.tags.get("job_group"), line);
+            assertEquals(text, read.fields.get("description"), line);
             assertEquals("12i", read.fields.get("duration_ms"), line);
         }
+    }
+
+    /** What the rule says a tag value becomes, and nothing else. */
+    private static String tagAsStored(String value) {
+        String s = value.replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r").replace("\f", "\\f")
+                .replace("\u000b", "\\v");
+        int end = s.length();
+        while (end > 0 && s.charAt(end - 1) == '\\') {
+            end--;
+        }
+        StringBuilder sb = new StringBuilder(s.substring(0, end));
+        for (int i = end; i < s.length(); i++) {
+            sb.append('\u29f5');
+        }
+        return sb.toString();
     }
 
     private static String randomString(Random random, String alphabet) {
