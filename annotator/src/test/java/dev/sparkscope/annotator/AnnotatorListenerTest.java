@@ -1,5 +1,25 @@
 package dev.sparkscope.annotator;
 
+import dev.sparkscope.annotator.core.FakeInflux;
+import dev.sparkscope.annotator.core.InfluxLineReader;
+import dev.sparkscope.annotator.events.TaskOutcome;
+import dev.sparkscope.annotator.memory.ExecutorPeaks;
+import dev.sparkscope.annotator.memory.TaskTimeTotals;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -200,7 +220,7 @@ class AnnotatorListenerTest {
         conf.put("spark.sparkscope.influx.ulr", "http://x:1");
         conf.put("spark.sparkscope.queueCapacity", "10");
         conf.put("spark.sparkscope.runningPoints", "true");
-        List<String> w = AnnotatorConfig.unknownKeys(conf.keySet());
+        List<String> w = AnnotatorListener.KNOWN_KEYS.unknownKeys(conf.keySet());
         assertEquals(2, w.size(), w.toString());
         assertTrue(w.stream().anyMatch(s -> s.contains("spark.sparkscope.influx.ulr")
                 && s.contains("did you mean spark.sparkscope.influx.url?")), w.toString());
