@@ -4,12 +4,12 @@ import dev.sparkscope.annotator.container.ContainerSampler;
 import dev.sparkscope.annotator.core.AnnotatorLog;
 import dev.sparkscope.annotator.core.ApplicationIdTag;
 import dev.sparkscope.annotator.core.ConfigKeys;
-import dev.sparkscope.annotator.core.HttpLineSender;
 import dev.sparkscope.annotator.core.InfluxWriter;
 import dev.sparkscope.annotator.core.JobProperties;
 import dev.sparkscope.annotator.core.RateLimitedWarning;
 import dev.sparkscope.annotator.core.ScalaOption;
 import dev.sparkscope.annotator.core.ScalaSeq;
+import dev.sparkscope.annotator.core.SharedWriter;
 import dev.sparkscope.annotator.core.SinkConfig;
 import dev.sparkscope.annotator.events.AnnotationRecorder;
 import dev.sparkscope.annotator.events.EventsConfig;
@@ -32,6 +32,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Properties;
 import java.util.Set;
+import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Supplier;
 
@@ -82,14 +83,14 @@ public class AnnotatorListener extends SparkFirehoseListener {
     /** Everything the listener needs once started; null when the listener is off. */
     private static final class Running {
         final ListenerConfig config;
-        final InfluxWriter writer;
+        final SharedWriter.Handle writer;
         final AnnotationRecorder recorder;
         final SqlExecutionEvents sql;
         final StreamingEvents streaming;
         final ExecutorPeakEvents peaks;
         final TaskTimeTotals taskTime;
 
-        Running(ListenerConfig config, InfluxWriter writer, AnnotationRecorder recorder, SqlExecutionEvents sql,
+        Running(ListenerConfig config, SharedWriter.Handle writer, AnnotationRecorder recorder, SqlExecutionEvents sql,
                 StreamingEvents streaming, ExecutorPeakEvents peaks, TaskTimeTotals taskTime) {
             this.config = config;
             this.writer = writer;
@@ -111,6 +112,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
 
     private final Running running;
     private final Function<String, String> conf;
+    private final Consumer<String> startWarn;
     private final RateLimitedWarning eventFailure =
             new RateLimitedWarning(AnnotatorLog::warn, 60_000, System::currentTimeMillis);
     private final Set<Class<?>> brokenEventTypes = Collections.synchronizedSet(new HashSet<>());
@@ -133,7 +135,13 @@ public class AnnotatorListener extends SparkFirehoseListener {
 
     /** For tests: settings from any key-to-value lookup (null when unset) and the keys that are set. */
     AnnotatorListener(Function<String, String> conf, Supplier<Collection<String>> keys) {
+        this(conf, keys, AnnotatorLog::warn);
+    }
+
+    /** warn: where the start's warnings go (the log; tests read them). */
+    AnnotatorListener(Function<String, String> conf, Supplier<Collection<String>> keys, Consumer<String> warn) {
         this.conf = conf;
+        this.startWarn = warn;
         this.running = start(conf, keys);
     }
 
@@ -151,7 +159,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
         ListenerConfig config;
         try {
             for (String warning : KNOWN_KEYS.unknownKeys(keys.get())) {
-                AnnotatorLog.warn(warning);
+                startWarn.accept(warning);
             }
         } catch (Throwable t) {
             rethrowIfFatal(t);
@@ -159,12 +167,12 @@ public class AnnotatorListener extends SparkFirehoseListener {
         try {
             config = ListenerConfig.parse(lookup);
         } catch (IllegalArgumentException e) {
-            AnnotatorLog.warn("sparkscope annotator is off for this application: " + e.getMessage()
+            startWarn.accept("sparkscope annotator is off for this application: " + e.getMessage()
                     + ". Fix the setting(s) above (see the annotator README); Spark runs normally meanwhile.");
             return null;
         } catch (Throwable t) {
             rethrowIfFatal(t);
-            AnnotatorLog.warn("sparkscope annotator is off for this application: could not read its settings: " + t);
+            startWarn.accept("sparkscope annotator is off for this application: could not read its settings: " + t);
             return null;
         }
         if (!config.enabled) {
@@ -173,13 +181,12 @@ public class AnnotatorListener extends SparkFirehoseListener {
         }
         try {
             applicationId = ApplicationIdTag.resolve(lookup);
-            HttpLineSender sender = new HttpLineSender(config.sink.writeUrl(), config.sink.authorizationHeader());
-            InfluxWriter writer = new InfluxWriter(sender, InfluxWriter.Settings.from(config.sink),
-                    AnnotatorLog::warn, AnnotatorLog::info);
+            // Shared with the container sampler in this JVM (one queue, one thread); the log
+            // still names the listener for its own lines.
+            SharedWriter.Handle writer = SharedWriter.open(config.sink, "sparkscope annotator", "annotation line");
             AnnotationRecorder recorder = new AnnotationRecorder(writer::enqueue, this::applicationId,
                     config.events.runningPoints, config.events.straggler, config.events.maxTrackedStages, AnnotatorLog::warn);
             SqlExecutionEvents sql = new SqlExecutionEvents(AnnotatorLog::warn);
-            writer.start();
             AnnotatorLog.info("sparkscope annotator: writing annotations of application "
                     + (applicationId == null ? "(id not known yet)" : applicationId) + " to "
                     + InfluxWriter.redact(config.sink.influxUrl) + ", database " + config.sink.database);
@@ -192,7 +199,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
                     new TaskTimeTotals(writer::enqueue, this::applicationId));
         } catch (Throwable t) {
             rethrowIfFatal(t);
-            AnnotatorLog.warn("sparkscope annotator is off for this application: could not start: " + t);
+            startWarn.accept("sparkscope annotator is off for this application: could not start: " + t);
             return null;
         }
     }
@@ -385,7 +392,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
             r.applicationEnded(e.time(), exitCode(e));
         } finally {
             stopped = true;
-            running.writer.shutdown(running.config.sink.shutdownTimeoutMs);
+            running.writer.close(running.config.sink.shutdownTimeoutMs);
         }
     }
 

@@ -20,6 +20,9 @@ import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
 
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -234,6 +237,19 @@ class AnnotatorListenerTest {
         assertFalse(listener.isActive());
         listener.onEvent(new SparkListenerApplicationEnd(10));
         listener.onEvent(null);
+    }
+
+    @Test
+    void a_bad_straggler_ratio_turns_the_listener_off_with_one_warning_naming_the_key() {
+        conf.put("spark.sparkscope.straggler.ratio", "0.5");
+        List<String> warnings = new ArrayList<>();
+        AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet, warnings::add);
+        assertFalse(listener.isActive());
+        assertEquals(1, warnings.size(), warnings.toString());
+        assertTrue(warnings.get(0).contains("spark.sparkscope.straggler.ratio=0.5"), warnings.get(0));
+        // The plugins' own settings are keys the listener knows: no typo warning for them.
+        assertTrue(AnnotatorListener.KNOWN_KEYS.unknownKeys(java.util.Arrays.asList(
+                "spark.sparkscope.container.periodSeconds", "spark.sparkscope.profiler.continuous")).isEmpty());
     }
 
     @Test

@@ -3,8 +3,7 @@ package dev.sparkscope.annotator.container;
 import dev.sparkscope.annotator.core.AnnotatorLog;
 import dev.sparkscope.annotator.core.ApplicationIdTag;
 import dev.sparkscope.annotator.core.ConfigKeys;
-import dev.sparkscope.annotator.core.HttpLineSender;
-import dev.sparkscope.annotator.core.InfluxWriter;
+import dev.sparkscope.annotator.core.SharedWriter;
 import dev.sparkscope.annotator.core.SinkConfig;
 
 import java.nio.file.Path;
@@ -26,7 +25,7 @@ public final class ContainerSampler implements Runnable {
     public static final List<String> KEYS = Collections.singletonList(PERIOD_S);
 
     private final CgroupMemory cgroup;
-    private final InfluxWriter writer;
+    private final SharedWriter.Handle writer;
     private final SinkConfig config;
     private final String appId;
     private final String executorId;
@@ -34,7 +33,7 @@ public final class ContainerSampler implements Runnable {
     private volatile boolean stopping;
     private Thread thread;
 
-    ContainerSampler(CgroupMemory cgroup, InfluxWriter writer, SinkConfig config, String appId,
+    ContainerSampler(CgroupMemory cgroup, SharedWriter.Handle writer, SinkConfig config, String appId,
                      String executorId, long periodMs) {
         this.cgroup = cgroup;
         this.writer = writer;
@@ -64,13 +63,10 @@ public final class ContainerSampler implements Runnable {
                 return null;
             }
             SinkConfig config = SinkConfig.parse(conf);
-            // Its own words in the log: beside the listener's writer in the driver, a reader
-            // must tell whose points could not be written.
-            InfluxWriter writer = new InfluxWriter(
-                    new HttpLineSender(config.writeUrl(), config.authorizationHeader()),
-                    InfluxWriter.Settings.from(config), m -> AnnotatorLog.warn(relabel(m)),
-                    m -> AnnotatorLog.info(relabel(m)));
-            writer.start();
+            // Its own words in the log: beside the listener in the driver (the same writer),
+            // a reader must tell whose points could not be written.
+            SharedWriter.Handle writer = SharedWriter.open(config, "sparkscope container memory",
+                    "container sample");
             String appId = ApplicationIdTag.resolve(conf);
             ContainerSampler s = new ContainerSampler(cgroup, writer, config, appId != null ? appId : sparkAppId,
                     executorId, periodS * 1000L);
@@ -85,11 +81,6 @@ public final class ContainerSampler implements Runnable {
             AnnotatorLog.warn("sparkscope container memory is off on " + executorId + ": could not start: " + t);
         }
         return null;
-    }
-
-    static String relabel(String message) {
-        return message.replace("sparkscope annotator:", "sparkscope container memory:")
-                .replace("annotation line", "container sample");
     }
 
     static long periodSeconds(String text) {
@@ -145,6 +136,6 @@ public final class ContainerSampler implements Runnable {
                 Thread.currentThread().interrupt();
             }
         }
-        writer.shutdown(config.shutdownTimeoutMs);
+        writer.close(config.shutdownTimeoutMs);
     }
 }

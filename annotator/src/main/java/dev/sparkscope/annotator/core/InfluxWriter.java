@@ -6,7 +6,10 @@ import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -22,6 +25,11 @@ import java.util.regex.Pattern;
  * daemon thread batches, POSTs and retries. InfluxDB being down, slow or
  * answering errors costs lines, never Spark's time. Lines dropped while the
  * application runs are reported as they happen, at most once a minute.
+ *
+ * <p>One writer serves every part of the jar in a JVM (see SharedWriter):
+ * each part writes through its own {@link Source}, which counts its lines
+ * and words its warnings in its own name, so a reader of the log can tell
+ * whose points were lost even though they travel in the same batches.
  */
 public final class InfluxWriter {
 
@@ -54,17 +62,75 @@ public final class InfluxWriter {
 
     private static final long SHUTDOWN_BACKOFF_MS = 250;
 
+    /**
+     * One part's use of the writer: its name in the log ("sparkscope container
+     * memory"), what its lines are called ("container sample"), its counts and
+     * its own rate limits, so that one part's failures never silence another's.
+     */
+    public final class Source {
+        private final String label;
+        private final String unit;
+        private final RateLimitedWarning failureWarning;
+        private final RateLimitedWarning dropWarning;
+        private final AtomicLong accepted = new AtomicLong();
+        private final AtomicLong droppedQueueFull = new AtomicLong();
+        private final AtomicLong written = new AtomicLong();
+        private final AtomicLong linesGivenUp = new AtomicLong();
+        private final AtomicLong discardedAtShutdown = new AtomicLong();
+        private long droppedReported;
+
+        Source(String label, String unit) {
+            this.label = label;
+            this.unit = unit;
+            this.failureWarning = new RateLimitedWarning(warn, settings.warningIntervalMs, System::currentTimeMillis);
+            this.dropWarning = new RateLimitedWarning(warn, settings.warningIntervalMs, System::currentTimeMillis);
+        }
+
+        /** Never blocks. When the queue is full the oldest lines make room and are counted as dropped. */
+        public void enqueue(String line) {
+            InfluxWriter.this.enqueue(this, line);
+        }
+
+        public String label() {
+            return label;
+        }
+
+        long written() {
+            return written.get();
+        }
+
+        long discardedAtShutdown() {
+            return discardedAtShutdown.get();
+        }
+
+        private String lines(long n) {
+            return n + " " + unit + (n == 1 ? "" : "s");
+        }
+    }
+
+    /** A queued line and the part that wrote it. */
+    private static final class Entry {
+        final String line;
+        final Source source;
+
+        Entry(String line, Source source) {
+            this.line = line;
+            this.source = source;
+        }
+    }
+
     private final HttpLineSender sender;
     private final Settings settings;
     private final String endpoint;
     private final Consumer<String> warn;
     private final Consumer<String> info;
-    private final RateLimitedWarning failureWarning;
-    private final LinkedBlockingQueue<String> queue = new LinkedBlockingQueue<>();
+    private final LinkedBlockingQueue<Entry> queue = new LinkedBlockingQueue<>();
+    /** Every part that ever wrote here, in the order they came: each gets its own summary at the end. */
+    private final List<Source> sources = new CopyOnWriteArrayList<>();
+    /** The lines of enqueue(String): the constructor's caller, when one part alone writes here. */
+    private final Source defaultSource;
     /** Approximate memory held by the queue: see {@link #cost}. */
     private final AtomicLong queuedBytes = new AtomicLong();
-    private final RateLimitedWarning dropWarning;
-    private long droppedReported;
     private final Thread thread;
 
     private final AtomicLong accepted = new AtomicLong();
@@ -82,15 +148,32 @@ public final class InfluxWriter {
     private boolean abandonRest;
 
     public InfluxWriter(HttpLineSender sender, Settings settings, Consumer<String> warn, Consumer<String> info) {
+        this(sender, settings, warn, info, "sparkscope annotator", "annotation line");
+    }
+
+    /** label, unit: how the log names enqueue(String)'s lines (see Source); null for none. */
+    public InfluxWriter(HttpLineSender sender, Settings settings, Consumer<String> warn, Consumer<String> info,
+                        String label, String unit) {
         this.sender = sender;
         this.settings = settings;
         this.endpoint = redact(sender.url().toString());
         this.warn = warn;
         this.info = info;
-        this.failureWarning = new RateLimitedWarning(warn, settings.warningIntervalMs, System::currentTimeMillis);
-        this.dropWarning = new RateLimitedWarning(warn, settings.warningIntervalMs, System::currentTimeMillis);
-        this.thread = new Thread(this::run, "sparkscope-annotator-writer");
+        this.thread = new Thread(this::run, "sparkscope-writer");
         this.thread.setDaemon(true);
+        this.defaultSource = label == null ? null : source(label, unit);
+    }
+
+    /** A new part writing here, named in the log as label (its lines called unit). */
+    public Source source(String label, String unit) {
+        Source s = new Source(label, unit);
+        sources.add(s);
+        return s;
+    }
+
+    /** The endpoint, credentials hidden: for the parts' own log lines. */
+    public String endpoint() {
+        return endpoint;
     }
 
     public void start() {
@@ -99,26 +182,34 @@ public final class InfluxWriter {
 
     /** Never blocks. When the queue is full the oldest lines make room and are counted as dropped. */
     public void enqueue(String line) {
+        enqueue(defaultSource, line);
+    }
+
+    private void enqueue(Source source, String line) {
         if (stopping) {
             discardedAtShutdown.incrementAndGet();
+            source.discardedAtShutdown.incrementAndGet();
             return;
         }
         accepted.incrementAndGet();
+        source.accepted.incrementAndGet();
         long cost = cost(line);
         if (cost > settings.queueMaxBytes) {
             droppedQueueFull.incrementAndGet();
+            source.droppedQueueFull.incrementAndGet();
             return;
         }
-        queue.offer(line);
+        queue.offer(new Entry(line, source));
         // Only the writer thread takes lines out besides this loop, so it ends quickly.
         while (queuedBytes.addAndGet(cost) > settings.queueMaxBytes) {
-            String oldest = queue.poll();
+            Entry oldest = queue.poll();
             cost = 0;
             if (oldest == null) {
                 break;
             }
-            queuedBytes.addAndGet(-cost(oldest));
+            queuedBytes.addAndGet(-cost(oldest.line));
             droppedQueueFull.incrementAndGet();
+            oldest.source.droppedQueueFull.incrementAndGet();
         }
     }
 
@@ -127,11 +218,11 @@ public final class InfluxWriter {
         return 2L * line.length() + 64;
     }
 
-    private String take(String line) {
-        if (line != null) {
-            queuedBytes.addAndGet(-cost(line));
+    private Entry take(Entry entry) {
+        if (entry != null) {
+            queuedBytes.addAndGet(-cost(entry.line));
         }
-        return line;
+        return entry;
     }
 
     long queuedBytes() {
@@ -194,7 +285,11 @@ public final class InfluxWriter {
 
     /** Lines waiting, oldest first (tests). */
     List<String> pending() {
-        return new ArrayList<>(queue);
+        List<String> lines = new ArrayList<>();
+        for (Entry e : queue) {
+            lines.add(e.line);
+        }
+        return lines;
     }
 
     boolean isRunning() {
@@ -202,7 +297,7 @@ public final class InfluxWriter {
     }
 
     private void run() {
-        List<String> batch = new ArrayList<>(Math.min(settings.batchSize, 4096));
+        List<Entry> batch = new ArrayList<>(Math.min(settings.batchSize, 4096));
         while (true) {
             if (stopping && (queue.isEmpty() || pastDeadline() || abandonRest)) {
                 break;
@@ -210,7 +305,7 @@ public final class InfluxWriter {
             Thread.interrupted(); // a stale interrupt must not break the next wait or request
             try {
                 reportDrops();
-                String first = take(stopping ? queue.poll()
+                Entry first = take(stopping ? queue.poll()
                         : queue.poll(settings.flushIntervalMs, TimeUnit.MILLISECONDS));
                 if (first == null) {
                     continue;
@@ -221,13 +316,18 @@ public final class InfluxWriter {
             } catch (InterruptedException e) {
                 // shutdown() woke the first poll (batch still empty): the loop re-checks the stop flag
             } catch (Throwable t) {
+                linesGivenUp.addAndGet(batch.size());
+                for (Map.Entry<Source, Integer> e : bySource(batch).entrySet()) {
+                    Source s = e.getKey();
+                    s.linesGivenUp.addAndGet(e.getValue());
+                    if (!(t instanceof VirtualMachineError)) {
+                        s.failureWarning.warn(() -> s.label + ": unexpected error in the InfluxDB writer, "
+                                + s.lines(e.getValue()) + " lost: " + t);
+                    }
+                }
                 if (t instanceof VirtualMachineError) {
-                    linesGivenUp.addAndGet(batch.size());
                     throw (VirtualMachineError) t;
                 }
-                failureWarning.warn(() -> "sparkscope annotator: unexpected error in the InfluxDB writer, "
-                        + batch.size() + " annotation lines lost: " + t);
-                linesGivenUp.addAndGet(batch.size());
             } finally {
                 batch.clear();
             }
@@ -236,27 +336,39 @@ public final class InfluxWriter {
     }
 
     private void discardQueued() {
-        String line;
-        while ((line = take(queue.poll())) != null) {
+        Entry e;
+        while ((e = take(queue.poll())) != null) {
             discardedAtShutdown.incrementAndGet();
+            e.source.discardedAtShutdown.incrementAndGet();
         }
+    }
+
+    /** How many lines of the batch each part wrote, in the order the parts first appear. */
+    private static Map<Source, Integer> bySource(List<Entry> batch) {
+        Map<Source, Integer> counts = new LinkedHashMap<>();
+        for (Entry e : batch) {
+            counts.merge(e.source, 1, Integer::sum);
+        }
+        return counts;
     }
 
     /** Lines dropped from the full queue since the last report: logged now, at most once a minute. */
     private void reportDrops() {
-        long dropped = droppedQueueFull.get();
-        if (dropped > droppedReported && !stopping) {
-            boolean logged = dropWarning.warn(() -> "sparkscope annotator: " + (dropped - droppedReported)
-                    + " annotation lines dropped because the queue was full (" + SinkConfig.QUEUE_MAX_BYTES
-                    + "=" + settings.queueMaxBytes + "; is InfluxDB keeping up?); " + dropped + " in all so far");
-            if (logged) {
-                droppedReported = dropped;
+        for (Source s : sources) {
+            long dropped = s.droppedQueueFull.get();
+            if (dropped > s.droppedReported && !stopping) {
+                boolean logged = s.dropWarning.warn(() -> s.label + ": " + s.lines(dropped - s.droppedReported)
+                        + " dropped because the queue was full (" + SinkConfig.QUEUE_MAX_BYTES
+                        + "=" + settings.queueMaxBytes + "; is InfluxDB keeping up?); " + dropped + " in all so far");
+                if (logged) {
+                    s.droppedReported = dropped;
+                }
             }
         }
     }
 
     /** Takes more lines until the batch is full or the first line has waited flushIntervalMs. */
-    private void fillBatch(List<String> batch) {
+    private void fillBatch(List<Entry> batch) {
         long flushAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.flushIntervalMs);
         while (batch.size() < settings.batchSize) {
             int before = batch.size();
@@ -271,7 +383,7 @@ public final class InfluxWriter {
             if (waitNanos <= 0) {
                 return;
             }
-            String next;
+            Entry next;
             try {
                 next = queue.poll(waitNanos, TimeUnit.NANOSECONDS);
             } catch (InterruptedException e) {
@@ -284,11 +396,12 @@ public final class InfluxWriter {
         }
     }
 
-    private void send(List<String> batch) {
+    private void send(List<Entry> batch) {
         StringBuilder sb = new StringBuilder(batch.size() * 160);
-        for (String line : batch) {
-            sb.append(line).append('\n');
+        for (Entry e : batch) {
+            sb.append(e.line).append('\n');
         }
+        Map<Source, Integer> bySource = bySource(batch);
         byte[] body = sb.toString().getBytes(StandardCharsets.UTF_8);
         String lastProblem = "";
         long outageSince = 0;
@@ -323,6 +436,9 @@ public final class InfluxWriter {
                 HttpLineSender.Response response = sender.post(body, connectTimeout, readTimeout);
                 if (response.ok()) {
                     written.addAndGet(batch.size());
+                    for (Map.Entry<Source, Integer> e : bySource.entrySet()) {
+                        e.getKey().written.addAndGet(e.getValue());
+                    }
                     return;
                 }
                 int rejected = rejectedLines(response, batch.size());
@@ -330,9 +446,19 @@ public final class InfluxWriter {
                     // A partial write: InfluxDB and Telegraf keep the good lines of the batch.
                     written.addAndGet(batch.size() - rejected);
                     linesGivenUp.addAndGet(rejected);
-                    failureWarning.warn(() -> "sparkscope annotator: " + rejected + " of " + batch.size()
-                            + " annotation lines were refused by " + endpoint + " (the rest was written): "
-                            + describe(response) + ". Spark is not affected.");
+                    // InfluxDB does not say which lines it refused: each part with lines in the
+                    // batch is told the batch's count, and the refusals are charged in batch order.
+                    int left = rejected;
+                    for (Map.Entry<Source, Integer> e : bySource.entrySet()) {
+                        int lost = Math.min(left, e.getValue());
+                        left -= lost;
+                        Source s = e.getKey();
+                        s.linesGivenUp.addAndGet(lost);
+                        s.written.addAndGet(e.getValue() - lost);
+                        s.failureWarning.warn(() -> s.label + ": " + rejected + " of " + s.lines(batch.size())
+                                + " were refused by " + endpoint + " (the rest was written): "
+                                + describe(response) + ". Spark is not affected.");
+                    }
                     return;
                 }
                 lastProblem = describe(response);
@@ -355,14 +481,17 @@ public final class InfluxWriter {
                 }
                 reportDrops();
                 String problem = lastProblem;
-                failureWarning.warn(() -> "sparkscope annotator: " + endpoint + " " + problem + "; holding "
-                        + batch.size() + " annotation lines and the queue (" + SinkConfig.QUEUE_MAX_BYTES
-                        + "=" + settings.queueMaxBytes + ") and trying again for up to "
-                        + (settings.outageWaitMs / 1000) + " s (" + SinkConfig.OUTAGE_WAIT_MS
-                        + "). Spark is not affected.");
+                for (Map.Entry<Source, Integer> part : bySource.entrySet()) {
+                    Source s = part.getKey();
+                    s.failureWarning.warn(() -> s.label + ": " + endpoint + " " + problem + "; holding "
+                            + s.lines(part.getValue()) + " and the queue (" + SinkConfig.QUEUE_MAX_BYTES
+                            + "=" + settings.queueMaxBytes + ") and trying again for up to "
+                            + (settings.outageWaitMs / 1000) + " s (" + SinkConfig.OUTAGE_WAIT_MS
+                            + "). Spark is not affected.");
+                }
             }
         }
-        giveUp(batch.size(), lastProblem);
+        giveUp(bySource, lastProblem);
     }
 
     private static final Pattern DROPPED = Pattern.compile("dropped=(\\d+)");
@@ -390,34 +519,42 @@ public final class InfluxWriter {
         return Math.min(1, batchSize);
     }
 
-    private void giveUp(int lines, String problem) {
+    private void giveUp(Map<Source, Integer> bySource, String problem) {
         if (stopping) {
             // InfluxDB failed while Spark is stopping: do not make Spark wait on the rest.
             abandonRest = true;
         }
         batchesGivenUp.incrementAndGet();
-        linesGivenUp.addAndGet(lines);
-        failureWarning.warn(() -> "sparkscope annotator: could not write " + lines + " annotation line"
-                + (lines == 1 ? "" : "s") + " to InfluxDB at " + endpoint + ": " + problem
-                + ". Spark is not affected. So far " + batchesGivenUp.get() + " batch(es) ("
-                + linesGivenUp.get() + " lines) given up, " + droppedQueueFull.get()
-                + " lines dropped from the full queue; next warning in "
-                + (settings.warningIntervalMs / 1000) + " s at the earliest.");
+        for (Map.Entry<Source, Integer> e : bySource.entrySet()) {
+            Source s = e.getKey();
+            int lines = e.getValue();
+            linesGivenUp.addAndGet(lines);
+            s.linesGivenUp.addAndGet(lines);
+            s.failureWarning.warn(() -> s.label + ": could not write " + s.lines(lines)
+                    + " to InfluxDB at " + endpoint + ": " + problem
+                    + ". Spark is not affected. So far " + batchesGivenUp.get() + " batch(es) ("
+                    + s.linesGivenUp.get() + " of its lines) given up, " + s.droppedQueueFull.get()
+                    + " lines dropped from the full queue; next warning in "
+                    + (settings.warningIntervalMs / 1000) + " s at the earliest.");
+        }
     }
 
+    /** One line per part that wrote here: each reader of the log looks for its own. */
     private void logSummary(boolean finished, long timeoutMs) {
-        long lost = linesGivenUp.get() + droppedQueueFull.get() + discardedAtShutdown.get();
-        String counts = written.get() + " annotation lines written to " + endpoint + ", "
-                + linesGivenUp.get() + " given up after failed writes, "
-                + droppedQueueFull.get() + " dropped from the full queue, "
-                + discardedAtShutdown.get() + " not sent at shutdown";
-        if (!finished) {
-            warn.accept("sparkscope annotator: stopped waiting for InfluxDB after " + timeoutMs
-                    + " ms (" + SinkConfig.SHUTDOWN_TIMEOUT_MS + "): " + counts + ".");
-        } else if (lost > 0) {
-            warn.accept("sparkscope annotator: stopped: " + counts + ".");
-        } else {
-            info.accept("sparkscope annotator: stopped: " + counts + ".");
+        for (Source s : sources) {
+            long lost = s.linesGivenUp.get() + s.droppedQueueFull.get() + s.discardedAtShutdown.get();
+            String counts = s.lines(s.written.get()) + " written to " + endpoint + ", "
+                    + s.linesGivenUp.get() + " given up after failed writes, "
+                    + s.droppedQueueFull.get() + " dropped from the full queue, "
+                    + s.discardedAtShutdown.get() + " not sent at shutdown";
+            if (!finished) {
+                warn.accept(s.label + ": stopped waiting for InfluxDB after " + timeoutMs
+                        + " ms (" + SinkConfig.SHUTDOWN_TIMEOUT_MS + "): " + counts + ".");
+            } else if (lost > 0) {
+                warn.accept(s.label + ": stopped: " + counts + ".");
+            } else {
+                info.accept(s.label + ": stopped: " + counts + ".");
+            }
         }
     }
 

@@ -1,7 +1,7 @@
 /**
  * The shared core every product of the jar writes through: points and their
- * escaping, the writer and its HTTP sender, the sink's settings
- * and the registry of every known key, logging, and the small helpers (text,
+ * escaping, the one writer per JVM (SharedWriter) and its HTTP sender, the
+ * sink's settings and the registry of every known key, logging, and the small helpers (text,
  * stamps, status words, Scala interop). Depends on no product package.
  *
  * <p>Internal: no compatibility promise. Only the three entry points in

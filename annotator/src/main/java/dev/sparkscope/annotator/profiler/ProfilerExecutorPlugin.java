@@ -2,8 +2,7 @@ package dev.sparkscope.annotator.profiler;
 
 import dev.sparkscope.annotator.core.AnnotatorLog;
 import dev.sparkscope.annotator.core.ApplicationIdTag;
-import dev.sparkscope.annotator.core.HttpLineSender;
-import dev.sparkscope.annotator.core.InfluxWriter;
+import dev.sparkscope.annotator.core.SharedWriter;
 import dev.sparkscope.annotator.core.SinkConfig;
 
 import org.apache.spark.api.plugin.ExecutorPlugin;
@@ -31,7 +30,7 @@ public final class ProfilerExecutorPlugin implements ExecutorPlugin {
     private volatile boolean currentIsContinuous;
     private PluginContext ctx;
     private ProfilerSettings settings;
-    private InfluxWriter writer;
+    private SharedWriter.Handle writer;
     private SinkConfig config;
     private String appId;
     private String executorId;
@@ -43,13 +42,13 @@ public final class ProfilerExecutorPlugin implements ExecutorPlugin {
         try {
             this.ctx = ctx;
             Function<String, String> conf = key -> ctx.conf().get(key, null);
-            settings = ProfilerSettings.parse(conf);
-            config = SinkConfig.parse(conf);
+            Setup setup = Setup.read(conf);
+            settings = setup.settings;
+            config = setup.sink;
             appId = ApplicationIdTag.resolve(conf);
             executorId = ctx.executorID();
-            writer = new InfluxWriter(new HttpLineSender(config.writeUrl(), config.authorizationHeader()),
-                    InfluxWriter.Settings.from(config), AnnotatorLog::warn, AnnotatorLog::info);
-            writer.start();
+            // Shared with the container sampler on this executor, if it runs.
+            writer = SharedWriter.open(config, "sparkscope profiler", "profile line");
             profiler = daemon(this::profileLoop, "sparkscope-profiler");
             if (settings.control) {
                 poller = daemon(this::pollLoop, "sparkscope-profiler-poll");
@@ -59,6 +58,26 @@ public final class ProfilerExecutorPlugin implements ExecutorPlugin {
                     + ": " + e.getMessage() + ". Fix the setting (annotator README); the executor runs normally.");
         } catch (Throwable t) {
             AnnotatorLog.warn("sparkscope profiler is off on this executor: could not start: " + t);
+        }
+    }
+
+    /** What an executor's profiler reads before it starts. */
+    static final class Setup {
+        final ProfilerSettings settings;
+        final SinkConfig sink;
+
+        private Setup(ProfilerSettings settings, SinkConfig sink) {
+            this.settings = settings;
+            this.sink = sink;
+        }
+
+        /**
+         * The profiler's keys and the sink's, nothing else: another product's bad
+         * setting (the listener's straggler ratio, say) leaves the profiler running.
+         * Throws, naming the key, when one of these is bad.
+         */
+        static Setup read(Function<String, String> conf) {
+            return new Setup(ProfilerSettings.parse(conf), SinkConfig.parse(conf));
         }
     }
 
@@ -209,7 +228,7 @@ public final class ProfilerExecutorPlugin implements ExecutorPlugin {
             Thread.currentThread().interrupt();
         }
         if (writer != null) {
-            writer.shutdown(config.shutdownTimeoutMs);
+            writer.close(config.shutdownTimeoutMs);
         }
     }
 }
