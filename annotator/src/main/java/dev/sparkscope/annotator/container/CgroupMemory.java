@@ -1,6 +1,7 @@
 package dev.sparkscope.annotator.container;
 
 import dev.sparkscope.annotator.core.Point;
+import dev.sparkscope.annotator.core.Schema;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -45,31 +46,31 @@ final class CgroupMemory {
 
         Point point(String applicationId, String executorId, long timeMs) {
             Point p = Point.measurement(MEASUREMENT)
-                    .tag("applicationid", applicationId)
-                    .tag("executorid", executorId)
-                    .field("cgroup_version", (long) version)
-                    .field("usage_bytes", usageBytes)
-                    .field("working_set_bytes", workingSetBytes)
-                    .field("anon_bytes", anonBytes)
-                    .field("file_bytes", fileBytes)
+                    .tag(Schema.APPLICATION, applicationId)
+                    .tag(Schema.EXECUTOR, executorId)
+                    .field(Schema.Container.CGROUP_VERSION, (long) version)
+                    .field(Schema.Container.USAGE_BYTES, usageBytes)
+                    .field(Schema.Container.WORKING_SET_BYTES, workingSetBytes)
+                    .field(Schema.Container.ANON_BYTES, anonBytes)
+                    .field(Schema.Container.FILE_BYTES, fileBytes)
                     .timeMs(timeMs);
             if (limitBytes >= 0) {
-                p.field("limit_bytes", limitBytes);
+                p.field(Schema.Container.LIMIT_BYTES, limitBytes);
             }
             if (limitHits >= 0) {
-                p.field("limit_hits", limitHits);
+                p.field(Schema.Container.LIMIT_HITS, limitHits);
             }
             if (oomKills >= 0) {
-                p.field("oom_kills", oomKills);
+                p.field(Schema.Container.OOM_KILLS, oomKills);
             }
             if (pressureSomeAvg10 >= 0) {
-                p.field("pressure_some_avg10", pressureSomeAvg10);
+                p.field(Schema.Container.PRESSURE_SOME_AVG10, pressureSomeAvg10);
             }
             return p;
         }
     }
 
-    static final String MEASUREMENT = "sparkscope_container";
+    static final String MEASUREMENT = Schema.Container.NAME;
 
     private final int version;
     private final Path dir;

@@ -3,6 +3,7 @@ package dev.sparkscope.annotator.events;
 import dev.sparkscope.annotator.core.BoundedMap;
 import dev.sparkscope.annotator.core.DurationText;
 import dev.sparkscope.annotator.core.Point;
+import dev.sparkscope.annotator.core.Schema;
 import static dev.sparkscope.annotator.core.Stamps.stamp;
 import static dev.sparkscope.annotator.core.Status.CANCELLED;
 import static dev.sparkscope.annotator.core.Status.FAILED;
@@ -43,11 +44,11 @@ import java.util.regex.Pattern;
  */
 public final class AnnotationRecorder {
 
-    static final String APPLICATION = "sparkscope_application";
-    static final String QUERY = "sparkscope_query";
-    static final String JOB = "sparkscope_job";
-    static final String STAGE = "sparkscope_stage";
-    static final String EXECUTOR = "sparkscope_executor";
+    static final String APPLICATION = Schema.Application.NAME;
+    static final String QUERY = Schema.Query.NAME;
+    static final String JOB = Schema.Job.NAME;
+    static final String STAGE = Schema.Stage.NAME;
+    static final String EXECUTOR = Schema.Executor.NAME;
     static final int MAX_OPEN_JOBS = 2000;
     static final int MAX_OPEN_QUERIES = 2000;
     /** Stage id to the open job that submitted it (entries leave with their job). */
@@ -125,10 +126,10 @@ public final class AnnotationRecorder {
         sparkVersion = version;
         if (runningPoints) {
             emit(point(APPLICATION, RUNNING, timeMs, 0)
-                    .field("app_name", name)
-                    .field("spark_user", user)
-                    .field("spark_version", version)
-                    .field("text", "application " + oneLine(name) + " started"));
+                    .field(Schema.Application.APP_NAME, name)
+                    .field(Schema.Application.SPARK_USER, user)
+                    .field(Schema.Application.SPARK_VERSION, version)
+                    .field(Schema.Application.TEXT, "application " + oneLine(name) + " started"));
         }
     }
 
@@ -156,13 +157,13 @@ public final class AnnotationRecorder {
                 + (duration != null ? " after " + DurationText.of(duration) : "")
                 + (exitCode != null && exitCode != 0 ? " with exit code " + exitCode : "");
         emit(point(APPLICATION, FINISHED, start, 0)
-                .field("app_name", appName)
-                .field("spark_user", sparkUser)
-                .field("spark_version", sparkVersion)
-                .field("end_time_ms", timeMs)
-                .field("duration_ms", duration)
-                .field("exit_code", exitCode == null ? null : (long) exitCode)
-                .field("text", text));
+                .field(Schema.Application.APP_NAME, appName)
+                .field(Schema.Application.SPARK_USER, sparkUser)
+                .field(Schema.Application.SPARK_VERSION, sparkVersion)
+                .field(Schema.Application.END_TIME_MS, timeMs)
+                .field(Schema.Application.DURATION_MS, duration)
+                .field(Schema.Application.EXIT_CODE, exitCode == null ? null : (long) exitCode)
+                .field(Schema.Application.TEXT, text));
         stages.clear();
         jobs.clear();
         queries.clear();
@@ -176,8 +177,8 @@ public final class AnnotationRecorder {
         queries.put(executionId, new OpenQuery(timeMs, desc));
         if (runningPoints) {
             emit(point(QUERY, RUNNING, timeMs, executionId)
-                    .field("execution_id", executionId)
-                    .field("text", "query " + executionId + " running: " + oneLine(desc)));
+                    .field(Schema.Query.EXECUTION_ID, executionId)
+                    .field(Schema.Query.TEXT, "query " + executionId + " running: " + oneLine(desc)));
         }
     }
 
@@ -196,12 +197,12 @@ public final class AnnotationRecorder {
                 + (duration != null ? " (" + DurationText.of(duration) + ")" : "")
                 + (failed ? ": " + oneLine(firstLine(error)) : "");
         emit(point(QUERY, status, start, executionId)
-                .field("execution_id", executionId)
-                .field("description", desc)
-                .field("end_time_ms", timeMs)
-                .field("duration_ms", duration)
-                .field("error", failed ? clip(error, MAX_DESCRIPTION) : null)
-                .field("text", text));
+                .field(Schema.Query.EXECUTION_ID, executionId)
+                .field(Schema.Query.DESCRIPTION, desc)
+                .field(Schema.Query.END_TIME_MS, timeMs)
+                .field(Schema.Query.DURATION_MS, duration)
+                .field(Schema.Query.ERROR, failed ? clip(error, MAX_DESCRIPTION) : null)
+                .field(Schema.Query.TEXT, text));
     }
 
     // ---- jobs ----
@@ -233,9 +234,9 @@ public final class AnnotationRecorder {
         }
         if (runningPoints) {
             emit(point(JOB, RUNNING, timeMs, jobId)
-                    .field("job_id", (long) jobId)
-                    .field("execution_id", executionId)
-                    .field("text", jobText(jobId, " running", group, job.name, null, null)));
+                    .field(Schema.Job.JOB_ID, (long) jobId)
+                    .field(Schema.Job.EXECUTION_ID, executionId)
+                    .field(Schema.Job.TEXT, jobText(jobId, " running", group, job.name, null, null)));
         }
     }
 
@@ -253,14 +254,14 @@ public final class AnnotationRecorder {
         String group = j != null ? j.group : null;
         String status = succeeded ? SUCCEEDED : isCancellation(error) ? CANCELLED : FAILED;
         emit(point(JOB, status, start, jobId)
-                .field("job_id", (long) jobId)
-                .field("job_group", group == null ? null : clip(group, MAX_TEXT_PART))
-                .field("description", name)
-                .field("execution_id", j != null ? j.executionId : null)
-                .field("end_time_ms", timeMs)
-                .field("duration_ms", duration)
-                .field("error", succeeded ? null : clip(error, MAX_DESCRIPTION))
-                .field("text", jobText(jobId, succeeded ? "" : " " + status, group, name, duration,
+                .field(Schema.Job.JOB_ID, (long) jobId)
+                .field(Schema.Job.JOB_GROUP, group == null ? null : clip(group, MAX_TEXT_PART))
+                .field(Schema.Job.DESCRIPTION, name)
+                .field(Schema.Job.EXECUTION_ID, j != null ? j.executionId : null)
+                .field(Schema.Job.END_TIME_MS, timeMs)
+                .field(Schema.Job.DURATION_MS, duration)
+                .field(Schema.Job.ERROR, succeeded ? null : clip(error, MAX_DESCRIPTION))
+                .field(Schema.Job.TEXT, jobText(jobId, succeeded ? "" : " " + status, group, name, duration,
                         succeeded ? null : error)));
     }
 
@@ -288,11 +289,11 @@ public final class AnnotationRecorder {
         stages.put(key, s);
         if (runningPoints) {
             emit(point(STAGE, RUNNING, submittedMs, stageOffset(stageId, attempt))
-                    .field("stage_id", (long) stageId)
-                    .field("attempt", (long) attempt)
-                    .field("job_id", s.jobId == null ? null : (long) s.jobId)
-                    .field("num_tasks", (long) numTasks)
-                    .field("text", "stage " + stageId + "." + attempt + " running: " + oneLine(name)
+                    .field(Schema.Stage.STAGE_ID, (long) stageId)
+                    .field(Schema.Stage.ATTEMPT, (long) attempt)
+                    .field(Schema.Stage.JOB_ID, s.jobId == null ? null : (long) s.jobId)
+                    .field(Schema.Stage.NUM_TASKS, (long) numTasks)
+                    .field(Schema.Stage.TEXT, "stage " + stageId + "." + attempt + " running: " + oneLine(name)
                             + " (" + numTasks + " tasks)"));
         }
     }
@@ -356,38 +357,38 @@ public final class AnnotationRecorder {
         }
 
         Point p = point(STAGE, status, start, stageOffset(stageId, attempt))
-                .tag("straggler", Boolean.toString(isStraggler))
-                .field("stage_id", (long) stageId)
-                .field("attempt", (long) attempt)
-                .field("job_id", s.jobId == null ? null : (long) s.jobId)
-                .field("job_description", s.jobName)
-                .field("execution_id", s.executionId)
-                .field("name", oneLine(name))
-                .field("num_tasks", (long) numTasks)
-                .field("failure_reason", failed ? clip(failureReason, MAX_DESCRIPTION) : null)
-                .field("end_time_ms", end)
-                .field("duration_ms", duration)
-                .field("task_count_seen", s.taskCount())
-                .field("task_failed_count", s.failedTaskCount())
-                .field("task_killed_count", s.killedTaskCount())
-                .field("task_resubmitted_count", s.resubmittedTaskCount());
+                .tag(Schema.Stage.STRAGGLER, Boolean.toString(isStraggler))
+                .field(Schema.Stage.STAGE_ID, (long) stageId)
+                .field(Schema.Stage.ATTEMPT, (long) attempt)
+                .field(Schema.Stage.JOB_ID, s.jobId == null ? null : (long) s.jobId)
+                .field(Schema.Stage.JOB_DESCRIPTION, s.jobName)
+                .field(Schema.Stage.EXECUTION_ID, s.executionId)
+                .field(Schema.Stage.NAME_FIELD, oneLine(name))
+                .field(Schema.Stage.NUM_TASKS, (long) numTasks)
+                .field(Schema.Stage.FAILURE_REASON, failed ? clip(failureReason, MAX_DESCRIPTION) : null)
+                .field(Schema.Stage.END_TIME_MS, end)
+                .field(Schema.Stage.DURATION_MS, duration)
+                .field(Schema.Stage.TASK_COUNT_SEEN, s.taskCount())
+                .field(Schema.Stage.TASK_FAILED_COUNT, s.failedTaskCount())
+                .field(Schema.Stage.TASK_KILLED_COUNT, s.killedTaskCount())
+                .field(Schema.Stage.TASK_RESUBMITTED_COUNT, s.resubmittedTaskCount());
         if (slow != null) {
-            p.field("task_max_ms", s.maxMs())
-                    .field("task_p50_ms", s.p50Ms())
-                    .field("task_p75_ms", s.p75Ms())
-                    .field("task_p95_ms", s.p95Ms())
-                    .field("skew_ratio", Math.round(s.skewRatio() * 100) / 100.0)
-                    .field("task_mean_input_bytes", Math.round(s.meanInputBytes()))
-                    .field("task_mean_shuffle_read_bytes", Math.round(s.meanShuffleReadBytes()))
-                    .field("slowest_partition", (long) slow.partition)
-                    .field("slowest_executor", slow.executorId)
-                    .field("slowest_host", slow.host)
-                    .field("slowest_input_bytes", slow.inputBytes)
-                    .field("slowest_shuffle_read_bytes", slow.shuffleReadBytes)
-                    .field("slowest_gc_ms", slow.gcMs)
-                    .field("slowest_fetch_wait_ms", slow.fetchWaitMs);
+            p.field(Schema.Stage.TASK_MAX_MS, s.maxMs())
+                    .field(Schema.Stage.TASK_P50_MS, s.p50Ms())
+                    .field(Schema.Stage.TASK_P75_MS, s.p75Ms())
+                    .field(Schema.Stage.TASK_P95_MS, s.p95Ms())
+                    .field(Schema.Stage.SKEW_RATIO, Math.round(s.skewRatio() * 100) / 100.0)
+                    .field(Schema.Stage.TASK_MEAN_INPUT_BYTES, Math.round(s.meanInputBytes()))
+                    .field(Schema.Stage.TASK_MEAN_SHUFFLE_READ_BYTES, Math.round(s.meanShuffleReadBytes()))
+                    .field(Schema.Stage.SLOWEST_PARTITION, (long) slow.partition)
+                    .field(Schema.Stage.SLOWEST_EXECUTOR, slow.executorId)
+                    .field(Schema.Stage.SLOWEST_HOST, slow.host)
+                    .field(Schema.Stage.SLOWEST_INPUT_BYTES, slow.inputBytes)
+                    .field(Schema.Stage.SLOWEST_SHUFFLE_READ_BYTES, slow.shuffleReadBytes)
+                    .field(Schema.Stage.SLOWEST_GC_MS, slow.gcMs)
+                    .field(Schema.Stage.SLOWEST_FETCH_WAIT_MS, slow.fetchWaitMs);
         }
-        emit(p.field("text", text.toString()));
+        emit(p.field(Schema.Stage.TEXT, text.toString()));
     }
 
     /** Whether the slowest task read much more than the average task: data skew rather than a slow host. */
@@ -428,23 +429,23 @@ public final class AnnotationRecorder {
 
     public void executorAdded(long timeMs, String executorId, String host, int cores) {
         emit(point(EXECUTOR, null, timeMs, executorOffset(executorId))
-                .tag("event", "added")
-                .field("executor_id", executorId)
-                .field("host", host)
-                .field("cores", (long) cores)
-                .field("text", "executor " + oneLine(executorId) + " added on " + oneLine(host)
+                .tag(Schema.Executor.EVENT, "added")
+                .field(Schema.Executor.EXECUTOR_ID, executorId)
+                .field(Schema.Executor.HOST, host)
+                .field(Schema.Executor.CORES, (long) cores)
+                .field(Schema.Executor.TEXT, "executor " + oneLine(executorId) + " added on " + oneLine(host)
                         + " (" + cores + " cores)"));
     }
 
     public void executorRemoved(long timeMs, String executorId, String reason) {
         ExecutorLoss loss = ExecutorLoss.of(reason);
         emit(point(EXECUTOR, null, timeMs, executorOffset(executorId))
-                .tag("event", "removed")
-                .field("executor_id", executorId)
-                .field("reason", clip(reason, MAX_DESCRIPTION))
-                .field("cause", loss.cause)
-                .field("exit_code", loss.exitCode == null ? null : Long.valueOf(loss.exitCode))
-                .field("text", "executor " + oneLine(executorId) + " removed"
+                .tag(Schema.Executor.EVENT, "removed")
+                .field(Schema.Executor.EXECUTOR_ID, executorId)
+                .field(Schema.Executor.REASON, clip(reason, MAX_DESCRIPTION))
+                .field(Schema.Executor.CAUSE, loss.cause)
+                .field(Schema.Executor.EXIT_CODE, loss.exitCode == null ? null : Long.valueOf(loss.exitCode))
+                .field(Schema.Executor.TEXT, "executor " + oneLine(executorId) + " removed"
                         + (reason != null && !reason.isEmpty() ? ": " + oneLine(reason) : "")));
     }
 
@@ -452,8 +453,8 @@ public final class AnnotationRecorder {
 
     private Point point(String measurement, String status, long timeMs, long entityOffset) {
         return Point.measurement(measurement)
-                .tag("applicationid", applicationId.get())
-                .tag("status", status)
+                .tag(Schema.APPLICATION, applicationId.get())
+                .tag(Schema.STATUS, status)
                 .timeNs(stamp(timeMs, entityOffset));
     }
 

@@ -2,6 +2,7 @@ package dev.sparkscope.annotator.memory;
 
 import dev.sparkscope.annotator.core.BoundedMap;
 import dev.sparkscope.annotator.core.Point;
+import dev.sparkscope.annotator.core.Schema;
 import dev.sparkscope.annotator.core.Text;
 
 import java.util.ArrayList;
@@ -42,39 +43,17 @@ import java.util.function.Supplier;
  */
 public final class ExecutorPeaks {
 
-    static final String EXECUTOR_PEAKS = "sparkscope_executor_peaks";
-    static final String STAGE_PEAKS = "sparkscope_stage_peaks";
-    static final String STAGE_EXECUTOR_PEAKS = "sparkscope_stage_executor_peaks";
-    public static final String MEMORY_CONF = "sparkscope_memory_conf";
+    static final String EXECUTOR_PEAKS = Schema.ExecutorPeaks.NAME;
+    static final String STAGE_PEAKS = Schema.StagePeaks.NAME;
+    static final String STAGE_EXECUTOR_PEAKS = Schema.StageExecutorPeaks.NAME;
+    public static final String MEMORY_CONF = Schema.MemoryConf.NAME;
 
     /**
      * The settings that size memory, written once at application start so that
      * advice can be given against what the run had (as set; unset ones are
      * left out and Spark's defaults apply).
      */
-    static final List<String> MEMORY_SETTINGS = Collections.unmodifiableList(Arrays.asList(
-            "spark.master", "spark.executor.memory", "spark.executor.memoryOverhead",
-            "spark.executor.memoryOverheadFactor", "spark.executor.pyspark.memory", "spark.executor.cores",
-            "spark.executor.instances", "spark.driver.memory", "spark.driver.memoryOverhead",
-            "spark.driver.cores", "spark.memory.fraction", "spark.memory.storageFraction",
-            "spark.memory.offHeap.enabled", "spark.memory.offHeap.size", "spark.executor.metrics.pollingInterval",
-            "spark.executor.heartbeatInterval", "spark.dynamicAllocation.enabled", "spark.task.cpus"));
-
-    /**
-     * Spark's ExecutorMetricType names, written as field names unchanged (as
-     * in the REST API). A name this Spark version does not know is skipped.
-     */
-    static final List<String> METRICS = Collections.unmodifiableList(Arrays.asList(
-            "JVMHeapMemory", "JVMOffHeapMemory",
-            "OnHeapExecutionMemory", "OffHeapExecutionMemory",
-            "OnHeapStorageMemory", "OffHeapStorageMemory",
-            "OnHeapUnifiedMemory", "OffHeapUnifiedMemory",
-            "DirectPoolMemory", "MappedPoolMemory",
-            "ProcessTreeJVMVMemory", "ProcessTreeJVMRSSMemory",
-            "ProcessTreePythonVMemory", "ProcessTreePythonRSSMemory",
-            "ProcessTreeOtherVMemory", "ProcessTreeOtherRSSMemory",
-            "MinorGCCount", "MinorGCTime", "MajorGCCount", "MajorGCTime",
-            "TotalGCTime", "ConcurrentGCCount", "ConcurrentGCTime"));
+    static final List<String> MEMORY_SETTINGS = Schema.MEMORY_SETTINGS;
 
     /**
      * Not one of Spark's ExecutorMetricType: the highest
@@ -85,15 +64,22 @@ public final class ExecutorPeaks {
      * a hash aggregation that grows until its task ends peaked at 354 MiB per
      * task while every 2 s poll saw at most 256 MiB (docs/memory.md).
      */
-    static final String TASK_PEAK_EXECUTION = "TaskPeakExecutionMemory";
+    static final String TASK_PEAK_EXECUTION = Schema.ExecutorMetric.TASK_PEAK_EXECUTION_MEMORY;
 
-    /** Every field a peaks array holds: Spark's METRICS, then TASK_PEAK_EXECUTION. */
-    static final List<String> FIELDS;
+    /** Every field a peaks array holds: Spark's METRICS, then TASK_PEAK_EXECUTION (as schema.py lists them). */
+    static final List<String> FIELDS = Schema.EXECUTOR_METRICS;
+
+    /**
+     * Spark's ExecutorMetricType names, written as field names unchanged (as
+     * in the REST API): every field but TASK_PEAK_EXECUTION. A name this Spark
+     * version does not know is skipped.
+     */
+    static final List<String> METRICS;
 
     static {
-        List<String> fields = new ArrayList<>(METRICS);
-        fields.add(TASK_PEAK_EXECUTION);
-        FIELDS = Collections.unmodifiableList(fields);
+        List<String> metrics = new ArrayList<>(FIELDS);
+        metrics.remove(TASK_PEAK_EXECUTION);
+        METRICS = Collections.unmodifiableList(metrics);
     }
 
     static final int TASK_EXECUTION = FIELDS.indexOf(TASK_PEAK_EXECUTION);
@@ -104,9 +90,9 @@ public final class ExecutorPeaks {
     static final int MAX_EXECUTORS = 10_000;
     static final int MAX_STAGES = 1_000;
 
-    private static final int HEAP = METRICS.indexOf("JVMHeapMemory");
-    private static final int EXECUTION = METRICS.indexOf("OnHeapExecutionMemory");
-    private static final int JVM_RSS = METRICS.indexOf("ProcessTreeJVMRSSMemory");
+    private static final int HEAP = METRICS.indexOf(Schema.ExecutorMetric.JVM_HEAP_MEMORY);
+    private static final int EXECUTION = METRICS.indexOf(Schema.ExecutorMetric.ON_HEAP_EXECUTION_MEMORY);
+    private static final int JVM_RSS = METRICS.indexOf(Schema.ExecutorMetric.PROCESS_TREE_JVMRSS_MEMORY);
 
     private static final class StagePeaks {
         final Long executionId;
@@ -137,14 +123,14 @@ public final class ExecutorPeaks {
     void applicationStarted(long timeMs, java.util.function.Function<String, String> conf) {
         Point p = point(MEMORY_CONF, timeMs);
         int set = 0;
-        for (String key : MEMORY_SETTINGS) {
-            String value = conf.apply(key);
+        for (int i = 0; i < MEMORY_SETTINGS.size(); i++) {
+            String value = conf.apply(MEMORY_SETTINGS.get(i));
             if (value != null) {
-                p.field(key, value);
+                p.field(Schema.MEMORY_SETTINGS.get(i), value);
                 set++;
             }
         }
-        p.field("settings_set", (long) set);
+        p.field(Schema.MemoryConf.SETTINGS_SET, (long) set);
         emit(p);
     }
 
@@ -192,21 +178,21 @@ public final class ExecutorPeaks {
                 executionExecutor = e.getKey();
             }
             emit(metrics(point(STAGE_EXECUTOR_PEAKS, timeMs), v)
-                    .field("stage_id", (long) stageId)
-                    .field("attempt", (long) attempt)
-                    .field("executor_id", e.getKey())
-                    .field("execution_id", s.executionId));
+                    .field(Schema.StageExecutorPeaks.STAGE_ID, (long) stageId)
+                    .field(Schema.StageExecutorPeaks.ATTEMPT, (long) attempt)
+                    .field(Schema.StageExecutorPeaks.EXECUTOR_ID, e.getKey())
+                    .field(Schema.StageExecutorPeaks.EXECUTION_ID, s.executionId));
         }
         emit(metrics(point(STAGE_PEAKS, timeMs), max)
-                .field("stage_id", (long) stageId)
-                .field("attempt", (long) attempt)
-                .field("name", Text.oneLine(name))
-                .field("status", status)
-                .field("execution_id", s.executionId)
-                .field("executors", (long) s.byExecutor.size())
-                .field("heap_peak_executor", heapExecutor)
-                .field("execution_peak_executor", executionExecutor)
-                .field("text", "stage " + stageId + "." + attempt + " peaks: heap "
+                .field(Schema.StagePeaks.STAGE_ID, (long) stageId)
+                .field(Schema.StagePeaks.ATTEMPT, (long) attempt)
+                .field(Schema.StagePeaks.NAME_FIELD, Text.oneLine(name))
+                .field(Schema.StagePeaks.STATUS, status)
+                .field(Schema.StagePeaks.EXECUTION_ID, s.executionId)
+                .field(Schema.StagePeaks.EXECUTORS, (long) s.byExecutor.size())
+                .field(Schema.StagePeaks.HEAP_PEAK_EXECUTOR, heapExecutor)
+                .field(Schema.StagePeaks.EXECUTION_PEAK_EXECUTOR, executionExecutor)
+                .field(Schema.StagePeaks.TEXT, "stage " + stageId + "." + attempt + " peaks: heap "
                         + bytes(max[HEAP]) + ", execution " + bytes(max[EXECUTION]) + ", one task's execution "
                         + bytes(max[TASK_EXECUTION]) + ", JVM RSS "
                         + bytes(max[JVM_RSS]) + " (highest of " + s.byExecutor.size() + " executors)"));
@@ -231,9 +217,9 @@ public final class ExecutorPeaks {
 
     private void emitExecutor(String executorId, long[] v, String when, long timeMs) {
         emit(metrics(point(EXECUTOR_PEAKS, timeMs), v)
-                .field("executor_id", executorId)
-                .field("written_at", when)
-                .field("text", "executor " + Text.oneLine(executorId) + " peaks: heap "
+                .field(Schema.ExecutorPeaks.EXECUTOR_ID, executorId)
+                .field(Schema.ExecutorPeaks.WRITTEN_AT, when)
+                .field(Schema.ExecutorPeaks.TEXT, "executor " + Text.oneLine(executorId) + " peaks: heap "
                         + bytes(v[HEAP]) + ", execution " + bytes(v[EXECUTION]) + ", JVM RSS " + bytes(v[JVM_RSS])));
     }
 
@@ -241,13 +227,13 @@ public final class ExecutorPeaks {
         Long last = lastStamp.get(measurement);
         long t = last != null && timeMs <= last ? last + 1 : timeMs;
         lastStamp.put(measurement, t);
-        return Point.measurement(measurement).tag("applicationid", applicationId.get()).timeMs(t);
+        return Point.measurement(measurement).tag(Schema.APPLICATION, applicationId.get()).timeMs(t);
     }
 
     private static Point metrics(Point p, long[] v) {
         for (int i = 0; i < v.length; i++) {
             if (v[i] != MISSING) {
-                p.field(FIELDS.get(i), v[i]);
+                p.field(Schema.EXECUTOR_METRICS.get(i), v[i]);
             }
         }
         return p;

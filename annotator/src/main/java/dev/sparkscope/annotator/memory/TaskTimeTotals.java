@@ -1,6 +1,7 @@
 package dev.sparkscope.annotator.memory;
 
 import dev.sparkscope.annotator.core.Point;
+import dev.sparkscope.annotator.core.Schema;
 
 import java.util.Arrays;
 import java.util.Collections;
@@ -34,12 +35,10 @@ import java.util.function.Supplier;
  */
 public final class TaskTimeTotals {
 
-    public static final String PREFIX = "sparkscope_app.";
+    public static final String PREFIX = Schema.TaskTotals.PREFIX;
 
     /** ExecutorSource's counter names as Telegraf stores them, in the order of {@link #taskSucceeded}'s arguments. */
-    public static final List<String> COUNTERS = Collections.unmodifiableList(Arrays.asList(
-            "runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
-            "shuffleFetchWaitTime.count", "shuffleWriteTime.count"));
+    public static final List<String> COUNTERS = Schema.TASK_TIME_COUNTERS;
 
     /** As the Graphite sink's period in spark-conf/metrics.properties. */
     static final long PERIOD_MS = 5_000;
@@ -87,8 +86,8 @@ public final class TaskTimeTotals {
         lastWrittenMs = t;
         String app = applicationId.get();
         for (int i = 0; i < totals.length; i++) {
-            out.accept(Point.measurement(PREFIX + COUNTERS.get(i)).tag("applicationid", app)
-                    .wholeFloatField("value", totals[i]).timeMs(t).toLine());
+            out.accept(Point.measurement(Schema.TaskTotals.NAMES.get(i)).tag(Schema.APPLICATION, app)
+                    .wholeFloatField(Schema.TaskTotals.VALUE, totals[i]).timeMs(t).toLine());
         }
     }
 

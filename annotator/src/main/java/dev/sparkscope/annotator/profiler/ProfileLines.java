@@ -1,6 +1,7 @@
 package dev.sparkscope.annotator.profiler;
 
 import dev.sparkscope.annotator.core.Point;
+import dev.sparkscope.annotator.core.Schema;
 
 import java.text.SimpleDateFormat;
 import java.util.ArrayList;
@@ -18,8 +19,8 @@ import java.util.TimeZone;
  */
 final class ProfileLines {
 
-    static final String ROWS = "sparkscope_flame";
-    static final String PROFILES = "sparkscope_profiles";
+    static final String ROWS = Schema.Flame.NAME;
+    static final String PROFILES = Schema.Profiles.NAME;
     static final long SLOT_NS = 100_000_000L;
 
     private ProfileLines() {
@@ -52,20 +53,22 @@ final class ProfileLines {
             return out;
         }
         String app = Point.escapeKey(Point.sanitizeTagValue(appId));
-        String tags = "applicationid=" + app + ",executorid=" + Point.escapeKey(Point.sanitizeTagValue(executorId))
-                + ",kind=" + Point.escapeKey(kind);
+        String tags = Schema.Flame.APPLICATIONID + "=" + app + "," + Schema.Flame.EXECUTORID + "="
+                + Point.escapeKey(Point.sanitizeTagValue(executorId)) + "," + Schema.Flame.KIND + "=" + Point.escapeKey(kind);
         String pid = quoted(profileId(executorId, kind, startMs, seconds, stage));
         long base = startMs * 1_000_000L + slot * SLOT_NS;
         for (int i = 0; i < rows.size() && i < SLOT_NS; i++) {
             NestedSet.Row r = rows.get(i);
-            out.add(ROWS + "," + tags + " level=" + r.level + "i,value=" + r.value + "i,self=" + r.self
-                    + "i,label=" + quoted(r.label) + ",profile=" + pid + " " + (base + i));
+            out.add(ROWS + "," + tags + " " + Schema.Flame.LEVEL + "=" + r.level + "i," + Schema.Flame.VALUE + "="
+                    + r.value + "i," + Schema.Flame.SELF + "=" + r.self + "i," + Schema.Flame.LABEL + "="
+                    + quoted(r.label) + "," + Schema.Flame.PROFILE + "=" + pid + " " + (base + i));
         }
-        out.add(PROFILES + ",applicationid=" + app + ",kind=" + Point.escapeKey(kind) + " profile=" + pid
-                + ",executorid=" + quoted(executorId) + ",stage="
-                + quoted(stage == null ? "" : stage) + ",seconds=" + seconds + ",samples="
-                + samples + "i,unit=" + quoted(unit) + ",top="
-                + quoted(NestedSet.widestLeaf(rows)) + " " + base);
+        out.add(PROFILES + "," + Schema.Profiles.APPLICATIONID + "=" + app + "," + Schema.Profiles.KIND + "="
+                + Point.escapeKey(kind) + " " + Schema.Profiles.PROFILE + "=" + pid
+                + "," + Schema.Profiles.EXECUTORID + "=" + quoted(executorId) + "," + Schema.Profiles.STAGE + "="
+                + quoted(stage == null ? "" : stage) + "," + Schema.Profiles.SECONDS + "=" + seconds + ","
+                + Schema.Profiles.SAMPLES + "=" + samples + "i," + Schema.Profiles.UNIT + "=" + quoted(unit) + ","
+                + Schema.Profiles.TOP + "=" + quoted(NestedSet.widestLeaf(rows)) + " " + base);
         return out;
     }
 }

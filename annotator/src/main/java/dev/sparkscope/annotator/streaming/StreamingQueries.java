@@ -3,6 +3,7 @@ package dev.sparkscope.annotator.streaming;
 import dev.sparkscope.annotator.core.BoundedMap;
 import dev.sparkscope.annotator.core.DurationText;
 import dev.sparkscope.annotator.core.Point;
+import dev.sparkscope.annotator.core.Schema;
 import dev.sparkscope.annotator.core.Stamps;
 import dev.sparkscope.annotator.core.Status;
 import dev.sparkscope.annotator.core.Text;
@@ -32,10 +33,10 @@ import java.util.function.Supplier;
  */
 public final class StreamingQueries {
 
-    static final String PROGRESS = "sparkscope_streaming";
-    static final String STATE = "sparkscope_streaming_state";
-    static final String QUERY = "sparkscope_streaming_query";
-    static final String END = "sparkscope_streaming_end";
+    static final String PROGRESS = Schema.Streaming.NAME;
+    static final String STATE = Schema.StreamingState.NAME;
+    static final String QUERY = Schema.StreamingQuery.NAME;
+    static final String END = Schema.StreamingEnd.NAME;
     static final int MAX_OPEN = 1000;
 
     /** One stateful operator of a batch. */
@@ -106,7 +107,7 @@ public final class StreamingQueries {
         open.put(runId, new Open(timeMs, name));
         if (runningPoints) {
             out.accept(event(Status.RUNNING, timeMs, id, runId, name)
-                    .field("text", "streaming query " + Text.oneLine(label(name, id)) + " started")
+                    .field(Schema.StreamingQuery.TEXT, "streaming query " + Text.oneLine(label(name, id)) + " started")
                     .toLine());
         }
     }
@@ -115,24 +116,24 @@ public final class StreamingQueries {
         String query = label(p.name, p.id);
         Long batchMs = p.durationsMs.get("triggerExecution");
         Point point = Point.measurement(PROGRESS)
-                .tag("applicationid", applicationId.get())
-                .tag("query_name", query)
-                .field("query_id", p.id)
-                .field("run_id", p.runId)
-                .field("batch_id", p.batchId)
-                .field("input_rows", p.inputRows)
-                .field("batch_ms", batchMs)
-                .field("trigger_ms", p.triggerMs)
-                .field("watermark_ms", p.watermarkMs)
-                .field("event_time_max_ms", p.eventTimeMaxMs)
-                .field("event_time_lag_ms", p.eventTimeMaxMs == null ? null : p.timestampMs - p.eventTimeMaxMs)
-                .field("backlog", p.backlog)
+                .tag(Schema.APPLICATION, applicationId.get())
+                .tag(Schema.Streaming.QUERY_NAME, query)
+                .field(Schema.Streaming.QUERY_ID, p.id)
+                .field(Schema.Streaming.RUN_ID, p.runId)
+                .field(Schema.Streaming.BATCH_ID, p.batchId)
+                .field(Schema.Streaming.INPUT_ROWS, p.inputRows)
+                .field(Schema.Streaming.BATCH_MS, batchMs)
+                .field(Schema.Streaming.TRIGGER_MS, p.triggerMs)
+                .field(Schema.Streaming.WATERMARK_MS, p.watermarkMs)
+                .field(Schema.Streaming.EVENT_TIME_MAX_MS, p.eventTimeMaxMs)
+                .field(Schema.Streaming.EVENT_TIME_LAG_MS, p.eventTimeMaxMs == null ? null : p.timestampMs - p.eventTimeMaxMs)
+                .field(Schema.Streaming.BACKLOG, p.backlog)
                 .timeMs(p.timestampMs);
         if (!Double.isNaN(p.inputRate) && !Double.isInfinite(p.inputRate)) {
-            point.field("input_rate", p.inputRate);
+            point.field(Schema.Streaming.INPUT_RATE, p.inputRate);
         }
         if (!Double.isNaN(p.processingRate) && !Double.isInfinite(p.processingRate)) {
-            point.field("processing_rate", p.processingRate);
+            point.field(Schema.Streaming.PROCESSING_RATE, p.processingRate);
         }
         for (Map.Entry<String, Long> d : p.durationsMs.entrySet()) {
             if (!d.getKey().equals("triggerExecution") && d.getValue() != null) {
@@ -146,20 +147,20 @@ public final class StreamingQueries {
             stateBytes += o.memoryBytes;
         }
         if (!p.operators.isEmpty()) {
-            point.field("state_rows", stateRows).field("state_memory_bytes", stateBytes);
+            point.field(Schema.Streaming.STATE_ROWS, stateRows).field(Schema.Streaming.STATE_MEMORY_BYTES, stateBytes);
         }
         out.accept(point.toLine());
         for (int i = 0; i < p.operators.size(); i++) {
             Operator o = p.operators.get(i);
             out.accept(Point.measurement(STATE)
-                    .tag("applicationid", applicationId.get())
-                    .tag("query_name", query)
-                    .tag("operator", i + " " + o.name)
-                    .field("batch_id", p.batchId)
-                    .field("rows_total", o.rowsTotal)
-                    .field("rows_updated", o.rowsUpdated)
-                    .field("memory_bytes", o.memoryBytes)
-                    .field("rows_dropped_by_watermark", o.droppedByWatermark)
+                    .tag(Schema.APPLICATION, applicationId.get())
+                    .tag(Schema.StreamingState.QUERY_NAME, query)
+                    .tag(Schema.StreamingState.OPERATOR, i + " " + o.name)
+                    .field(Schema.StreamingState.BATCH_ID, p.batchId)
+                    .field(Schema.StreamingState.ROWS_TOTAL, o.rowsTotal)
+                    .field(Schema.StreamingState.ROWS_UPDATED, o.rowsUpdated)
+                    .field(Schema.StreamingState.MEMORY_BYTES, o.memoryBytes)
+                    .field(Schema.StreamingState.ROWS_DROPPED_BY_WATERMARK, o.droppedByWatermark)
                     .timeMs(p.timestampMs)
                     .toLine());
         }
@@ -184,42 +185,42 @@ public final class StreamingQueries {
                 + (failed ? " FAILED: " + Text.oneLine(exception) : " stopped")
                 + (q != null ? " after " + q.batches + " batches" : "");
         Point p = event(status, start, id, runId, name)
-                .field("end_time_ms", timeMs)
-                .field("duration_ms", q != null ? Long.valueOf(timeMs - q.startMs) : null)
-                .field("exception", failed ? Text.clip(exception, Text.MAX_DESCRIPTION)
+                .field(Schema.StreamingQuery.END_TIME_MS, timeMs)
+                .field(Schema.StreamingQuery.DURATION_MS, q != null ? Long.valueOf(timeMs - q.startMs) : null)
+                .field(Schema.StreamingQuery.EXCEPTION, failed ? Text.clip(exception, Text.MAX_DESCRIPTION)
                         : null)
-                .field("text", text);
+                .field(Schema.StreamingQuery.TEXT, text);
         if (q != null) {
-            p.field("batches", q.batches);
+            p.field(Schema.StreamingQuery.BATCHES, q.batches);
             if (q.slowestBatch >= 0) {
-                p.field("slowest_batch_id", q.slowestBatch)
-                        .field("slowest_batch_ms", q.slowestMs)
-                        .field("slowest_batch_why", q.slowestWhy);
+                p.field(Schema.StreamingQuery.SLOWEST_BATCH_ID, q.slowestBatch)
+                        .field(Schema.StreamingQuery.SLOWEST_BATCH_MS, q.slowestMs)
+                        .field(Schema.StreamingQuery.SLOWEST_BATCH_WHY, q.slowestWhy);
             }
         }
         out.accept(p.toLine());
         // failed is 0 or 1, not a status tag: a rule sums it per query, so a query that stopped
         // cleanly is seen (0) rather than absent. Tagged by query as its batches are: one series each.
         out.accept(Point.measurement(END)
-                .tag("applicationid", applicationId.get())
-                .tag("query_name", label(name, id))
-                .field("query_id", id)
-                .field("run_id", runId)
-                .field("failed", failed ? 1L : 0L)
-                .field("exception", failed ? Text.clip(exception, Text.MAX_DESCRIPTION)
+                .tag(Schema.APPLICATION, applicationId.get())
+                .tag(Schema.StreamingEnd.QUERY_NAME, label(name, id))
+                .field(Schema.StreamingEnd.QUERY_ID, id)
+                .field(Schema.StreamingEnd.RUN_ID, runId)
+                .field(Schema.StreamingEnd.FAILED, failed ? 1L : 0L)
+                .field(Schema.StreamingEnd.EXCEPTION, failed ? Text.clip(exception, Text.MAX_DESCRIPTION)
                         : null)
-                .field("start_time_ms", q != null ? Long.valueOf(q.startMs) : null)
+                .field(Schema.StreamingEnd.START_TIME_MS, q != null ? Long.valueOf(q.startMs) : null)
                 .timeNs(Stamps.stamp(timeMs, runId == null ? 0 : runId.hashCode()))
                 .toLine());
     }
 
     private Point event(String status, long timeMs, String id, String runId, String name) {
         return Point.measurement(QUERY)
-                .tag("applicationid", applicationId.get())
-                .tag("status", status)
-                .field("query_id", id)
-                .field("run_id", runId)
-                .field("name", name)
+                .tag(Schema.APPLICATION, applicationId.get())
+                .tag(Schema.STATUS, status)
+                .field(Schema.StreamingQuery.QUERY_ID, id)
+                .field(Schema.StreamingQuery.RUN_ID, runId)
+                .field(Schema.StreamingQuery.NAME_FIELD, name)
                 .timeNs(Stamps.stamp(timeMs, runId == null ? 0 : runId.hashCode()));
     }
 
@@ -235,7 +236,7 @@ public final class StreamingQueries {
                 b.append('_');
             }
         }
-        return b.append("_ms").toString().toLowerCase(Locale.ROOT);
+        return b.append(Schema.Streaming.SUFFIX_MS).toString().toLowerCase(Locale.ROOT);
     }
 
     /** The part of a batch that took longest, named for what it is. */
