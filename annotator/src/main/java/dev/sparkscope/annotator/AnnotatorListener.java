@@ -185,7 +185,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
             // still names the listener for its own lines.
             SharedWriter.Handle writer = SharedWriter.open(config.sink, "sparkscope annotator", "annotation line");
             AnnotationRecorder recorder = new AnnotationRecorder(writer::enqueue, this::applicationId,
-                    config.events.runningPoints, config.events.straggler, config.events.maxTrackedStages, AnnotatorLog::warn);
+                    config.events.runningPoints, config.events.straggler, config.events.maxTrackedStages,
+                    AnnotatorLog::warn);
             SqlExecutionEvents sql = new SqlExecutionEvents(AnnotatorLog::warn);
             AnnotatorLog.info("sparkscope annotator: writing annotations of application "
                     + (applicationId == null ? "(id not known yet)" : applicationId) + " to "

@@ -58,7 +58,8 @@ public final class TaskTimeTotals {
     }
 
     /** A successful task's metrics (negative values, which Spark never sends, count as 0). */
-    public void taskSucceeded(long runMs, long cpuNs, long gcMs, long deserializeMs, long fetchWaitMs, long shuffleWriteNs) {
+    public void taskSucceeded(long runMs, long cpuNs, long gcMs, long deserializeMs, long fetchWaitMs,
+                              long shuffleWriteNs) {
         long[] v = {runMs, cpuNs, gcMs, deserializeMs, fetchWaitMs, shuffleWriteNs};
         for (int i = 0; i < v.length; i++) {
             totals[i] += Math.max(0, v[i]);

@@ -54,7 +54,8 @@ final class ProfileLines {
         }
         String app = Point.escapeKey(Point.sanitizeTagValue(appId));
         String tags = Schema.Flame.APPLICATIONID + "=" + app + "," + Schema.Flame.EXECUTORID + "="
-                + Point.escapeKey(Point.sanitizeTagValue(executorId)) + "," + Schema.Flame.KIND + "=" + Point.escapeKey(kind);
+                + Point.escapeKey(Point.sanitizeTagValue(executorId)) + "," + Schema.Flame.KIND + "="
+                + Point.escapeKey(kind);
         String pid = quoted(profileId(executorId, kind, startMs, seconds, stage));
         long base = startMs * 1_000_000L + slot * SLOT_NS;
         for (int i = 0; i < rows.size() && i < SLOT_NS; i++) {

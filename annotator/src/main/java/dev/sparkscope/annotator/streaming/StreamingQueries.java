@@ -126,7 +126,8 @@ public final class StreamingQueries {
                 .field(Schema.Streaming.TRIGGER_MS, p.triggerMs)
                 .field(Schema.Streaming.WATERMARK_MS, p.watermarkMs)
                 .field(Schema.Streaming.EVENT_TIME_MAX_MS, p.eventTimeMaxMs)
-                .field(Schema.Streaming.EVENT_TIME_LAG_MS, p.eventTimeMaxMs == null ? null : p.timestampMs - p.eventTimeMaxMs)
+                .field(Schema.Streaming.EVENT_TIME_LAG_MS,
+                        p.eventTimeMaxMs == null ? null : p.timestampMs - p.eventTimeMaxMs)
                 .field(Schema.Streaming.BACKLOG, p.backlog)
                 .timeMs(p.timestampMs);
         if (!Double.isNaN(p.inputRate) && !Double.isInfinite(p.inputRate)) {
