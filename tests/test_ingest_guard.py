@@ -43,21 +43,26 @@ def test_the_guard_in_telegraf_conf_is_the_one_the_schema_generates():
 
 
 def test_every_tag_and_field_the_annotator_writes_is_declared_for_its_measurements():
-    declared_tags = {t for m in schema.MEASUREMENTS if m.writer in (schema.ANNOTATOR, schema.PROFILES) for t in m.tags}
-    declared_fields = {f for m in schema.MEASUREMENTS if m.writer in (schema.ANNOTATOR, schema.PROFILES)
-                       for f, _ in m.fields}
-    written_tags, written_fields = set(), set()
-    for source in JAVA.glob("*.java"):
-        text = source.read_text()
-        written_tags |= set(re.findall(r'\.tag\("(\w+)"', text))
-        written_fields |= set(re.findall(r'\.field\("(\w+)"', text))
-        written_fields |= set(re.findall(r'\.wholeFloatField\("(\w+)"', text))
-        # ProfileLines spells its lines by hand: key=value pairs after a space or a comma.
-        if source.name == "ProfileLines.java":
-            written_fields |= set(re.findall(r'[ ,"](\w+)=" ?\+', text)) - {"applicationid", "executorid", "kind"}
-    assert written_tags and written_fields
-    assert written_tags - declared_tags == set()
-    assert written_fields - declared_fields == set()
+    """The Java writers name tags and fields only through core/Schema.java's
+    constants (tests/test_java_schema.py): each Schema.<Measurement>.<NAME>
+    they use is a tag or field declared for that measurement."""
+    generated = (JAVA / "core" / "Schema.java").read_text()
+    classes = {}
+    for name, body in re.findall(r"public static final class (\w+) \{(.*?)\n    }", generated, re.S):
+        classes[name] = dict(re.findall(r'public static final String (\w+) = "([^"]*)";', body))
+    used = set()
+    for source in JAVA.rglob("*.java"):
+        if source.name != "Schema.java":
+            used |= set(re.findall(r"\bSchema\.([A-Z]\w*)\.([A-Z][A-Z0-9_]*)\b", source.read_text()))
+    assert len(used) > 100
+    for cls, const in sorted(used):
+        if cls == "ExecutorMetric" or const in ("NAME", "PREFIX", "NAMES") or const.startswith("SUFFIX_"):
+            continue
+        constants = classes[cls]
+        measurement = schema.BY_NAME[constants["NAME"]] if "NAME" in constants else next(
+            m for m in schema.MEASUREMENTS if m.name.startswith(constants["PREFIX"]))
+        value = constants[const]
+        assert value in measurement.tags or value in dict(measurement.fields), (cls, const, measurement.name)
 
 
 def test_names_that_are_both_a_tag_and_a_field_are_known():

@@ -40,9 +40,9 @@ def java_lines(request: dict) -> dict:
     class LinesForPython, run from the built jar and its test classes."""
     jar = ensure_annotator_jar(ROOT, progress=lambda _: None)
     classes = ROOT / "annotator" / "target" / "test-classes"
-    assert (classes / "dev" / "sparkscope" / "annotator" / "LinesForPython.class").is_file(), \
+    assert (classes / "dev" / "sparkscope" / "annotator" / "core" / "LinesForPython.class").is_file(), \
         f"{classes} lacks LinesForPython: rebuild the annotator (cd annotator && mvn package)"
-    done = subprocess.run(["java", "-cp", f"{classes}{os.pathsep}{jar}", "dev.sparkscope.annotator.LinesForPython"],
+    done = subprocess.run(["java", "-cp", f"{classes}{os.pathsep}{jar}", "dev.sparkscope.annotator.core.LinesForPython"],
                           input=json.dumps(request).encode(), capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return json.loads(done.stdout.decode("utf-8"))

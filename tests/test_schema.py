@@ -4,9 +4,9 @@ measurement name (each takes it from the schema's constants), and every
 measurement a reader names (the Python sources, the generated dashboards, the
 alert rules) is declared there; the Telegraf filter stores exactly the Spark
 metrics it declares as read; the events listener admits every measurement our
-own writers send and none of Spark's; the annotator's Java writers name
-exactly the measurements it declares as theirs. Each check is also shown
-failing on a broken input."""
+own writers send and none of Spark's. The annotator's Java writers take their
+names from a file generated from schema.py (tests/test_java_schema.py checks
+it and them). Each check is also shown failing on a broken input."""
 
 from __future__ import annotations
 
@@ -23,12 +23,10 @@ from sparkscope.store import schema
 from sparkscope.settings import ROOT
 
 SRC = ROOT / "src" / "sparkscope"
-JAVA = ROOT / "annotator" / "src" / "main" / "java"
 TELEGRAF_CONF = ROOT / "telegraf" / "telegraf.conf"
 # FROM, an optional "policy"., then a quoted measurement: a literal, or one
 # f-string field ({NAME} or {module.NAME}) resolved from the module.
 FROM = re.compile(r'\bFROM\s+(?:"[^"]+"\.)?"((?:[^"\\{}]|\\.)+|\{[A-Za-z_][A-Za-z_.]*\})"')
-JAVA_CONSTANT = re.compile(r'static\s+final\s+String\s+\w+\s*=\s*"(sparkscope_[A-Za-z_.]*)"\s*;')
 
 
 def named_in(text: str, resolve=lambda name: name) -> set[str]:
@@ -178,30 +176,6 @@ def listener_problems(conf: str) -> list[str]:
                if admitted(name)])
 
 
-def java_measurements(sources: dict[str, str]) -> set[str]:
-    """The measurements the annotator's Java constants name; a prefix constant
-    (ending in '.') stands for itself + each counter of TaskTimeTotals.COUNTERS."""
-    found = set()
-    for text in sources.values():
-        for name in JAVA_CONSTANT.findall(text):
-            if name.endswith("."):
-                counters = re.search(r'COUNTERS\s*=.*?asList\((.*?)\)\)', text, re.S)
-                found |= {name + c for c in re.findall(r'"([^"]+)"', counters.group(1))} if counters else {name}
-            else:
-                found.add(name)
-    return found
-
-
-def java_sources() -> dict[str, str]:
-    return {str(p): p.read_text() for p in JAVA.rglob("*.java")}
-
-
-def java_problems(sources: dict[str, str]) -> list[str]:
-    declared = set(schema.names(schema.ANNOTATOR)) | set(schema.names(schema.PROFILES))
-    written = java_measurements(sources)
-    return ([f"{n}: written by the annotator, not declared in schema.py" for n in sorted(written - declared)]
-            + [f"{n}: declared as the annotator's, written by no Java constant" for n in sorted(declared - written)])
-
 
 # --- the checks -------------------------------------------------------------------------------
 
@@ -269,21 +243,6 @@ def test_the_listener_check_fails_on_a_refused_writer_and_an_admitted_spark_metr
     assert refused == ["block_outlier_dropped: sent by our writers, refused by the events listener"]
     opened = listener_problems(conf.replace('namepass = ["sparkscope_*",', 'namepass = ["sparkscope_*", "JVM*",', 1))
     assert opened == ["JVMHeapMemory: Spark's, yet admitted by the events listener"]
-
-
-def test_the_annotators_java_writers_name_exactly_its_declared_measurements():
-    sources = java_sources()
-    assert len(sources) > 10
-    assert java_problems(sources) == []
-
-
-def test_the_java_check_fails_on_an_undeclared_and_on_a_missing_measurement():
-    sources = java_sources()
-    extra = dict(sources, **{"New.java": 'class New { static final String M = "sparkscope_new_thing"; }'})
-    assert java_problems(extra) == ["sparkscope_new_thing: written by the annotator, not declared in schema.py"]
-    container = next(k for k, v in sources.items() if '"sparkscope_container"' in v)
-    without = dict(sources, **{container: sources[container].replace('"sparkscope_container"', "OTHER")})
-    assert java_problems(without) == ["sparkscope_container: declared as the annotator's, written by no Java constant"]
 
 
 @pytest.mark.parametrize("module, names", [

@@ -24,16 +24,9 @@ from typing import Callable
 
 from sparkscope import chart, dashboards, ingest_guard
 from sparkscope.alerts import generate as alerts
-from sparkscope.generate import no_end_seen
+from sparkscope.generate import java_schema, no_end_seen
 from sparkscope.settings import ROOT
 from sparkscope.stack import rollups
-
-try:
-    import sparkscope.generate.java_schema as java_schema
-except ModuleNotFoundError as missing:  # comes with the annotator's split; drop this guard once it is here
-    if missing.name != "sparkscope.generate.java_schema":
-        raise
-    java_schema = None
 
 COMMAND = ".venv/bin/python -m sparkscope.generate"
 LIVE_DASHBOARD = "dashboards/spark-executors.json"
@@ -99,8 +92,6 @@ def _telegraf(tree: Tree) -> str:
 
 
 def _java(tree: Tree) -> str:
-    if java_schema is None:
-        return "skipped: sparkscope.generate.java_schema is not in this checkout yet"
     rel = java_schema.TARGET.relative_to(ROOT).as_posix()
     tree.write(rel, java_schema.render())
     return rel

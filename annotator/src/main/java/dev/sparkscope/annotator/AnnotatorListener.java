@@ -1,13 +1,38 @@
 package dev.sparkscope.annotator;
 
+import dev.sparkscope.annotator.container.ContainerSampler;
+import dev.sparkscope.annotator.core.AnnotatorLog;
+import dev.sparkscope.annotator.core.ApplicationIdTag;
+import dev.sparkscope.annotator.core.ConfigKeys;
+import dev.sparkscope.annotator.core.InfluxWriter;
+import dev.sparkscope.annotator.core.JobProperties;
+import dev.sparkscope.annotator.core.RateLimitedWarning;
+import dev.sparkscope.annotator.core.ScalaOption;
+import dev.sparkscope.annotator.core.ScalaSeq;
+import dev.sparkscope.annotator.core.SharedWriter;
+import dev.sparkscope.annotator.core.SinkConfig;
+import dev.sparkscope.annotator.events.AnnotationRecorder;
+import dev.sparkscope.annotator.events.EventsConfig;
+import dev.sparkscope.annotator.events.SqlExecutionEvents;
+import dev.sparkscope.annotator.events.StageStats;
+import dev.sparkscope.annotator.events.TaskOutcome;
+import dev.sparkscope.annotator.memory.ExecutorPeakEvents;
+import dev.sparkscope.annotator.memory.ExecutorPeaks;
+import dev.sparkscope.annotator.memory.TaskTimeTotals;
+import dev.sparkscope.annotator.profiler.ProfilerSettings;
+import dev.sparkscope.annotator.streaming.StreamingEvents;
+import dev.sparkscope.annotator.streaming.StreamingQueries;
+
 import java.lang.reflect.Method;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Properties;
 import java.util.Set;
+import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.Supplier;
 
@@ -53,20 +78,19 @@ public class AnnotatorListener extends SparkFirehoseListener {
 
     private static final String JOB_DESCRIPTION = "spark.job.description";
     private static final String JOB_GROUP = "spark.jobGroup.id";
-    private static final String SQL_EXECUTION_ID = "spark.sql.execution.id";
     private static final String CALL_SITE_SHORT = "callSite.short";
 
     /** Everything the listener needs once started; null when the listener is off. */
     private static final class Running {
-        final AnnotatorConfig config;
-        final InfluxWriter writer;
+        final ListenerConfig config;
+        final SharedWriter.Handle writer;
         final AnnotationRecorder recorder;
         final SqlExecutionEvents sql;
         final StreamingEvents streaming;
         final ExecutorPeakEvents peaks;
         final TaskTimeTotals taskTime;
 
-        Running(AnnotatorConfig config, InfluxWriter writer, AnnotationRecorder recorder, SqlExecutionEvents sql,
+        Running(ListenerConfig config, SharedWriter.Handle writer, AnnotationRecorder recorder, SqlExecutionEvents sql,
                 StreamingEvents streaming, ExecutorPeakEvents peaks, TaskTimeTotals taskTime) {
             this.config = config;
             this.writer = writer;
@@ -78,8 +102,17 @@ public class AnnotatorListener extends SparkFirehoseListener {
         }
     }
 
+    /**
+     * Every spark.sparkscope.* key any part of this jar reads: a set key that
+     * none declares is warned about as a typo. The listener checks for all of
+     * them, since it is the part nearly every run attaches.
+     */
+    static final ConfigKeys KNOWN_KEYS = new ConfigKeys(Arrays.asList(ListenerConfig.KEYS, SinkConfig.KEYS,
+            EventsConfig.KEYS, ContainerSampler.KEYS, ProfilerSettings.KEYS), SinkConfig.RETIRED);
+
     private final Running running;
     private final Function<String, String> conf;
+    private final Consumer<String> startWarn;
     private final RateLimitedWarning eventFailure =
             new RateLimitedWarning(AnnotatorLog::warn, 60_000, System::currentTimeMillis);
     private final Set<Class<?>> brokenEventTypes = Collections.synchronizedSet(new HashSet<>());
@@ -102,7 +135,13 @@ public class AnnotatorListener extends SparkFirehoseListener {
 
     /** For tests: settings from any key-to-value lookup (null when unset) and the keys that are set. */
     AnnotatorListener(Function<String, String> conf, Supplier<Collection<String>> keys) {
+        this(conf, keys, AnnotatorLog::warn);
+    }
+
+    /** warn: where the start's warnings go (the log; tests read them). */
+    AnnotatorListener(Function<String, String> conf, Supplier<Collection<String>> keys, Consumer<String> warn) {
         this.conf = conf;
+        this.startWarn = warn;
         this.running = start(conf, keys);
     }
 
@@ -117,51 +156,51 @@ public class AnnotatorListener extends SparkFirehoseListener {
     }
 
     private Running start(Function<String, String> lookup, Supplier<Collection<String>> keys) {
-        AnnotatorConfig config;
+        ListenerConfig config;
         try {
-            for (String warning : AnnotatorConfig.unknownKeys(keys.get())) {
-                AnnotatorLog.warn(warning);
+            for (String warning : KNOWN_KEYS.unknownKeys(keys.get())) {
+                startWarn.accept(warning);
             }
         } catch (Throwable t) {
             rethrowIfFatal(t);
         }
         try {
-            config = AnnotatorConfig.parse(lookup);
+            config = ListenerConfig.parse(lookup);
         } catch (IllegalArgumentException e) {
-            AnnotatorLog.warn("sparkscope annotator is off for this application: " + e.getMessage()
+            startWarn.accept("sparkscope annotator is off for this application: " + e.getMessage()
                     + ". Fix the setting(s) above (see the annotator README); Spark runs normally meanwhile.");
             return null;
         } catch (Throwable t) {
             rethrowIfFatal(t);
-            AnnotatorLog.warn("sparkscope annotator is off for this application: could not read its settings: " + t);
+            startWarn.accept("sparkscope annotator is off for this application: could not read its settings: " + t);
             return null;
         }
         if (!config.enabled) {
-            AnnotatorLog.info("sparkscope annotator is off (" + AnnotatorConfig.ENABLED + "=false)");
+            AnnotatorLog.info("sparkscope annotator is off (" + ListenerConfig.ENABLED + "=false)");
             return null;
         }
         try {
             applicationId = ApplicationIdTag.resolve(lookup);
-            HttpLineSender sender = new HttpLineSender(config.writeUrl(), config.authorizationHeader());
-            InfluxWriter writer = new InfluxWriter(sender, InfluxWriter.Settings.from(config),
-                    AnnotatorLog::warn, AnnotatorLog::info);
+            // Shared with the container sampler in this JVM (one queue, one thread); the log
+            // still names the listener for its own lines.
+            SharedWriter.Handle writer = SharedWriter.open(config.sink, "sparkscope annotator", "annotation line");
             AnnotationRecorder recorder = new AnnotationRecorder(writer::enqueue, this::applicationId,
-                    config.runningPoints, config.straggler, config.maxTrackedStages, AnnotatorLog::warn);
+                    config.events.runningPoints, config.events.straggler, config.events.maxTrackedStages,
+                    AnnotatorLog::warn);
             SqlExecutionEvents sql = new SqlExecutionEvents(AnnotatorLog::warn);
-            writer.start();
             AnnotatorLog.info("sparkscope annotator: writing annotations of application "
                     + (applicationId == null ? "(id not known yet)" : applicationId) + " to "
-                    + InfluxWriter.redact(config.influxUrl) + ", database " + config.database);
+                    + InfluxWriter.redact(config.sink.influxUrl) + ", database " + config.sink.database);
             ExecutorPeakEvents peaks = new ExecutorPeakEvents(
                     new ExecutorPeaks(writer::enqueue, this::applicationId), lookup);
             StreamingEvents streaming = new StreamingEvents(
-                    new StreamingQueries(writer::enqueue, this::applicationId, config.runningPoints),
+                    new StreamingQueries(writer::enqueue, this::applicationId, config.events.runningPoints),
                     AnnotatorLog::warn);
             return new Running(config, writer, recorder, sql, streaming, peaks,
                     new TaskTimeTotals(writer::enqueue, this::applicationId));
         } catch (Throwable t) {
             rethrowIfFatal(t);
-            AnnotatorLog.warn("sparkscope annotator is off for this application: could not start: " + t);
+            startWarn.accept("sparkscope annotator is off for this application: could not start: " + t);
             return null;
         }
     }
@@ -289,9 +328,10 @@ public class AnnotatorListener extends SparkFirehoseListener {
                     last = s;
                 }
             }
-            r.jobStarted(e.jobId(), e.time(), property(p, JOB_DESCRIPTION), property(p, CALL_SITE_SHORT),
-                    last == null ? null : last.name(), property(p, JOB_GROUP),
-                    parseLong(property(p, SQL_EXECUTION_ID)), stageIds);
+            r.jobStarted(e.jobId(), e.time(), JobProperties.property(p, JOB_DESCRIPTION),
+                    JobProperties.property(p, CALL_SITE_SHORT), last == null ? null : last.name(),
+                    JobProperties.property(p, JOB_GROUP),
+                    JobProperties.parseLong(JobProperties.property(p, JobProperties.SQL_EXECUTION_ID)), stageIds);
         } else if (event instanceof SparkListenerJobEnd) {
             SparkListenerJobEnd e = (SparkListenerJobEnd) event;
             JobResult result = e.jobResult();
@@ -353,7 +393,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
             r.applicationEnded(e.time(), exitCode(e));
         } finally {
             stopped = true;
-            running.writer.shutdown(running.config.shutdownTimeoutMs);
+            running.writer.close(running.config.sink.shutdownTimeoutMs);
         }
     }
 
@@ -390,22 +430,4 @@ public class AnnotatorListener extends SparkFirehoseListener {
         }
     }
 
-    static String property(Properties p, String key) {
-        if (p == null) {
-            return null;
-        }
-        String v = p.getProperty(key);
-        return v == null || v.isEmpty() ? null : v;
-    }
-
-    static Long parseLong(String s) {
-        if (s == null) {
-            return null;
-        }
-        try {
-            return Long.parseLong(s.trim());
-        } catch (NumberFormatException e) {
-            return null;
-        }
-    }
 }

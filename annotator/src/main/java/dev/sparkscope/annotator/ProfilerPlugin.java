@@ -1,5 +1,8 @@
 package dev.sparkscope.annotator;
 
+import dev.sparkscope.annotator.profiler.ProfilerDriverPlugin;
+import dev.sparkscope.annotator.profiler.ProfilerExecutorPlugin;
+
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
 import org.apache.spark.api.plugin.SparkPlugin;

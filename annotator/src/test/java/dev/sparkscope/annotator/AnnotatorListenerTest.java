@@ -1,5 +1,11 @@
 package dev.sparkscope.annotator;
 
+import dev.sparkscope.annotator.core.FakeInflux;
+import dev.sparkscope.annotator.core.InfluxLineReader;
+import dev.sparkscope.annotator.events.TaskOutcome;
+import dev.sparkscope.annotator.memory.ExecutorPeaks;
+import dev.sparkscope.annotator.memory.TaskTimeTotals;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -200,7 +206,7 @@ class AnnotatorListenerTest {
         conf.put("spark.sparkscope.influx.ulr", "http://x:1");
         conf.put("spark.sparkscope.queueCapacity", "10");
         conf.put("spark.sparkscope.runningPoints", "true");
-        List<String> w = AnnotatorConfig.unknownKeys(conf.keySet());
+        List<String> w = AnnotatorListener.KNOWN_KEYS.unknownKeys(conf.keySet());
         assertEquals(2, w.size(), w.toString());
         assertTrue(w.stream().anyMatch(s -> s.contains("spark.sparkscope.influx.ulr")
                 && s.contains("did you mean spark.sparkscope.influx.url?")), w.toString());
@@ -214,6 +220,19 @@ class AnnotatorListenerTest {
         assertFalse(listener.isActive());
         listener.onEvent(new SparkListenerApplicationEnd(10));
         listener.onEvent(null);
+    }
+
+    @Test
+    void a_bad_straggler_ratio_turns_the_listener_off_with_one_warning_naming_the_key() {
+        conf.put("spark.sparkscope.straggler.ratio", "0.5");
+        List<String> warnings = new ArrayList<>();
+        AnnotatorListener listener = new AnnotatorListener(conf::get, conf::keySet, warnings::add);
+        assertFalse(listener.isActive());
+        assertEquals(1, warnings.size(), warnings.toString());
+        assertTrue(warnings.get(0).contains("spark.sparkscope.straggler.ratio=0.5"), warnings.get(0));
+        // The plugins' own settings are keys the listener knows: no typo warning for them.
+        assertTrue(AnnotatorListener.KNOWN_KEYS.unknownKeys(java.util.Arrays.asList(
+                "spark.sparkscope.container.periodSeconds", "spark.sparkscope.profiler.continuous")).isEmpty());
     }
 
     @Test
