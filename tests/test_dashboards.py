@@ -573,7 +573,9 @@ def test_variables_offer_this_run_and_its_executors(stack, metrics_run, name, ru
               "peak_raw_samples": set(), "peak_rolled_samples": set(), "peak_rp": set(),
               "drawn": {"0", "1", "driver"}, "top": {"20"},
               # a count of the annotator's totals: any; Executor = All on a run with them: the totals
-              "task_totals": set(), "task_scope": {"(?:)"}}
+              "task_totals": set(), "task_scope": {"(?:)"},
+              # local-cluster[2,1,...]: one core per executor, from the annotator's added events
+              "executor_cores": {"1"}}
     for name_, variable in dash.variables.items():
         values = {value for _, value in variable.options}
         assert wanted[name_] <= values, f"variable {name_}: {values}"

@@ -166,6 +166,11 @@ class Settings:
     # Where Grafana sends alerts: the ALERT_* keys that are set, as (key, value) pairs
     # (sparkscope/stack/contact_points.py).
     alert_contacts: tuple = field(repr=False)
+    # What capacity costs (the report's Capacity section, report --json): None
+    # where unset, and the report counts core-hours and GB-hours instead.
+    price_per_core_hour: Optional[float] = None
+    price_per_gb_hour: Optional[float] = None
+    price_currency: str = ""
 
     @property
     def events_credentials(self) -> Optional[tuple[str, str]]:
@@ -273,6 +278,20 @@ def _count(values: dict[str, str], key: str) -> int:
     return int(raw)
 
 
+def _price(values: dict[str, str], key: str) -> Optional[float]:
+    raw = values.get(key, "").strip()
+    if not raw:
+        return None
+    try:
+        price = float(raw)
+    except ValueError:
+        price = -1.0
+    if not price >= 0 or price == float("inf"):
+        raise SettingsError(f"{key}={raw!r} is not a price (a number, 0 or more, e.g. 0.05); fix it in .env "
+                            "or leave it empty")
+    return price
+
+
 def _choice(values: dict[str, str], key: str, choices: tuple[str, ...]) -> str:
     value = values.get(key, "").strip()
     if value not in choices:
@@ -366,6 +385,9 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         events_user=_user(values, "EVENTS_USER", defaults),
         events_password=_secret(values, "EVENTS_PASSWORD"),
         alert_contacts=tuple(sorted((k, v.strip()) for k, v in values.items() if k.startswith("ALERT_") and v.strip())),
+        price_per_core_hour=_price(values, "PRICE_PER_CORE_HOUR"),
+        price_per_gb_hour=_price(values, "PRICE_PER_GB_HOUR"),
+        price_currency=values.get("PRICE_CURRENCY", "").strip(),
     )
 
 

@@ -38,7 +38,7 @@ from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 from sparkscope.store.schema import (BLOCK_OUTLIER, CONTAINER_MEASUREMENT, EXECUTOR_MEASUREMENT, HEAP_MAX,
                                      JVM_HEAP_MEMORY, MAJOR_GC_TIME, MINOR_GC_TIME, NO_END_SEEN_MEASUREMENT,
                                      STAGE_MEASUREMENT, STREAMING_END_MEASUREMENT, STREAMING_MEASUREMENT,
-                                     TELEGRAF_WRITE_MEASUREMENT)
+                                     TELEGRAF_WRITE_MEASUREMENT, THREADPOOL_ACTIVE_TASKS)
 
 # sparkscope_executor causes (annotator ExecutorLoss.java) that are no loss: the driver gave the
 # executor back, or the cluster manager moved it away. Every other cause is: container_oom, killed,
@@ -166,6 +166,35 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
                 "heap: off-heap and direct memory, raise spark.executor.memoryOverhead. Python: "
                 "spark.executor.pyspark.memory or smaller Python batches. A limit below heap + overhead: no "
                 "Spark setting fixes it, ask for a bigger container.")),
+        AlertRule(
+            uid="sparkscope-idle-slots", title="Run holds most of its slots idle",
+            queries={
+                "A": Query(f'SELECT sum("busy") FROM (SELECT mean("value") AS "busy" FROM "{THREADPOOL_ACTIVE_TASKS}" '
+                           'WHERE $timeFilter GROUP BY "applicationid", "executorid") GROUP BY "applicationid"',
+                           t.idle_window_s),
+                "B": Query(f'SELECT count("busy") FROM (SELECT mean("value") AS "busy" FROM '
+                           f'"{THREADPOOL_ACTIVE_TASKS}" WHERE $timeFilter GROUP BY "applicationid", "executorid") '
+                           'GROUP BY "applicationid"', t.idle_window_s),
+                "C": Query(f'SELECT last("cores") FROM "{EXECUTOR_MEASUREMENT}" WHERE "event" = \'added\' '
+                           'AND $timeFilter GROUP BY "applicationid"', t.idle_cores_window_s),
+            },
+            value="1 - $A / ($B * $C)",
+            fires=f"$B > 0 && $C > 0 && $A < {t.idle_slots_busy_below} * $B * $C",
+            for_s=t.idle_for_s, severity="warning", component="spark",
+            panel="Slots busy vs held", url_vars=("applicationid",),
+            summary="{{ $labels.applicationid }} left {{ humanizePercentage $values.VALUE.Value }} of the task "
+                    f"slots it holds idle over the last {_minutes(t.idle_window_s)}",
+            description=(
+                f"For {_minutes(t.idle_for_s)} this run's executors ran on average fewer tasks than "
+                f"{_percent(t.idle_slots_busy_below)} of the slots they hold (executors x spark.executor.cores): "
+                "capacity paid for and unused, which other jobs on the cluster wait for.\n"
+                "What to do: a driver that pauses between jobs (waiting, collecting, writing from the driver) "
+                "or a streaming query with little to do: enable dynamic allocation "
+                "(spark.dynamicAllocation.enabled=true with spark.dynamicAllocation.shuffleTracking.enabled=true) "
+                "so idle executors are released after spark.dynamicAllocation.executorIdleTimeout; with it on, "
+                "lower that timeout and spark.dynamicAllocation.minExecutors. Fewer tasks than slots all along: "
+                "fewer executors (spark.executor.instances) or cores. ./sparkscope report <application> gives the "
+                "run's slot-seconds, idle share and idle stretches (Capacity).")),
         AlertRule(
             uid="sparkscope-straggler-stage", title="Straggler stage",
             queries={

@@ -111,4 +111,18 @@ class Thresholds:
     streaming_failed_window_s: int = 1800
 
 
+    # A run that holds most of its task slots idle: over the window, the mean of
+    # its executors' running tasks (threadpool.activeTasks), summed, below this
+    # share of the slots they hold (executors reporting x their cores, from the
+    # annotator's executor added events of the last idle_cores_window_s), for
+    # the for-duration. 0.25 busy is 75 % idle; 15 minutes each, so that the
+    # pauses between a job's stages and a driver's short work between jobs do
+    # not fire, and a run left holding executors through a long pause does.
+    # Lower the share to hear only of runs that sit almost entirely idle.
+    idle_slots_busy_below: float = 0.25
+    idle_window_s: int = 900
+    idle_for_s: int = 900
+    idle_cores_window_s: int = 7 * 86400
+
+
 DEFAULTS = Thresholds()

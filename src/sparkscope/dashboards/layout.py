@@ -185,6 +185,18 @@ def _peak_source() -> list[dict[str, Any]]:
     ]
 
 
+def _executor_cores() -> dict[str, Any]:
+    """Hidden: the cores of the run's executors, from the annotator's newest
+    added event (every executor of a run gets spark.executor.cores; in local
+    mode the driver's). Slots held are the JVMs reporting times this; empty
+    without the annotator, hence the leading 0 where it is used (queries.slots_held)."""
+    return _variable("executor_cores", "executor_cores",
+                     f'SELECT last("cores") FROM "{EXECUTOR_MEASUREMENT}" WHERE {APP} AND "event" = \'added\'',
+                     hide=2, sort=SORT_AS_QUERIED,
+                     description="Cores per executor of the run (the annotator's executor added events): slots "
+                                 "held are executors reporting x this.")
+
+
 def _task_scope() -> list[dict[str, Any]]:
     """Hidden: whether the task time graph reads the annotator's
     per-application totals or each executor's counters (stack/rollups.py,
@@ -262,6 +274,7 @@ def _variables(with_executors: bool, top_shown: bool = False, rolled: bool = Tru
                               "sets the sink for every instance), the newest first. The 'Applications' table "
                               "names each run."),
         *_peak_source(),
+        _executor_cores(),
     ]
     if top_shown:
         by_executor = ' GROUP BY "executorid"'

@@ -11,7 +11,7 @@ from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NE
                                            NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await,
                                            disk_rate, gauge,
                                            peaks_executors_and_driver, pressure, rate, raw,
-                                           recent_per_executor, summed_gauge, target, task_threads,
+                                           recent_per_executor, slots_held, summed_gauge, target, task_threads,
                                            task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 from sparkscope.store.schema import (APPLICATION_MEASUREMENT, BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER,
@@ -134,6 +134,16 @@ def tasks_row() -> Row:
               "are drawn here, on Task time by component and on the heap graph only, so that a run of a "
               "hundred queries leaves the other graphs readable. " + NEEDS_SINK,
               [gauge(THREADPOOL_ACTIVE_TASKS)], "none", decimals=1, annotated=True, height=TASK_ROW_HEIGHT),
+        Panel("Slots busy vs held",
+              "Task slots in use against task slots held, summed over the picked executors: busy is the "
+              "mean of each executor's running tasks (threadpool.activeTasks) in the interval; held is the "
+              "executors that reported in it times their cores (spark.executor.cores, from the annotator's "
+              "executor added events). The gap is capacity paid for and idle: a wide gap for minutes asks for "
+              "dynamic allocation (spark.dynamicAllocation.enabled) or fewer executors or cores; "
+              "./sparkscope report gives the run's slot-seconds and idle share. Held is empty without the "
+              "annotator. " + NEEDS_SINK,
+              [summed_gauge(THREADPOOL_ACTIVE_TASKS, "slots busy", agg="mean"), slots_held("slots held")],
+              "none", decimals=1, height=TASK_ROW_HEIGHT),
         _task_thread_states(),
         Panel("Executor CPU",
               "CPU used by each executor JVM, in cores (rate of JVMCPU jvmCpuTime): all threads, tasks, "

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from sparkscope.store.schema import (CONTAINER_COUNTER_FIELDS, CONTAINER_MEASUREMENT, COUNTER_MEASUREMENTS,
                                      DISKIO_MEASUREMENT, EXECUTOR_PEAKS_MEASUREMENT, HEAP_MAX, PRESSURE_MEASUREMENT,
-                                     TASK_TOTALS_PREFIX, THREADS_MEASUREMENT)
+                                     TASK_TOTALS_PREFIX, THREADPOOL_ACTIVE_TASKS, THREADS_MEASUREMENT)
 
 DATASOURCE = {"type": "influxdb", "uid": "sparkscope-influxdb"}
 EXPRESSION = {"type": "__expr__", "uid": "__expr__"}
@@ -228,6 +228,25 @@ def recent_per_executor(measurement: str, agg: str, alias: str, window: str = "2
     inner = (f'SELECT last("value") AS "v" FROM {source(measurement)} WHERE {APP} '
              f'AND time > ${{__to}}ms - {window} AND time <= ${{__to}}ms GROUP BY "executorid"')
     return target(f'SELECT {agg}("v") FROM ({inner})', alias)
+
+
+def slots_held(alias: str) -> dict[str, Any]:
+    """Task slots held per bucket: the JVMs that reported running tasks in it
+    (threadpool.activeTasks: the executors, and the driver in local mode)
+    times $executor_cores (layout.py, the annotator's cores per executor)."""
+    rolled = _read_from.get()[0]
+    inner = (f'SELECT max("value") AS "v" FROM {rolled}{source(THREADPOOL_ACTIVE_TASKS)} WHERE {EXECUTORS} '
+             'AND $timeFilter GROUP BY time($bucket), "executorid" fill(none)')
+    return target(f'SELECT count("v") * 0$executor_cores FROM ({inner}) WHERE $timeFilter '
+                  'GROUP BY time($bucket) fill(none)', alias)
+
+
+def slot_seconds_held(alias: str) -> dict[str, Any]:
+    """Slot-seconds held over the range: each JVM's time from its first running-tasks
+    sample to its last (elapsed between samples, summed) times $executor_cores."""
+    inner = (f'SELECT elapsed("value", 1s) AS "alive" FROM {source(THREADPOOL_ACTIVE_TASKS)} WHERE {APP} '
+             'AND $timeFilter GROUP BY "executorid"')
+    return target(f'SELECT sum("alive") * 0$executor_cores FROM ({inner})', alias)
 
 
 def highest_per_executor(measurement: str, where: str = APP) -> str:

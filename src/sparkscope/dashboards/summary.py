@@ -19,7 +19,8 @@ from sparkscope.store.schema import (APPLICATION_MEASUREMENT, CPU_TIME_COUNT, DE
                                      TOTAL_GC_TIME)
 from sparkscope.dashboards.queries import (APP, DRAWN, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
-                                           annotator_fields, exact_peaks, per_executor_peak, raw, target, total)
+                                           annotator_fields, exact_peaks, math, per_executor_peak, raw,
+                                           slot_seconds_held, target, total)
 
 
 def _peak_table(title: str, description: str, columns: list[tuple[str, str]], unit: str,
@@ -104,6 +105,26 @@ def app_row() -> Row:
         shared.failed_tasks_and_stages(
             "Failed tasks and stages over the run (driver's appStatus source). " + NEEDS_APP_STATUS,
             width=3),
+        Panel("Slot-seconds held vs used",
+              "Held: each executor's cores times its time from its first to its last report (threadpool."
+              "activeTasks samples; spark.executor.cores from the annotator's executor added events). Used: "
+              "the time tasks held a slot, summed over tasks (Spark's runTime + deserializeTime). The report "
+              "counts held from the executors' added and removed events to the second (./sparkscope report: "
+              "Capacity). " + NEEDS_SINK + " " + NEEDS_ANNOTATOR,
+              [slot_seconds_held("held"), total(RUN_TIME_COUNT, "run", scale=" / 1000"),
+               total(DESERIALIZE_TIME_COUNT, "deserialize", scale=" / 1000"), math("$B + $C")],
+              "s", kind="stat", width=5, height=4, hidden_refs=("B", "C"),
+              overrides=[{"matcher": {"id": "byFrameRefID", "options": "D"},
+                          "properties": [{"id": "displayName", "value": "used"}]}]),
+        Panel("Idle share of slots held",
+              "1 - used / held of 'Slot-seconds held vs used': the share of the capacity the run held in "
+              "which no task ran. High: executors waited between jobs, or more slots than tasks; the "
+              "report's Capacity section says which and what to change (dynamic allocation, fewer "
+              "executors or cores). " + NEEDS_SINK + " " + NEEDS_ANNOTATOR,
+              [slot_seconds_held("held"), total(RUN_TIME_COUNT, "run", scale=" / 1000"),
+               total(DESERIALIZE_TIME_COUNT, "deserialize", scale=" / 1000"), math("1 - ($B + $C) / $A")],
+              "percentunit", kind="stat", width=3, height=4, hidden_refs=("A", "B", "C"), decimals=0,
+              display_name="idle share"),
         Panel("Peak memory",
               "Highest heap used and highest JVM RSS of any executor, and of the driver, over the run: the "
               "exact peaks (Spark's own maxima between polls), the same numbers as the sizing table below. "

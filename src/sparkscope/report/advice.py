@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from sparkscope.report.run_facts import MIB, MIN_BATCHES_TO_JUDGE, ExecutorFacts, RunFacts
-from sparkscope.store.figures import gc_share_of_task_time
+from sparkscope.store.figures import gc_share_of_task_time, parse_size  # noqa: F401 (parse_size: the report's name)
 from sparkscope.store.schema import (
     JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
     PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY, PROCESS_TREE_PYTHON_RSS_MEMORY,
@@ -71,17 +71,6 @@ class Advice:
 
     def conf_lines(self) -> list[str]:
         return [f"--conf {r.key}={r.value}" for r in self.recommendations]
-
-
-def parse_size(text: Optional[str], default_unit: str = "m") -> Optional[int]:
-    """Spark's memory strings (512m, 2g, 1024k, a plain number in default_unit) as bytes."""
-    if not text:
-        return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)b?\s*", text.lower())
-    if not m:
-        return None
-    unit = m.group(2) or default_unit
-    return int(float(m.group(1)) * 1024 ** "bkmgtp".index(unit))
 
 
 def spark_size(nbytes: float) -> str:

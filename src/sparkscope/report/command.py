@@ -13,6 +13,8 @@ from typing import Any
 
 from sparkscope.command_line import REPORTS_DIR, add_run_argument
 from sparkscope.report.advice import advise, gc_share, human, spilled, streaming_lines
+from sparkscope.report.capacity import capacity, capacity_advice, capacity_document, prices_of, summary_line
+from sparkscope.store.figures import Prices
 from sparkscope.report.run_facts import RunFacts, RunReader
 from sparkscope.settings import load_settings
 from sparkscope.text import clean
@@ -31,7 +33,8 @@ def run_summary(run: RunFacts) -> dict[str, Any]:
             "gc_share": gc_share(run), "spilled": spilled(run)}
 
 
-def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[Path, Any, RunFacts, list]:
+def make_report(reader: RunReader, app_id: str | None, out_dir: Path,
+                prices: Prices = Prices()) -> tuple[Path, Any, RunFacts, list]:
     from sparkscope.report.page import render  # plotly: loaded only when a page is drawn
 
     app_id = app_id or reader.latest_app()
@@ -44,11 +47,11 @@ def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[P
     out_dir.mkdir(parents=True, exist_ok=True)
     # The id may come from InfluxDB (latest_app), written by anyone who reaches the events port.
     path = out_dir / f"sparkscope-report-{re.sub(r'[^A-Za-z0-9_.-]', '_', app_id)}.html"
-    path.write_text(render(run, advice, runs, heap), encoding="utf-8")
+    path.write_text(render(run, advice, runs, heap, capacity(run, prices)), encoding="utf-8")
     return path, advice, run, runs
 
 
-def print_verdict(advice, runs, path: Path, out=print, run=None) -> None:
+def print_verdict(advice, runs, path: Path, out=print, run=None, prices: Prices = Prices()) -> None:
     raw_out = out
     out = lambda line: raw_out(clean(line))  # noqa: E731 (stored ids and names reach the terminal)
     out(advice.summary)
@@ -62,6 +65,11 @@ def print_verdict(advice, runs, path: Path, out=print, run=None) -> None:
         out("paste into spark-submit:  " + " ".join(advice.conf_lines()))
     for note in advice.notes:
         out(f"  note: {note}")
+    if run is not None:
+        cap = capacity(run, prices)
+        out(summary_line(cap))
+        for line in capacity_advice(run, cap):
+            out(f"  {line}")
     if len(runs) > 1:
         out(f"earlier runs of the same name: {len(runs) - 1} (compared in the report)")
         for r in runs:
@@ -71,7 +79,7 @@ def print_verdict(advice, runs, path: Path, out=print, run=None) -> None:
     out(f"report: {path}")
 
 
-def report_document(run: RunFacts, advice, runs: list, path: Path) -> dict[str, Any]:
+def report_document(run: RunFacts, advice, runs: list, path: Path, prices: Prices = Prices()) -> dict[str, Any]:
     """report --json: what the terminal verdict says, as data (times in ms since
     the epoch, sizes in bytes, shares as fractions; None where unknown)."""
     workers = run.workers()
@@ -89,6 +97,7 @@ def report_document(run: RunFacts, advice, runs: list, path: Path) -> dict[str, 
         "recommendations": [{"key": r.key, "value": r.value, "reason": r.reason, "had": r.had}
                             for r in advice.recommendations],
         "conf": advice.conf_lines(), "notes": list(advice.notes),
+        "capacity": capacity_document(run, capacity(run, prices)),
         "earlier_runs": runs[1:], "report": str(path),
     }
 
@@ -96,11 +105,12 @@ def report_document(run: RunFacts, advice, runs: list, path: Path) -> dict[str, 
 def cmd_report(args: argparse.Namespace) -> int:
     settings = load_settings()
     reader = RunReader(settings.influx_reader, settings.database)
-    path, advice, run, runs = make_report(reader, args.app_id, Path(args.out))
+    prices = prices_of(settings)
+    path, advice, run, runs = make_report(reader, args.app_id, Path(args.out), prices)
     if args.json:
-        print(json.dumps(report_document(run, advice, runs, path), indent=2))
+        print(json.dumps(report_document(run, advice, runs, path, prices), indent=2))
     else:
-        print_verdict(advice, runs, path, run=run)
+        print_verdict(advice, runs, path, run=run, prices=prices)
     return 0
 
 

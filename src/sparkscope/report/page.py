@@ -11,6 +11,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from sparkscope.report.advice import Advice, human, streaming_lines
+from sparkscope.report.capacity import capacity_advice, idle_lines, money, summary_line
+from sparkscope.store.figures import Capacity, executor_spans
 from sparkscope.report.run_facts import MIB, RunFacts
 from sparkscope.store.schema import (
     JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
@@ -121,6 +123,10 @@ def task_time(run: RunFacts) -> go.Figure:
     ids, parts = [], {k: [] for k in ("CPU", "GC", "shuffle fetch wait", "serialization", "other in task",
                                      "idle slots")}
     duration_s = (run.duration_ms or 0) / 1000
+    # Slots held as the Capacity section counts them (store/figures.py): from each executor's addition to its
+    # removal or the run's end; the whole run for an executor without an added event.
+    held = {s.executor_id: s.cores * s.seconds
+            for s in executor_spans(run.executor_events, run.ended_ms or run.started_ms, run.local_mode)}
     for executor_id, e in sorted(run.workers().items()):
         t = e.totals
         run_s = t.get("run_ms", 0) / 1000
@@ -134,7 +140,7 @@ def task_time(run: RunFacts) -> go.Figure:
         parts["shuffle fetch wait"].append(fetch)
         parts["serialization"].append(serial)
         parts["other in task"].append(max(0.0, run_s - cpu - gc - fetch))
-        slots = (e.cores or 1) * duration_s
+        slots = held.get(executor_id, (e.cores or 1) * duration_s)
         parts["idle slots"].append(max(0.0, slots - run_s - serial))
     fig = go.Figure([go.Bar(x=ids, y=v, name=k) for k, v in parts.items()])
     fig.update_layout(title="Where executor-core time went (seconds)", barmode="stack", xaxis_title="executor",
@@ -169,11 +175,52 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+STAGES_LISTED = 50  # the stages that held the most slot-seconds
+
+
+def capacity_section(run: RunFacts, cap: Optional[Capacity]) -> str:
+    """What the run held and used: slot-seconds, task-seconds, idle share,
+    memory held against the peaks, money when priced; idle stretches; per stage."""
+    if cap is None:
+        return ""
+    gib = lambda v: "n/a" if v is None else f"{v / 3600:.3f} GB-hours"  # noqa: E731
+    rows = [["slot-seconds held (cores x seconds, from each executor's addition to its removal or the run's end)",
+             f"{cap.slot_seconds:,.0f} ({cap.core_hours:.3f} core-hours, {cap.executors} executors)"],
+            ["task-seconds used (Spark's runTime + deserializeTime, summed over tasks)",
+             "n/a" if cap.task_seconds is None else f"{cap.task_seconds:,.0f}"],
+            ["idle share (1 - used / held)", "n/a" if cap.idle_share is None else f"{cap.idle_share:.1%}"],
+            ["memory held (spark.executor.memory + overhead per executor, over its life)",
+             f"{gib(cap.memory_gb_seconds)} at {human(cap.memory_per_executor)} each"],
+            ["memory used: peak heap / peak JVM RSS over each executor's life",
+             f"{gib(cap.heap_gb_seconds)} / {gib(cap.rss_gb_seconds)}"]]
+    if cap.cost is not None:
+        rows.append(["cost at PRICE_PER_CORE_HOUR and PRICE_PER_GB_HOUR (.env)", money(cap.cost, cap.currency)])
+    stages = sorted(cap.stages, key=lambda c: -c.slot_seconds)[:STAGES_LISTED]
+    stage_rows = [[c.stage, c.name[:60], f"{(c.ended_ms - c.started_ms) / 1000:.1f} s", f"{c.slot_seconds:,.0f}",
+                   "n/a" if c.task_seconds is None else f"{c.task_seconds:,.0f}",
+                   "n/a" if c.task_seconds is None or not c.slot_seconds
+                   else f"{max(0.0, 1 - c.task_seconds / c.slot_seconds):.0%}",
+                   money(c.cost, cap.currency) if c.cost is not None else f"{c.slot_seconds / 3600:.3f} core-h"]
+                  for c in stages]
+    advice = "".join(f"<li>{html.escape(line)}</li>" for line in capacity_advice(run, cap))
+    idle = "".join(f"<li>{html.escape(line)}</li>" for line in idle_lines(cap))
+    return (f"<h2>Capacity</h2><p>{html.escape(summary_line(cap))}</p>"
+            + _table(["what", "this run"], rows)
+            + (f"<h3>What to hold less of</h3><ul class='capacity-advice'>{advice}</ul>" if advice else "")
+            + (f"<h3>Idle stretches</h3><ul class='idle'>{idle}</ul>" if idle else "")
+            + ("<h3>Per stage</h3><p class='note'>Slot-seconds held while the stage ran (stages that ran at "
+               "once each count the whole); task-seconds estimated from the stage's task percentiles (the "
+               "annotator keeps no per-stage sum).</p>"
+               + _table(["stage", "name", "ran", "slot-seconds held", "task-seconds (est.)", "idle",
+                         "cost" if cap.cost is not None else "core-hours"], stage_rows) if stage_rows else ""))
+
+
 ENDINGS = {"NO_END_SEEN": "no end seen (the driver stopped reporting)", "RUNNING": "still running",
            "FAILED": "failed", "CANCELLED": "cancelled"}
 
 
-def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Optional[float]) -> str:
+def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Optional[float],
+           cap: Optional[Capacity] = None) -> str:
     figures = [memory_over_time(run, heap), peaks_per_stage(run), task_time(run), stragglers(run)]
     if len(runs) > 1:
         figures.append(comparison(runs))
@@ -213,6 +260,7 @@ def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Opti
 <h2>Over time</h2>{plots[0]}
 <h2>Which stage needed it</h2>{plots[1]}
 <h2>Task time</h2>{plots[2]}
+{capacity_section(run, cap)}
 <h2>Straggler stages</h2>{plots[3]}
 <h2>Earlier runs of {html.escape(run.app_name)}</h2>{history}{plots[4] if len(plots) > 4 else ""}
 </body></html>

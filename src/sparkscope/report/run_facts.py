@@ -135,6 +135,11 @@ class RunFacts:
     # RUNNING while its driver still reports, or NO_END_SEEN (ended_ms is then
     # the driver's last report).
     ending: str = "FINISHED"
+    # Every executor added and removed (the annotator's events), and each JVM's
+    # running tasks over the run (store.reads.active_tasks): what capacity is
+    # counted from (report/capacity.py).
+    executor_events: list[dict[str, Any]] = field(default_factory=list)
+    active_tasks: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
     @property
     def no_end_seen(self) -> bool:
@@ -181,7 +186,13 @@ SERIES = {JVM_HEAP_MEMORY: "heap", ON_HEAP_UNIFIED_MEMORY: "unified", PROCESS_TR
           PROCESS_TREE_PYTHON_RSS_MEMORY: "Python RSS"}
 
 
+# Running tasks are read per bucket, at most this many per JVM: the sink's own
+# period (1-10 s) on runs of up to a few hours, coarser beyond.
+ACTIVE_BUCKETS = 5000
 
+
+def active_bucket_s(started_ms: int, ended_ms: int) -> int:
+    return max(1, -(-(ended_ms - started_ms) // 1000 // ACTIVE_BUCKETS))
 
 
 class RunReader:
@@ -280,7 +291,8 @@ class RunReader:
         for executor_id, facts in self.containers(app_id, span).items():
             executor(executor_id).container = facts
         removals = []
-        for row in self.store.executor_events(app_id):
+        events = self.store.executor_events(app_id)
+        for row in events:
             if row.get("cores") is not None and row.get("executor_id"):
                 executor(row["executor_id"]).cores = int(row["cores"])
             if row.get("event") == "removed":
@@ -289,4 +301,6 @@ class RunReader:
                         started_ms=started_ms, ending=ending, ended_ms=ended_ms,
                         settings=settings, executors=executors, stages=self.store.stages(app_id),
                         stage_peaks=self.store.stage_peaks(app_id), queries=self.store.queries(app_id),
-                        removals=removals, streaming=self.streaming(app_id))
+                        removals=removals, streaming=self.streaming(app_id), executor_events=events,
+                        active_tasks=self.store.active_tasks(app_id, (started_ms, ended_ms or now_ms),
+                                                             active_bucket_s(started_ms, ended_ms or now_ms)))

@@ -1,6 +1,7 @@
 """Figures derived from what is stored, one definition each, so that the
 report, `top`, the dashboards' descriptions and what comes next (comparison
-with earlier runs, capacity) mean the same thing by the same word.
+with earlier runs) mean the same thing by the same word (capacity below: slot-seconds held,
+task-seconds used, idle share, memory held against used, cost).
 
 Two figures are both called "GC share" in Spark circles and are different:
 
@@ -17,7 +18,11 @@ Standard library only.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
+
+from sparkscope.store.schema import JVM_HEAP_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY
 
 
 def gc_share_of_task_time(gc_ms: Iterable[float], run_ms: Iterable[float]) -> Optional[float]:
@@ -29,3 +34,258 @@ def gc_share_of_task_time(gc_ms: Iterable[float], run_ms: Iterable[float]) -> Op
 def gc_share_of_wall_time(gc_ms_per_s: Optional[float]) -> Optional[float]:
     """A JVM's collection time per second of wall time, as a share of that second."""
     return None if gc_ms_per_s is None else gc_ms_per_s / 1000
+
+
+# --- capacity: what a run held and what it used -----------------------------------------------
+#
+# A slot is one core of an executor, held from the executor's addition to its
+# removal, or to the run's end for an executor never removed (the run ended
+# with it, or the annotator missed its removal). The driver holds slots only
+# in local mode, where it runs the tasks (Spark posts its "added" event
+# there). Task time is Spark's own sum over tasks, the executors'
+# runTime.count and deserializeTime.count totals: a task holds its slot while
+# its closure is deserialized as well as while it runs. The annotator's stage
+# statistics keep percentiles of task duration, not a sum, so a run's task
+# time is not read from them; a stage's is estimated from them (stage_capacity).
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+DEFAULT_EXECUTOR_MEMORY = "1g"  # Spark's spark.executor.memory default
+OVERHEAD_FACTOR = 0.10  # Spark's spark.executor.memoryOverheadFactor default
+MIN_OVERHEAD = 384 * MIB  # Spark's floor of the overhead
+IDLE_STRETCH_S = 60  # an executor without a running task this long is an idle stretch
+
+
+def parse_size(text: Optional[str], default_unit: str = "m") -> Optional[int]:
+    """Spark's memory strings (512m, 2g, 1024k, a plain number in default_unit) as bytes."""
+    if not text:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)b?\s*", str(text).lower())
+    if not m:
+        return None
+    unit = m.group(2) or default_unit
+    return int(float(m.group(1)) * 1024 ** "bkmgtp".index(unit))
+
+
+@dataclass(frozen=True)
+class ExecutorSpan:
+    """One executor's hold on the cluster: its cores from added_ms to ended_ms."""
+    executor_id: str
+    cores: int
+    added_ms: int
+    ended_ms: int
+    removed: bool  # False: closed by the run's end
+
+    @property
+    def seconds(self) -> float:
+        return max(0, self.ended_ms - self.added_ms) / 1000
+
+    def overlap_s(self, start_ms: int, end_ms: int) -> float:
+        return max(0, min(self.ended_ms, end_ms) - max(self.added_ms, start_ms)) / 1000
+
+
+def executor_spans(events: Iterable[dict[str, Any]], run_end_ms: int, local_mode: bool = False,
+                   default_cores: int = 1) -> list[ExecutorSpan]:
+    """Each executor's span from the annotator's added and removed events
+    (rows with time, event, executor_id, cores). An executor without a
+    removal is held to run_end_ms; a removal after the run's end counts to
+    the end. The driver counts only in local mode."""
+    added: dict[str, dict[str, Any]] = {}
+    removed: dict[str, int] = {}
+    for row in sorted(events, key=lambda r: r["time"]):
+        executor_id = row.get("executor_id")
+        if not executor_id or (executor_id == "driver" and not local_mode):
+            continue
+        if row.get("event") == "added":
+            added.setdefault(executor_id, row)
+        elif row.get("event") == "removed":
+            removed.setdefault(executor_id, int(row["time"]))
+    spans = []
+    for executor_id, row in added.items():
+        start = int(row["time"])
+        end = min(removed.get(executor_id, run_end_ms), run_end_ms)
+        spans.append(ExecutorSpan(executor_id, int(row.get("cores") or default_cores), start, max(start, end),
+                                  executor_id in removed and removed[executor_id] <= run_end_ms))
+    return sorted(spans, key=lambda s: (s.added_ms, s.executor_id))
+
+
+def slot_seconds_held(spans: Iterable[ExecutorSpan], start_ms: Optional[int] = None,
+                      end_ms: Optional[int] = None) -> float:
+    """Cores times seconds held, over the whole spans or within [start_ms, end_ms]."""
+    if start_ms is None or end_ms is None:
+        return sum(s.cores * s.seconds for s in spans)
+    return sum(s.cores * s.overlap_s(start_ms, end_ms) for s in spans)
+
+
+def idle_share(task_seconds: Optional[float], slot_seconds: float) -> Optional[float]:
+    """1 - used / held: the share of held slot time no task ran in (never below 0)."""
+    if task_seconds is None or not slot_seconds:
+        return None
+    return max(0.0, 1 - task_seconds / slot_seconds)
+
+
+def executor_memory_bytes(settings: dict[str, Any]) -> int:
+    """What one executor asks its cluster for: spark.executor.memory plus the
+    overhead (spark.executor.memoryOverhead, else memoryOverheadFactor x the
+    heap, at least 384 MiB), plus spark.executor.pyspark.memory and the
+    off-heap size when set, as Spark sizes a YARN or Kubernetes container."""
+    heap = parse_size(settings.get("spark.executor.memory")) or parse_size(DEFAULT_EXECUTOR_MEMORY)
+    overhead = parse_size(settings.get("spark.executor.memoryOverhead"))
+    if overhead is None:
+        factor = float(settings.get("spark.executor.memoryOverheadFactor") or OVERHEAD_FACTOR)
+        overhead = max(MIN_OVERHEAD, int(heap * factor))
+    extra = parse_size(settings.get("spark.executor.pyspark.memory")) or 0
+    if str(settings.get("spark.memory.offHeap.enabled", "")).lower() == "true":
+        extra += parse_size(settings.get("spark.memory.offHeap.size"), "b") or 0
+    return heap + overhead + extra
+
+
+def gb_seconds(spans: Iterable[ExecutorSpan], bytes_of: Callable[[ExecutorSpan], Optional[float]],
+               start_ms: Optional[int] = None, end_ms: Optional[int] = None) -> Optional[float]:
+    """GiB times seconds: each span's bytes (None: unknown, left out) over its time
+    (or its time within [start_ms, end_ms]); None when no span's bytes are known."""
+    total, known = 0.0, False
+    for s in spans:
+        size = bytes_of(s)
+        if size is None:
+            continue
+        known = True
+        seconds = s.seconds if start_ms is None or end_ms is None else s.overlap_s(start_ms, end_ms)
+        total += size / GIB * seconds
+    return total if known else None
+
+
+@dataclass(frozen=True)
+class Prices:
+    """PRICE_PER_CORE_HOUR, PRICE_PER_GB_HOUR, PRICE_CURRENCY (.env); None: not priced."""
+    per_core_hour: Optional[float] = None
+    per_gb_hour: Optional[float] = None
+    currency: str = ""
+
+    @property
+    def known(self) -> bool:
+        return self.per_core_hour is not None or self.per_gb_hour is not None
+
+
+def cost(prices: Prices, slot_seconds: float, memory_gb_seconds: Optional[float]) -> Optional[float]:
+    """Money for the held core-hours and GB-hours at the prices set; None without prices."""
+    if not prices.known:
+        return None
+    money = (prices.per_core_hour or 0) * slot_seconds / 3600
+    if memory_gb_seconds is not None:
+        money += (prices.per_gb_hour or 0) * memory_gb_seconds / 3600
+    return money
+
+
+def mean_from_percentiles(p50: Optional[float], p75: Optional[float], p95: Optional[float],
+                          top: Optional[float]) -> Optional[float]:
+    """A stage's mean task time estimated from the percentiles the annotator keeps:
+    the quantile function taken as p50 over the lower half and as straight lines
+    between p50, p75, p95 and the slowest task above it."""
+    if p50 is None:
+        return None
+    p75 = p50 if p75 is None else p75
+    p95 = p75 if p95 is None else p95
+    top = p95 if top is None else top
+    return 0.5 * p50 + 0.25 * (p50 + p75) / 2 + 0.2 * (p75 + p95) / 2 + 0.05 * (p95 + top) / 2
+
+
+@dataclass(frozen=True)
+class StageCapacity:
+    stage: str  # "3.0": id and attempt
+    name: str
+    started_ms: int
+    ended_ms: int
+    slot_seconds: float  # held while it ran (stages running at once each see the whole)
+    task_seconds: Optional[float]  # estimated: tasks x mean from percentiles
+    memory_gb_seconds: Optional[float]
+    cost: Optional[float]
+
+
+def stage_capacity(stages: Iterable[dict[str, Any]], spans: list[ExecutorSpan], memory_bytes: Optional[float],
+                   prices: Prices) -> list[StageCapacity]:
+    """Per ended stage (the annotator's stage end points): slot-seconds held while
+    it ran, task-seconds estimated from its task percentiles, memory held, cost."""
+    out = []
+    for s in stages:
+        if s.get("end_time_ms") is None or s.get("time") is None:
+            continue
+        start, end = int(s["time"]), int(s["end_time_ms"])
+        slots = slot_seconds_held(spans, start, end)
+        mean = mean_from_percentiles(s.get("task_p50_ms"), s.get("task_p75_ms"), s.get("task_p95_ms"),
+                                     s.get("task_max_ms"))
+        tasks = s.get("task_count_seen")
+        task_s = mean * tasks / 1000 if mean is not None and tasks is not None else None
+        memory = gb_seconds(spans, lambda _: memory_bytes, start, end) if memory_bytes else None
+        out.append(StageCapacity(f"{s.get('stage_id')}.{s.get('attempt', 0)}", str(s.get("name") or ""),
+                                 start, end, slots, task_s, memory, cost(prices, slots, memory)))
+    return sorted(out, key=lambda c: c.started_ms)
+
+
+def idle_stretches(samples: Iterable[tuple[int, float]], span: ExecutorSpan,
+                   threshold_s: float = IDLE_STRETCH_S) -> list[tuple[int, int]]:
+    """When one executor ran no task for threshold_s or longer, from its
+    threadpool.activeTasks samples (time ms, tasks): a stretch starts at its
+    addition or at the first sample at 0 after one above, and ends at the next
+    sample above 0 or its end. A task that starts and ends between two samples
+    is not seen: the resolution is the sink's period."""
+    out, idle_from = [], span.added_ms
+    for t, active in sorted(samples):
+        if t < span.added_ms or t > span.ended_ms:
+            continue
+        if active and active > 0:
+            if idle_from is not None and (t - idle_from) / 1000 >= threshold_s:
+                out.append((idle_from, t))
+            idle_from = None
+        elif idle_from is None:
+            idle_from = t
+    if idle_from is not None and (span.ended_ms - idle_from) / 1000 >= threshold_s:
+        out.append((idle_from, span.ended_ms))
+    return out
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a run held and used: slot-seconds (cores x seconds), task-seconds,
+    memory held at the configured size against the exact peaks, and money."""
+    slot_seconds: float
+    task_seconds: Optional[float]
+    idle_share: Optional[float]
+    executors: int
+    memory_per_executor: Optional[float]  # bytes asked for each executor
+    memory_gb_seconds: Optional[float]  # held, at memory_per_executor
+    heap_gb_seconds: Optional[float]  # each executor's peak heap over its life
+    rss_gb_seconds: Optional[float]  # each executor's peak JVM RSS over its life
+    cost: Optional[float]
+    currency: str = ""
+    idle: tuple[tuple[str, int, int], ...] = ()  # (executor, from ms, to ms) idle stretches
+    stages: tuple[StageCapacity, ...] = ()
+
+    @property
+    def core_hours(self) -> float:
+        return self.slot_seconds / 3600
+
+    @property
+    def gb_hours(self) -> Optional[float]:
+        return None if self.memory_gb_seconds is None else self.memory_gb_seconds / 3600
+
+
+def run_capacity(events: Iterable[dict[str, Any]], run_end_ms: int, task_ms: Optional[float],
+                 settings: dict[str, Any], peaks: dict[str, dict[str, float]],
+                 active_tasks: dict[str, list[tuple[int, float]]], stages: Iterable[dict[str, Any]] = (),
+                 prices: Prices = Prices(), local_mode: bool = False,
+                 idle_after_s: float = IDLE_STRETCH_S) -> Capacity:
+    """A run's capacity from its executor events, its task time total (ms),
+    its settings, each executor's exact peaks, its active-task samples and its stages."""
+    spans = executor_spans(events, run_end_ms, local_mode, int(settings.get("spark.executor.cores") or 1))
+    slots = slot_seconds_held(spans)
+    task_s = None if task_ms is None else task_ms / 1000
+    memory_each = None if local_mode else executor_memory_bytes(settings)
+    memory = gb_seconds(spans, lambda _: memory_each) if memory_each else None
+    heap = gb_seconds(spans, lambda s: peaks.get(s.executor_id, {}).get(JVM_HEAP_MEMORY))
+    rss = gb_seconds(spans, lambda s: peaks.get(s.executor_id, {}).get(PROCESS_TREE_JVM_RSS_MEMORY) or None)
+    idle = tuple((s.executor_id, a, b) for s in spans
+                 for a, b in idle_stretches(active_tasks.get(s.executor_id, []), s, idle_after_s))
+    return Capacity(slots, task_s, idle_share(task_s, slots), len(spans), memory_each, memory, heap, rss,
+                    cost(prices, slots, memory), prices.currency, idle,
+                    tuple(stage_capacity(stages, spans, memory_each, prices)))

@@ -26,7 +26,7 @@ from sparkscope.store.schema import (
     ANNOTATION_MEASUREMENTS, APPLICATION, BLOCK_LATENCY_HIST, BLOCK_OUTLIER, DISKIO_MEASUREMENT, APPLICATION_MEASUREMENT, CONTAINER_MEASUREMENT, EXECUTOR,
     EXECUTOR_MEASUREMENT, EXECUTOR_PEAKS_MEASUREMENT, JVM_HEAP_MEMORY, MEMORY_CONF_MEASUREMENT, QUERY_MEASUREMENT,
     ROLLED_MEASUREMENTS, STAGE_MEASUREMENT, STAGE_PEAKS_MEASUREMENT, STATUS, STREAMING_MEASUREMENT,
-    STREAMING_QUERY_MEASUREMENT,
+    STREAMING_QUERY_MEASUREMENT, THREADPOOL_ACTIVE_TASKS,
 )
 
 RUNNING = "RUNNING"  # the annotator's status while an entity runs; its end carries another
@@ -93,6 +93,18 @@ class Reads:
 
     def reports_since(self, app_id: str, seconds: float) -> bool:
         """Whether the run's JVMs reported metrics in the last `seconds`."""
+        raise NotImplementedError
+
+    # --- capacity ----------------------------------------------------------------------------
+
+    def executor_events(self, app_id: str, event: Optional[str] = None, since_ms: int = 0) -> list[dict[str, Any]]:
+        """Executors added and removed (time ms, event, executor_id, host, cores, reason), oldest first."""
+        raise NotImplementedError
+
+    def active_tasks(self, app_id: str, span: tuple[int, int], bucket_s: int) -> dict[str, list[tuple[int, float]]]:
+        """Each JVM's running tasks (threadpool.activeTasks) over the span: per bucket of
+        bucket_s seconds its highest sample, so that a bucket with any task running reads
+        above 0; (bucket start ms, tasks), oldest first."""
         raise NotImplementedError
 
 
@@ -171,6 +183,18 @@ class InfluxReads(Reads):
     def reports_since(self, app_id: str, seconds: float) -> bool:
         return bool(self.q(f'SELECT last("value") FROM {influx.identifier(JVM_HEAP_MEMORY)} WHERE {is_app(app_id)} '
                            f"AND time > now() - {int(seconds * 1000)}ms"))
+
+    # --- capacity ----------------------------------------------------------------------------
+
+    def active_tasks(self, app_id: str, span: tuple[int, int], bucket_s: int) -> dict[str, list[tuple[int, float]]]:
+        out: dict[str, list[tuple[int, float]]] = {}
+        for s in self.q(f'SELECT max("value") FROM {influx.identifier(THREADPOOL_ACTIVE_TASKS)} '
+                        f"WHERE {is_app(app_id)} AND time >= {int(span[0])}ms AND time <= {int(span[1])}ms "
+                        f"GROUP BY time({int(bucket_s)}s), {influx.identifier(EXECUTOR)} fill(none)"):
+            executor_id = (s.get("tags") or {}).get(EXECUTOR)
+            if executor_id:
+                out[executor_id] = [(int(t), float(v)) for t, v in s.get("values") or [] if v is not None]
+        return out
 
     # --- what the annotator wrote about a run -------------------------------------------------
 

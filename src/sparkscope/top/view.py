@@ -21,6 +21,7 @@ from rich.text import Text
 
 from sparkscope.dashboards.queries import WHOLE_DISKS
 from sparkscope.text import clean  # noqa: F401 (top's names for it)
+from sparkscope.store.figures import idle_share
 from sparkscope.top.data import HISTORY_POINTS, DiskNow, DisksSnapshot, ExecutorNow, Histogram, Run, Snapshot, ordered
 
 NEAR_LIMIT = 0.9  # heap or RSS at this share of its limit is flagged
@@ -242,11 +243,13 @@ def run_header(snapshot: Snapshot, width: int) -> list[Text]:
     alive = len(snapshot.executors)
     tasks = sum(e.active_tasks or 0 for e in snapshot.executors)
     slots = snapshot.task_slots
+    idle = idle_share(tasks, slots or 0) or 0.0  # store/figures.py: the report's idle share, at this moment
     newest = max((e.last_ms for e in snapshot.executors), default=0)
     lines = [
         _line(width, Text(clean(run.app_id), style="bold cyan"), Text("  "), Text(clean(run.name), style="bold"),
               Text("  "), state),
-        _line(width, Text(f"executors {alive}  tasks {tasks:.0f}" + (f" of {slots} slots" if slots else "")),
+        _line(width, Text(f"executors {alive}  tasks {tasks:.0f}" + (f" of {slots} slots held busy ({idle:.0%} idle "
+                                                                     "now)" if slots else "")),
               _last_report(snapshot, newest)),
     ]
     for kind in ("query", "job", "stage"):
