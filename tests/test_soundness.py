@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import socket
 import threading
 import time
 import urllib.request
@@ -97,6 +98,40 @@ def test_requests_to_this_machine_never_go_through_the_proxy(servers, monkeypatc
     with urllib.request.build_opener().open(request, timeout=5):
         pass
     assert any(line.startswith(f"{proxy} ") and "Bearer secret" in line for line in Recorder.seen), Recorder.seen
+
+
+def own_address() -> str:
+    """A non-loopback address of this machine (the one its default route leaves from)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("198.51.100.1", 9))  # no packet is sent: UDP connect only picks a route
+        except OSError:
+            pytest.skip("no route off this machine: it has no address but loopback")
+        return s.getsockname()[0]
+
+
+def test_requests_to_this_machines_own_address_skip_the_proxy_too(monkeypatch):
+    """INFLUXDB_BIND or GRAPHITE_BIND set to the machine's own address: the
+    CLI's and the probes' Basic-auth requests there must not reach a proxy."""
+    address = own_address()
+    server = ThreadingHTTPServer((address, 0), Recorder)
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    for s in (server, proxy):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    try:
+        Recorder.seen = []
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy.server_address[1]}")
+        monkeypatch.setenv("no_proxy", "")
+        request = urllib.request.Request(f"http://{address}:{server.server_address[1]}/query",
+                                         headers={"Authorization": "Basic c2VjcmV0"})
+        with http.urlopen(request, timeout=5):
+            pass
+        assert Recorder.seen == [f"{server.server_address[1]} /query Basic c2VjcmV0"]
+        assert http.is_this_machine(address) and not http.is_this_machine("192.0.2.254")
+        assert not http.is_this_machine("example.com")  # a name is never resolved to decide
+    finally:
+        server.shutdown()
+        proxy.shutdown()
 
 
 @pytest.mark.parametrize("dockerfile", sorted(ROOT.glob("src/sparkscope/probes/*/Dockerfile")),

@@ -4,15 +4,19 @@ machine never goes through a proxy.
 urllib takes http_proxy/HTTPS_PROXY from the environment and only skips it
 for hosts named in no_proxy. A proxy set for the internet would then see every
 request to InfluxDB, Telegraf's listener and the profiler plugin on
-127.0.0.1, the plugin's bearer token among them, or fail them outright. A
-request to another host keeps the user's proxy settings.
+127.0.0.1, the plugin's bearer token among them, or fail them outright. So
+does a request to one of this machine's own addresses (INFLUXDB_BIND or
+GRAPHITE_BIND set to it): an address is this machine's when a socket can be
+bound to it. A request to another host keeps the user's proxy settings.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import ipaddress
 import os
+import socket
 import urllib.parse
 import urllib.request
 from typing import Sequence, Union
@@ -29,10 +33,31 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=64)
+def is_own_address(host: str) -> bool:
+    """Whether host is an IP address of this machine (names are not resolved:
+    no DNS lookup decides where a credential goes)."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.bind((str(address), 0))
+        return True
+    except OSError:
+        return False
+
+
+def is_this_machine(host: str) -> bool:
+    return is_loopback_host(host) or is_own_address(host)
+
+
 def urlopen(request: Union[str, urllib.request.Request], timeout: float):
     """urllib.request.urlopen, straight to the server when it is this machine."""
     url = request.full_url if isinstance(request, urllib.request.Request) else request
-    if is_loopback_host(urllib.parse.urlsplit(url).hostname or ""):
+    if is_this_machine(urllib.parse.urlsplit(url).hostname or ""):
         return _DIRECT.open(request, timeout=timeout)
     return urllib.request.urlopen(request, timeout=timeout)
 
