@@ -91,3 +91,26 @@ def test_runs_pairs_each_start_with_its_end():
     runs = Store().runs()
     assert runs == [Run("app-2", "b", 2000), Run("app-1", "a", 1000, 5000, "FINISHED", 4000)]
     assert runs[0].running and not runs[1].running
+
+
+def test_reads_that_grow_with_a_run_or_the_retention_are_bounded():
+    reads = Recorder()
+    reads.finished_runs()
+    reads.stages("app-1")
+    reads.queries("app-1")
+    reads.stage_peaks("app-1")
+    assert len(reads.sent) == 4
+    assert all("ORDER BY time DESC LIMIT" in s for s in reads.sent), reads.sent
+
+
+def test_the_newest_entities_come_back_oldest_first_and_a_doubled_end_is_one_run():
+    class Store(Recorder):
+        def q(self, statement):
+            if "FINISHED" in statement:
+                return [{"columns": ["time", "app_name", "end_time_ms", "duration_ms", "applicationid"],
+                         "values": [[3000, "b", 9, 1, "app-2"], [2000, "a", 8, 1, "app-1"], [1000, "a", 7, 1, "app-1"]]}]
+            return [{"columns": ["time", "stage_id"], "values": [[30, 3], [20, 2], [10, 1]]}]
+
+    store = Store()
+    assert [r.app_id for r in store.finished_runs()] == ["app-2", "app-1"]
+    assert [s["stage_id"] for s in store.stages("app-1")] == [1, 2, 3]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from sparkscope.report.run_facts import MIB, MIN_BATCHES_TO_JUDGE, ExecutorFacts, RunFacts
+from sparkscope.store.reads import MOST_ENTITIES
 from sparkscope.store.figures import gc_share_of_task_time, parse_size  # noqa: F401 (parse_size: the report's name)
 from sparkscope.store.schema import (
     JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
@@ -426,6 +427,10 @@ def advise(run: RunFacts) -> Advice:
     fraction = float(run.settings.get("spark.memory.fraction") or DEFAULT_FRACTION)
     notes = ["Advice is only as good as the run it saw: a run on more data, or with more tasks per executor "
              "(spark.executor.cores), needs more."]
+    for kind, rows in (("stages", run.stages), ("SQL queries", run.queries)):
+        if len(rows) >= MOST_ENTITIES:
+            notes.append(f"This run has more than {MOST_ENTITIES:,} {kind}: the report read the newest "
+                         f"{MOST_ENTITIES:,} of them.")
     if not any(e.peaks for e in workers.values()):
         return _without_peaks(run, role, notes)
 

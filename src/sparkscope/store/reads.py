@@ -33,6 +33,12 @@ RUNNING = "RUNNING"  # the annotator's status while an entity runs; its end carr
 FINISHED = "FINISHED"
 DRIVER = "driver"  # the executorid of the driver's own metrics
 MOST_RUNS = 40
+# Bounds on what one read returns, however long a run or the retention: a
+# streaming application that runs for a month writes millions of stage points,
+# and a store anyone on the events port can write to holds as many runs as
+# they send. The newest are read; a caller that got exactly the bound says so.
+MOST_FINISHED_RUNS = 1_000
+MOST_ENTITIES = 20_000
 
 
 @dataclass
@@ -170,10 +176,12 @@ class InfluxReads(Reads):
         rows = self.rows(f'SELECT "app_name", "end_time_ms", "duration_ms", {influx.identifier(APPLICATION)} '
                          f"FROM {influx.identifier(APPLICATION_MEASUREMENT)} WHERE "
                          f"{influx.identifier(STATUS)}::tag = {influx.string_literal(FINISHED)}{where} "
-                         f"GROUP BY {influx.identifier(APPLICATION)}")
+                         f"ORDER BY time DESC LIMIT {MOST_FINISHED_RUNS}")
+        newest = {}  # one run per id, should its end have been written twice
+        for r in sorted(rows, key=lambda r: r["time"], reverse=True):
+            newest.setdefault(r[APPLICATION], r)
         return [Run(r[APPLICATION], r.get("app_name") or r[APPLICATION], int(r["time"]), _int(r.get("end_time_ms")),
-                    FINISHED, _int(r.get("duration_ms")))
-                for r in sorted(rows, key=lambda r: r["time"], reverse=True)]
+                    FINISHED, _int(r.get("duration_ms"))) for r in newest.values()]
 
     def last_report_ms(self, app_id: str, executor_id: str = DRIVER) -> Optional[int]:
         last = self.rows(f'SELECT last("value") FROM {influx.identifier(JVM_HEAP_MEMORY)} WHERE {is_app(app_id)} '
@@ -219,12 +227,15 @@ class InfluxReads(Reads):
         since = f" AND time >= {int(since_ms)}ms" if since_ms else ""
         return self.rows(f"SELECT * FROM {influx.identifier(EXECUTOR_MEASUREMENT)} WHERE {is_app(app_id)}{only}{since}")
 
-    def ended(self, measurement: str, app_id: str) -> list[dict[str, Any]]:
-        """The end points of the run's queries, jobs or stages (their status is not RUNNING)."""
+    def ended(self, measurement: str, app_id: str, most: int = MOST_ENTITIES) -> list[dict[str, Any]]:
+        """The end points of the run's queries, jobs or stages (their status is not
+        RUNNING), oldest first: the newest `most` of them."""
         if measurement not in ANNOTATION_MEASUREMENTS:
             raise ValueError(f"{measurement} is not an annotation measurement")
-        return self.rows(f"SELECT * FROM {influx.identifier(measurement)} WHERE {is_app(app_id)} "
-                         f"AND {influx.identifier(STATUS)}::tag <> {influx.string_literal(RUNNING)}")
+        rows = self.rows(f"SELECT * FROM {influx.identifier(measurement)} WHERE {is_app(app_id)} "
+                         f"AND {influx.identifier(STATUS)}::tag <> {influx.string_literal(RUNNING)} "
+                         f"ORDER BY time DESC LIMIT {int(most)}")
+        return sorted(rows, key=lambda r: r["time"])
 
     def stages(self, app_id: str) -> list[dict[str, Any]]:
         return self.ended(STAGE_MEASUREMENT, app_id)
@@ -232,8 +243,10 @@ class InfluxReads(Reads):
     def queries(self, app_id: str) -> list[dict[str, Any]]:
         return self.ended(QUERY_MEASUREMENT, app_id)
 
-    def stage_peaks(self, app_id: str) -> list[dict[str, Any]]:
-        return self.rows(f"SELECT * FROM {influx.identifier(STAGE_PEAKS_MEASUREMENT)} WHERE {is_app(app_id)}")
+    def stage_peaks(self, app_id: str, most: int = MOST_ENTITIES) -> list[dict[str, Any]]:
+        rows = self.rows(f"SELECT * FROM {influx.identifier(STAGE_PEAKS_MEASUREMENT)} WHERE {is_app(app_id)} "
+                         f"ORDER BY time DESC LIMIT {int(most)}")
+        return sorted(rows, key=lambda r: r["time"])
 
     def stage_text(self, app_id: str, stage_id: int, field: str) -> Optional[str]:
         """The last value of a text field of one stage (job_description, text)."""
