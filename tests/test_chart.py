@@ -398,6 +398,24 @@ def test_network_policy_admits_only_the_configured_senders_to_telegraf(helm, tmp
     assert not [o for o in rendered["network policy off"] if o["kind"] == "NetworkPolicy"]
 
 
+def test_network_policy_admits_nobody_to_grafana_but_the_configured_peers(helm, tmp_path, rendered):
+    """No pod of the cluster reaches Grafana's login by default (kubectl
+    port-forward is not filtered); an Ingress controller's namespace is added
+    by name, on Grafana's port only."""
+    ingress_nginx = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]
+    for peers, objects in (([], rendered["defaults"]),
+                           (ingress_nginx, render(helm, tmp_path, {"networkPolicy": {"grafanaPeers": ingress_nginx}}))):
+        labels = pod_labels(objects)
+        (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"
+                     and selects(o["spec"]["podSelector"], labels[f"Deployment/{RELEASE}-grafana"])]
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+        if not peers:
+            assert policy["spec"]["ingress"] == []
+            continue
+        (rule,) = policy["spec"]["ingress"]
+        assert rule["from"] == peers and rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+
+
 def test_network_policy_admits_to_influxdb_exactly_the_pods_that_use_it(rendered):
     objects = rendered["defaults"]
     labels = pod_labels(objects)
