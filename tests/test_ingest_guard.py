@@ -143,7 +143,7 @@ def test_a_status_field_posted_to_the_events_port_hides_no_run_from_top_report_o
     # report: the newest finished run is this one.
     reader = RunReader(settings.influx_reader, settings.database)
     assert reader.latest_app() == run.app_id
-    assert run.app_id in {r["applicationid"] for r in reader.finished_runs()}
+    assert run.app_id in {r.app_id for r in reader.finished_runs()}
     # The live dashboard's "Applications" table, where runs are picked: every query of it.
     board = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
     panels = [p for p in all_panels(board["panels"]) if p.get("title") == "Applications"]
