@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sparkscope.text import replaced
 from sparkscope.store import schema
 from sparkscope.settings import ROOT
 
@@ -225,12 +226,8 @@ def block() -> str:
 
 
 def with_block(conf: str) -> str:
-    if conf.count(BEGIN) != 1 or conf.count(END) != 1:
-        raise SystemExit(f"{TELEGRAF_CONF}: expected one pair of GENERATED markers of sparkscope.ingest_guard; "
-                         "restore them from git and run again")
-    head, rest = conf.split(BEGIN)
-    _, tail = rest.split(END)
-    return head + block() + tail
+    """telegraf.conf with the ingest guard regenerated between its markers."""
+    return replaced(conf, BEGIN, END, block(), f"{TELEGRAF_CONF}'s ingest guard")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ of its own. tests/test_no_end_seen.py checks WRITES against the schema.
 
 from __future__ import annotations
 
+from sparkscope.text import replaced
 from sparkscope.settings import ROOT
 from sparkscope.store import schema
 
@@ -152,9 +153,4 @@ def block() -> str:
 
 def with_block(conf: str) -> str:
     """telegraf.conf with this processor regenerated between its markers."""
-    if conf.count(BEGIN) != 1 or conf.count(END) != 1:
-        raise SystemExit(f"{TELEGRAF_CONF}: expected one pair of GENERATED markers of the no end seen "
-                         "processor; restore them from git and run python -m sparkscope.generate again")
-    head, rest = conf.split(BEGIN)
-    _, tail = rest.split(END)
-    return head + block() + tail
+    return replaced(conf, BEGIN, END, block(), f"{TELEGRAF_CONF}'s no end seen processor")

@@ -60,7 +60,7 @@ class InfluxWriterTest {
             for (String line : lines) {
                 w.enqueue(line);
             }
-            waitFor(() -> influx.requests().size() == 1);
+            Await.until(() -> influx.requests().size() == 1);
             FakeInflux.Request r = influx.requests().get(0);
             assertEquals("POST", r.method);
             assertEquals("/write?db=spark&precision=ns", r.uri);
@@ -83,7 +83,7 @@ class InfluxWriterTest {
             }
             long start = System.nanoTime();
             w.start();
-            waitFor(() -> influx.lines().size() == 10);
+            Await.until(() -> influx.lines().size() == 10);
             List<Integer> sizes = new ArrayList<>();
             for (FakeInflux.Request r : influx.requests()) {
                 sizes.add(r.bodyText().split("\n").length);
@@ -158,7 +158,7 @@ class InfluxWriterTest {
                 w.enqueue("m f=1i " + i);
             }
             w.start();
-            waitFor(() -> !warnings.isEmpty());
+            Await.until(() -> !warnings.isEmpty());
             assertTrue(warnings.get(0).contains("17 annotation lines dropped"), warnings.get(0));
             assertTrue(warnings.get(0).contains(SinkConfig.QUEUE_MAX_BYTES), warnings.get(0));
             w.shutdown(1000);
@@ -180,7 +180,7 @@ class InfluxWriterTest {
             for (int i = 0; i < 5; i++) {
                 w.enqueue("m f=1i " + i);
             }
-            waitFor(() -> w.written() == 4);
+            Await.until(() -> w.written() == 4);
             assertEquals(1, w.linesGivenUp());
             assertEquals(0, w.batchesGivenUp());
             assertEquals(1, influx.requests().size(), "a partial write is not retried");
@@ -197,7 +197,7 @@ class InfluxWriterTest {
             InfluxWriter w = writer(influx.writeUrl(), null, s);
             w.start();
             w.enqueue("m f=1i 1");
-            waitFor(() -> w.batchesGivenUp() == 1 && warnings.size() == 1);
+            Await.until(() -> w.batchesGivenUp() == 1 && warnings.size() == 1);
             List<FakeInflux.Request> r = influx.requests();
             assertEquals(4, r.size());
             long[] gaps = new long[3];
@@ -230,7 +230,7 @@ class InfluxWriterTest {
         }
         try (FakeInflux telegraf = new FakeInflux(port, n -> new HttpLineSender.Response(204, ""))) {
             int total = sent;
-            waitFor(() -> telegraf.lines().size() >= total || w.linesGivenUp() > 0 && w.queuedBytes() == 0);
+            Await.until(() -> telegraf.lines().size() >= total || w.linesGivenUp() > 0 && w.queuedBytes() == 0);
             assertEquals(0, w.linesGivenUp(), "lines given up: " + warnings);
             assertEquals(0, w.droppedQueueFull());
             assertEquals(total, telegraf.lines().size());
@@ -244,7 +244,7 @@ class InfluxWriterTest {
             InfluxWriter w = writer(influx.writeUrl(), null, settings(10, 10));
             w.start();
             w.enqueue("m f=1i 1");
-            waitFor(() -> w.written() == 1);
+            Await.until(() -> w.written() == 1);
             assertEquals(2, influx.requests().size());
             assertEquals(0, w.batchesGivenUp());
             assertTrue(w.shutdown(1000));
@@ -259,7 +259,7 @@ class InfluxWriterTest {
             InfluxWriter w = writer(influx.writeUrl(), null, settings(10, 10));
             w.start();
             w.enqueue("m f=1i 1");
-            waitFor(() -> w.batchesGivenUp() == 1 && warnings.size() == 1);
+            Await.until(() -> w.batchesGivenUp() == 1 && warnings.size() == 1);
             assertEquals(1, influx.requests().size());
             assertEquals(1, warnings.size());
             assertTrue(warnings.get(0).contains("database not found"), warnings.get(0));
@@ -277,7 +277,7 @@ class InfluxWriterTest {
         for (int i = 0; i < 50; i++) {
             w.enqueue("m f=1i " + i);
         }
-        waitFor(() -> w.batchesGivenUp() + w.droppedQueueFull() == 50 && !warnings.isEmpty());
+        Await.until(() -> w.batchesGivenUp() + w.droppedQueueFull() == 50 && !warnings.isEmpty());
         assertEquals(1, warnings.size(), warnings.toString());
         assertTrue(warnings.get(0).contains("not reachable"), warnings.get(0));
         assertTrue(warnings.get(0).contains(SinkConfig.URL_KEY), warnings.get(0));
@@ -338,7 +338,7 @@ class InfluxWriterTest {
             InfluxWriter w = writer(new URL("http://127.0.0.1:" + silent.getLocalPort() + "/write?db=spark"), null, s);
             w.start();
             w.enqueue("m f=1i 1");
-            waitFor(() -> !held.isEmpty());
+            Await.until(() -> !held.isEmpty());
             long start = System.nanoTime();
             assertFalse(w.shutdown(500));
             long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
@@ -386,17 +386,4 @@ class InfluxWriterTest {
         assertEquals("http://influx:8086/write", InfluxWriter.redact("http://influx:8086/write"));
     }
 
-    private interface Condition {
-        boolean holds() throws Exception;
-    }
-
-    private static void waitFor(Condition c) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!c.holds()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("condition not met within 20 s");
-            }
-            Thread.sleep(5);
-        }
-    }
 }

@@ -55,7 +55,7 @@ class SharedWriterTest {
             assertEquals(threadsBefore + 1, writerThreads());
             listener.enqueue("a v=1i 1");
             container.enqueue("b v=2i 2");
-            waitFor(() -> influx.lines().size() == 2);
+            Await.until(() -> influx.lines().size() == 2);
             assertEquals(Arrays.asList("a v=1i 1", "b v=2i 2"), influx.lines());
             listener.close(1000);
             container.close(1000);
@@ -74,7 +74,7 @@ class SharedWriterTest {
             assertTrue(listener.close(1000));
             assertTrue(shared.isRunning(), "the container sampler still writes through it");
             container.enqueue("sample v=2i 2");
-            waitFor(() -> influx.lines().size() == 2);
+            Await.until(() -> influx.lines().size() == 2);
 
             container.enqueue("final-sample v=3i 3");
             assertTrue(container.close(5000), "the last close sends what is queued");
@@ -104,7 +104,7 @@ class SharedWriterTest {
             SharedWriter.Handle profiler = SharedWriter.open(influx.baseUrl(), writerTo(influx),
                     "sparkscope profiler", "profile line");
             profiler.enqueue("flame v=1i 1");
-            waitFor(() -> !warnings.isEmpty());
+            Await.until(() -> !warnings.isEmpty());
             assertTrue(warnings.get(0).startsWith("sparkscope profiler: could not write 1 profile line "),
                     warnings.get(0));
             assertTrue(warnings.stream().noneMatch(m -> m.startsWith("sparkscope annotator")), warnings.toString());
@@ -124,17 +124,4 @@ class SharedWriterTest {
         }
     }
 
-    private interface Condition {
-        boolean holds() throws Exception;
-    }
-
-    private static void waitFor(Condition c) throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!c.holds()) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("condition not met within 20 s");
-            }
-            Thread.sleep(5);
-        }
-    }
 }
