@@ -157,6 +157,13 @@ def test_influxdb_refusing_telegraf_s_writes_is_read_from_telegraf_s_log_within_
     assert telegraf_refusal(["telegraf-1  | " + lines[1]], now).startswith("500 Internal Server Error")  # compose
     assert telegraf_refusal(lines, now.replace(minute=2)) is None  # 2.5 minutes ago: since then it went through
     assert telegraf_refusal(lines[:1], now) is None
+    # A refusal by the InfluxDB before its restart is not the current one's (the fix status gives
+    # for a full disk is that restart), and an InfluxDB that was down refused nothing: its health says.
+    assert telegraf_refusal(lines, now, since=datetime(2026, 11, 27, 9, 59, 40, tzinfo=timezone.utc)) is None
+    assert telegraf_refusal(lines, now, since=datetime(2026, 11, 27, 9, 59, 0, tzinfo=timezone.utc))
+    unreachable = ('2026-11-27T09:59:50Z E! [outputs.influxdb] When writing to [http://127.0.0.1:8086]: failed doing '
+                   'req: Post "http://127.0.0.1:8086/write?db=spark": dial tcp 127.0.0.1:8086: connect: connection refused')
+    assert telegraf_refusal([unreachable], now) is None
 
 
 def test_status_reports_a_refusing_influxdb_from_telegraf_s_log_and_writes_nothing(tmp_path, monkeypatch):

@@ -629,8 +629,9 @@ def test_a_crafted_run_id_drops_nothing_and_every_query_stays_one_statement(stac
     now_s = max(int(time.time()), CRAFTED_WRITTEN_AT[-1] + 1)
     CRAFTED_WRITTEN_AT.append(now_s)
     influx.write(stack.settings.influx_writer, stack.settings.database, f"canary value=1 {now_s - 5}")
-    lines = [f"sparkscope_profiles,applicationid={line_protocol_tag(crafted)},executorid=0,kind=cpu "
-             f'samples=1i,profile="p-{now_s}" {now_s}',
+    # As the profile writers write it (schema.py): executorid is a field of sparkscope_profiles.
+    lines = [f"sparkscope_profiles,applicationid={line_protocol_tag(crafted)},kind=cpu "
+             f'samples=1i,executorid="0",profile="p-{now_s}" {now_s}',
              f"JVMHeapMemory,applicationid={line_protocol_tag(crafted)},executorid=driver value=1 {now_s}"]
     request = urllib.request.Request(f"{stack.settings.events_url}/write?db={stack.settings.database}&precision=s",
                                      data="\n".join(lines).encode(), method="POST")

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable, Optional
 
@@ -46,6 +47,18 @@ def start_ticks(pid: int) -> Optional[str]:
     stat = procstat.read(pid)
     ticks = procstat.start_ticks(stat) if stat else None
     return None if ticks is None else str(ticks)
+
+
+def process_started_at(pid: int) -> Optional[datetime]:
+    """When a process started, in UTC (to the clock tick), from its starttime and the boot time."""
+    stat = procstat.read(pid)
+    ticks = procstat.start_ticks(stat) if stat else None
+    try:
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    return None if ticks is None else datetime.fromtimestamp(boot + ticks / procstat.CLOCK_TICKS, timezone.utc)
 
 
 def is_zombie(pid: int) -> bool:

@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Callable, Optional
 
 from sparkscope.store import http
@@ -150,6 +151,10 @@ class Backend:
         """The end of the service's log for an error message, or where to read it."""
         return self.log_hint(name)
 
+    def started_at(self, name: str) -> Optional[datetime]:
+        """When the service's current process started (UTC), where the backend knows."""
+        return None
+
     def recent_log(self, name: str, seconds: float) -> list[str]:
         """The service's log lines of about the last `seconds` (more is fine: callers
         read the lines' own times); [] when there is no log to read."""
@@ -238,7 +243,8 @@ class Backend:
         versions = self.versions()
         # Whether InfluxDB takes points, from what it answered Telegraf's writes: status
         # itself writes nothing (a status every minute must not touch the user's data).
-        refusal = telegraf_refusal(self.recent_log("telegraf", REFUSAL_WINDOW_S)) if running.get("telegraf") else None
+        refusal = telegraf_refusal(self.recent_log("telegraf", REFUSAL_WINDOW_S),
+                                   since=self.started_at("influxdb")) if running.get("telegraf") else None
         rows = []
         for name in SERVICE_NAMES:
             healthy, address = checks[name]

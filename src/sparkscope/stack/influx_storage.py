@@ -124,12 +124,19 @@ REFUSAL_WINDOW_S = 60
 _TELEGRAF_WRITE_ERROR = re.compile(r"^(\S+)\s+E! \[outputs\.influxdb\] When writing to \[[^]]*\]: (.*)$")
 
 
+# Telegraf could not reach InfluxDB at all: that InfluxDB was down is what its
+# own health check says now, not a refusal of what it was sent.
+_NOT_REACHED = ("connection refused", "dial tcp", "no such host", "i/o timeout", "connection reset")
+
+
 def telegraf_refusal(log_lines: Iterable[str], now: Optional[datetime] = None,
-                     window_s: float = REFUSAL_WINDOW_S) -> Optional[str]:
+                     window_s: float = REFUSAL_WINDOW_S, since: Optional[datetime] = None) -> Optional[str]:
     """What InfluxDB answered the newest write Telegraf logged as failed within
-    window_s, or None. Lines are Telegraf's (`2026-11-27T10:00:02Z E! [outputs.influxdb]
-    When writing to [http://...]: 500 Internal Server Error: ... no space left on device`),
-    with or without compose's `telegraf-1  | ` prefix."""
+    window_s (and after `since`, the current InfluxDB's start: a refusal of the
+    process before a restart is not this one's), or None. Failures to reach
+    InfluxDB are not refusals. Lines are Telegraf's (`2026-11-27T10:00:02Z E!
+    [outputs.influxdb] When writing to [http://...]: 500 Internal Server Error:
+    ... no space left on device`), with or without compose's `telegraf-1  | ` prefix."""
     now = now or datetime.now(timezone.utc)
     found = None
     for line in log_lines:
@@ -140,7 +147,9 @@ def telegraf_refusal(log_lines: Iterable[str], now: Optional[datetime] = None,
             at = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
         except ValueError:
             continue
-        if (now - at).total_seconds() <= window_s:
+        if (now - at).total_seconds() > window_s or (since is not None and at <= since):
+            continue
+        if not any(marker in match.group(2).lower() for marker in _NOT_REACHED):
             found = match.group(2)
     return found
 

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -31,8 +32,8 @@ from sparkscope.probes.threadprobe.readiness import why_no_kernel_stacks, why_no
 from sparkscope.probes.threadprobe.sampler import STARTED as THREADPROBE_STARTED
 from sparkscope.probes.privilege import why_untrusted
 from sparkscope.probes.cli import switched_on
-from sparkscope.process import (Progress, is_zombie, log_tail, python_module_argv, start_group, start_ticks,
-                               stop_group, wait_until)
+from sparkscope.process import (Progress, is_zombie, log_tail, process_started_at, python_module_argv, start_group,
+                                start_ticks, stop_group, wait_until)
 from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
 from sparkscope.stack import influx_relay as relay_module
 from sparkscope.stack.supervise import read_status as read_supervise_status
@@ -294,6 +295,10 @@ class NativeBackend(Backend):
 
     def log_excerpt(self, name: str) -> str:
         return f"last log lines ({self.log_path(name)}):\n{log_tail(self.log_path(name))}"
+
+    def started_at(self, name: str) -> Optional[datetime]:
+        pid = PidFile(self.settings.state_dir, name).running_pid()
+        return process_started_at(pid) if pid else None
 
     def recent_log(self, name: str, seconds: float) -> list[str]:
         # The log's last 256 KiB: minutes of Telegraf's lines, at most a few ms to read.
