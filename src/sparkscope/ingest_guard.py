@@ -4,7 +4,9 @@ Everything that reaches the stack goes through Telegraf's processors first, and
 the guard is the first of them (telegraf/telegraf.conf, between the GENERATED
 markers). What it holds:
 
-- Through the events listener (line protocol, sparkscope_* and block_*): a
+- Through the events listener (line protocol, sparkscope_* and block_*, and
+  the three ProcessTree*RSSMemory names the annotator's process-tree sampler
+  writes as Spark would, with Spark's own off): a
   measurement the schema does not declare is refused whole; of a declared one,
   only its declared tags and its declared fields with their declared types are
   stored. A key that breaks that is taken out of the point and the rest is
@@ -178,7 +180,8 @@ def apply(metric):
         if reason != None:
             refuse(reason, metric.name, "", 1, 0)
             keep = False
-    elif metric.name.startswith(RESERVED_PREFIXES):
+    elif metric.name.startswith(RESERVED_PREFIXES) or metric.name in EVENTS:
+        # Spark's process-tree measurements come both ways: unmarked, from the events listener.
         keep = events(metric)
     if keep and metric.time > now + future_limit_s * 1000000000:
         refuse("future", metric.name, "", 1, 0)
