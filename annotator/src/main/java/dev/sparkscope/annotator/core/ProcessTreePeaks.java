@@ -29,6 +29,7 @@ public final class ProcessTreePeaks {
     private static final class Maxima {
         final long[] run = {-1, -1, -1};
         long[] window;
+        long[] last;
     }
 
     private final BoundedMap<String, Maxima> byExecutor = new BoundedMap<>(MAX_EXECUTORS);
@@ -54,23 +55,32 @@ public final class ProcessTreePeaks {
         }
         raise(m.run, sizes);
         raise(m.window, sizes);
+        m.last = sizes.clone();
     }
 
-    /** The window's maxima since the last take, then a new window; null when nothing came since. */
+    /**
+     * The window's maxima since the last take, then a new window. When nothing
+     * came since (the sampler sends at each new high and once a heartbeat
+     * interval), the last sizes it sent: the level the tree is at, as a poll of
+     * Spark's would see it. Null for an executor no sampler reported.
+     */
     public synchronized long[] takeWindow(String executorId) {
         Maxima m = byExecutor.get(executorId);
-        if (m == null || m.window == null) {
+        if (m == null) {
             return null;
         }
-        long[] w = m.window;
+        long[] w = m.window != null ? m.window : m.last.clone();
         m.window = null;
         return w;
     }
 
-    /** The window's maxima so far, left in place; null when nothing came since the last take. */
+    /** As takeWindow, the window left in place. */
     public synchronized long[] peekWindow(String executorId) {
         Maxima m = byExecutor.get(executorId);
-        return m == null || m.window == null ? null : m.window.clone();
+        if (m == null) {
+            return null;
+        }
+        return m.window != null ? m.window.clone() : m.last.clone();
     }
 
     /** The maxima over the whole run; null for an executor no sampler reported. */
