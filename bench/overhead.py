@@ -130,6 +130,7 @@ def conf_for(arm: str, settings, jar: Path, with_conf: dict[str, str]) -> dict[s
         conf.update(SINK_ONLY if name == "sink" else SPARK_PROCESS_TREE)
     elif name == "listener":
         conf["spark.plugins"] = ""
+    conf.update(with_conf)
     return {k: v for k, v in conf.items() if v != ""}
 
 
