@@ -5,7 +5,8 @@ resolution.
 Arms (--arms, the first is the baseline the others are compared with):
   plain     Spark without sparkscope
   sink      + the Graphite sink, JVM source, executor metrics, app status
-  tree      + process-tree RSS (spark-conf/spark-defaults.conf as shipped)
+  tree      + Spark's own process-tree RSS (spark.executor.processTreeMetrics.enabled=true,
+            shipped until 2026-11; shipped now: off, the annotator's plugin measures it)
   listener  + the annotator jar and listener (peaks, totals, annotations)
   shipped   + the profiler plugin, idle (everything ./sparkscope conf prints)
   profiling + a CPU profile of every executor running through the run
@@ -88,6 +89,7 @@ MASTER = "local-cluster[2,1,1024]"
 DEFAULT_QUERIES = "q3,q7,q19,q42,q43,q52,q55,q68,q96,q98"
 ARM_NAMES = ("plain", "sink", "tree", "listener", "shipped", "profiling")
 SINK_ONLY = {"spark.executor.processTreeMetrics.enabled": "false"}
+SPARK_PROCESS_TREE = {"spark.executor.processTreeMetrics.enabled": "true"}
 
 
 @dataclass
@@ -125,10 +127,10 @@ def conf_for(arm: str, settings, jar: Path, with_conf: dict[str, str]) -> dict[s
         conf = {k: v for k, v in conf.items() if k not in sink | annotator}
     elif name in ("sink", "tree"):
         conf = {k: v for k, v in conf.items() if k not in annotator}
-        if name == "sink":
-            conf.update(SINK_ONLY)
+        conf.update(SINK_ONLY if name == "sink" else SPARK_PROCESS_TREE)
     elif name == "listener":
         conf["spark.plugins"] = ""
+    conf.update(with_conf)
     return {k: v for k, v in conf.items() if v != ""}
 
 

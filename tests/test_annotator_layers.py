@@ -16,7 +16,7 @@ JAVA_MAIN = ROOT / "annotator" / "src" / "main" / "java"
 BASE = "dev.sparkscope.annotator"
 ROOT_PACKAGE = "(root)"
 CORE = "core"
-FEATURES = ("events", "memory", "streaming", "container", "profiler")
+FEATURES = ("events", "memory", "streaming", "container", "proctree", "profiler")
 
 PACKAGE = re.compile(r"^\s*package\s+([\w.]+)\s*;", re.M)
 IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+(?:\.\*)?)\s*;", re.M)

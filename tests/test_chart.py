@@ -707,7 +707,7 @@ def test_notes_print_what_sparkscope_conf_prints_for_the_service(helm, tmp_path,
     flags = notes_flags(notes)
     assert flags == expected_flags(tmp_path, host, port, prefix, period, events_port, jar, f"{release}-secrets")
     assert "--conf 'spark.metrics.conf.*.sink.graphite.host=" + host + "'" in flags  # shell-quoted like conf
-    assert "--conf spark.executor.processTreeMetrics.enabled=true" in flags
+    assert "--conf spark.executor.processTreeMetrics.enabled=false" in flags
     # No value of the password: Spark would put it in spark-submit's argv and the driver's ConfigMap.
     assert not any("influx.password=" in flag for flag in flags)
     # The ports and host printed are the Service's.

@@ -222,3 +222,23 @@ def test_influxdb_itself_refuses_points_dated_ahead_on_every_policy_up_makes(gua
     ahead = int(time.time()) + 7 * 86400
     with pytest.raises(influx.InfluxError, match="dropped=1"):
         influx.write(guarded.influx_admin, guarded.database, f"heap.used,applicationid=app-direct value=1 {ahead}")
+
+
+def test_spark_s_process_tree_zeros_give_way_to_the_sampler_s_sizes(guarded):
+    """Spark's process tree off (as shipped), its Graphite gauges read 0 forever; the
+    annotator's sampler writes the true sizes under the same names: only those are stored."""
+    settings = guarded
+    now = int(time.time())
+    jvm, python = schema.PROCESS_TREE_JVM_RSS_MEMORY, schema.PROCESS_TREE_PYTHON_RSS_MEMORY
+    send_graphite(settings, f"spark.app-tree.1.ExecutorMetrics.{jvm} 0 {now}\n"
+                            f"spark.app-tree.1.ExecutorMetrics.{python} 0 {now}\n"
+                            f"spark.app-tree-on.1.ExecutorMetrics.{jvm} 300000000 {now}\n")
+    post_events(settings, f"{jvm},applicationid=app-tree,executorid=1 value=250000000 {now * 10**9 + 1}",
+                f"{python},applicationid=app-tree,executorid=1 value=0 {now * 10**9 + 1}")
+    drain(settings)
+    for name, expected in ((jvm, [250000000.0]), (python, [0.0])):
+        rows = admin(settings, f"SELECT \"value\" FROM \"{name}\" WHERE \"applicationid\" = 'app-tree'")
+        assert [v[1] for s in rows for v in s["values"]] == expected, (name, rows)
+    # Spark's own on: its sizes are stored as before.
+    assert admin(settings, f"SELECT \"value\" FROM \"{jvm}\" WHERE \"applicationid\" = 'app-tree-on'")
+    assert not {r for r in refused(settings) if "process" in r}, "zeros are dropped, not counted as refused"

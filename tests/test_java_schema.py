@@ -93,7 +93,7 @@ def main_sources(root: Path = JAVA_MAIN) -> dict[str, str]:
 
 def java_written_names(s=schema) -> set[str]:
     """What the Java writers write: the ANNOTATOR and PROFILES measurements, and the task totals' prefix."""
-    return {m.name for m in s.MEASUREMENTS if m.writer in java_schema.WRITERS} | {s.TASK_TOTALS_PREFIX}
+    return {m.name for m in java_schema.written(s)} | {s.TASK_TOTALS_PREFIX}
 
 
 def literal_measurement_problems(sources: dict[str, str]) -> list[str]:

@@ -169,11 +169,10 @@ def listener_problems(conf: str) -> list[str]:
 
     def admitted(name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, p) for p in patterns)
-    ours = [m.name for m in schema.MEASUREMENTS
-            if m.writer in (schema.ANNOTATOR, schema.PROFILES, schema.BLOCK_PROBE, schema.THREAD_SAMPLER)]
+    ours = [m.name for m in schema.EVENTS_MEASUREMENTS]
     return ([f"{name}: sent by our writers, refused by the events listener" for name in ours if not admitted(name)]
             + [f"{name}: Spark's, yet admitted by the events listener" for name in schema.names(schema.SPARK)
-               if admitted(name)])
+               if admitted(name) and name not in ours])
 
 
 

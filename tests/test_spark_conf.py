@@ -24,7 +24,8 @@ def test_metrics_properties_and_spark_defaults_configure_the_same_sink():
 
 def test_spark_defaults_enable_every_source_the_dashboards_need():
     defaults = read_properties(DEFAULTS)
-    assert defaults["spark.executor.processTreeMetrics.enabled"] == "true"
+    # Process-tree RSS comes from the annotator's plugin, fork-free: Spark's own (a pgrep per process per poll) is off.
+    assert defaults["spark.executor.processTreeMetrics.enabled"] == "false"
     assert defaults["spark.metrics.executorMetricsSource.enabled"] == "true"
     assert defaults["spark.metrics.appStatusSource.enabled"] == "true"
     assert defaults[SINK + "class"] == "org.apache.spark.metrics.sink.GraphiteSink"

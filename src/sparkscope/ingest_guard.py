@@ -4,7 +4,9 @@ Everything that reaches the stack goes through Telegraf's processors first, and
 the guard is the first of them (telegraf/telegraf.conf, between the GENERATED
 markers). What it holds:
 
-- Through the events listener (line protocol, sparkscope_* and block_*): a
+- Through the events listener (line protocol, sparkscope_* and block_*, and
+  the three ProcessTree*RSSMemory names the annotator's process-tree sampler
+  writes as Spark would, with Spark's own off): a
   measurement the schema does not declare is refused whole; of a declared one,
   only its declared tags and its declared fields with their declared types are
   stored. A key that breaks that is taken out of the point and the rest is
@@ -19,6 +21,9 @@ markers). What it holds:
   Telegraf measurements) is refused whole. The Graphite input marks its points
   with a name prefix the guard takes off: the events listener admits only
   sparkscope_* and block_* names, so no sender can forge the mark.
+- Spark's process-tree RSS gauges of 0 over Graphite (SPARK_OFF_ZEROS): what
+  Spark sends with its process-tree metrics off, beside the annotator's
+  sampler's true sizes of the same names. Dropped without counting.
 - On both: a point dated more than FUTURE_LIMIT_S ahead (it would create a shard
   that outlives the retention), or older than the retention (InfluxDB refuses it
   anyway), is refused.
@@ -56,6 +61,13 @@ REPORT_EVERY_S = 10
 GRAPHITE_TAGS = ("username", "applicationid", "executorid", "namespace", "appname", "appstarttime", schema.HOST_TAG)
 # Names the Graphite path never creates: every measurement something else writes.
 RESERVED_PREFIXES = ("sparkscope_", "block_")
+# Spark's process-tree RSS over Graphite when spark.executor.processTreeMetrics.enabled
+# is off (as shipped): Spark reports 0 for them forever, beside the annotator's
+# sampler's true sizes under the same names and executorid (schema.py), and a
+# reader's last() or mean per executor would mix the two. Dropped silently (not a
+# refusal: nothing is wrong). With Spark's own on, a JVM's RSS is never 0; a Python
+# or other RSS of 0 then leaves a gap instead of a zero.
+SPARK_OFF_ZEROS = schema.PROCESS_TREE_RSS
 STARLARK_TYPES = {schema.INTEGER: "int", schema.FLOAT: "float", schema.STRING: "string", schema.BOOLEAN: "bool"}
 
 
@@ -84,6 +96,7 @@ load("time.star", "time")
 GRAPHITE_TAGS = {{{graphite_tags}}}
 RESERVED_PREFIXES = {reserved}
 GRAPHITE_MARK = "{mark}"
+SPARK_OFF_ZEROS = {{{spark_off_zeros}}}
 
 # InfluxQL duration units (SPARKSCOPE_RETENTION, e.g. 30d, 1w2d, INF) in ns.
 UNITS = {{"ns": 1, "u": 1000, "ms": 1000000, "s": 1000000000, "m": 60000000000, "h": 3600000000000,
@@ -179,7 +192,11 @@ def apply(metric):
         if reason != None:
             refuse(reason, metric.name, "", 1, 0)
             keep = False
-    elif metric.name.startswith(RESERVED_PREFIXES):
+        elif metric.name in SPARK_OFF_ZEROS and metric.fields.get("value") == 0:
+            # Spark's process tree off: its zeros would shadow the sampler's sizes.
+            keep = False
+    elif metric.name.startswith(RESERVED_PREFIXES) or metric.name in EVENTS:
+        # Spark's process-tree measurements come both ways: unmarked, from the events listener.
         keep = events(metric)
     if keep and metric.time > now + future_limit_s * 1000000000:
         refuse("future", metric.name, "", 1, 0)
@@ -205,6 +222,7 @@ def starlark_source() -> str:
         events=_events_table(), not_graphite=_not_graphite(),
         graphite_tags=", ".join(f'"{t}": True' for t in GRAPHITE_TAGS),
         reserved=repr(RESERVED_PREFIXES).replace("'", '"'), mark=GRAPHITE_MARK,
+        spark_off_zeros=", ".join(f"\"{n}\": True" for n in SPARK_OFF_ZEROS),
         refused=schema.INGEST_REFUSED_MEASUREMENT).lstrip("\n")
 
 

@@ -66,8 +66,9 @@ NOT_DRIVER = f"{APP} AND \"executorid\" != 'driver'"
 NEEDS_SINK = "Needs the Graphite sink (spark-conf/metrics.properties)."
 NEEDS_EXECUTOR_METRICS = ("Needs spark.metrics.executorMetricsSource.enabled=true (the default) and the "
                           "Graphite sink; polled every spark.executor.metrics.pollingInterval.")
-NEEDS_PROCESS_TREE = ("Needs spark.executor.processTreeMetrics.enabled=true (Linux /proc only) and "
-                      "the Graphite sink.")
+NEEDS_PROCESS_TREE = ("Needs the annotator's ContainerMemoryPlugin in spark.plugins (Linux /proc only; "
+                      "it reads the process tree without forking), or Spark's own "
+                      "spark.executor.processTreeMetrics.enabled=true and the Graphite sink.")
 NEEDS_APP_STATUS = "Needs spark.metrics.appStatusSource.enabled=true (driver) and the Graphite sink."
 NEEDS_ANNOTATOR = ("Needs the sparkscope annotator: --jars sparkscope-annotator.jar and "
                    "spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener.")

@@ -38,7 +38,10 @@ def constant_name(name: str) -> str:
 
 
 def class_name(measurement: str) -> str:
-    """sparkscope_stage_executor_peaks -> StageExecutorPeaks."""
+    """sparkscope_stage_executor_peaks -> StageExecutorPeaks; a Spark metric the
+    annotator also writes keeps its name (ProcessTreeJVMRSSMemory)."""
+    if re.fullmatch(r"[A-Z][A-Za-z0-9]*", measurement):
+        return measurement
     if not measurement.startswith(MEASUREMENT_PREFIX):
         raise ValueError(f"{measurement}: a Java-written measurement must start with {MEASUREMENT_PREFIX}")
     parts = re.split(r"[_.]+", measurement[len(MEASUREMENT_PREFIX):])
@@ -104,9 +107,14 @@ def _measurement_class(m, name: str, extra_doc: list[str], lists: dict[str, tupl
     return c
 
 
+def written(s) -> list:
+    """The measurements the Java writers write: their own, and Spark's they also write."""
+    return [m for m in s.MEASUREMENTS if m.writer in WRITERS or set(m.also_written_by) & set(WRITERS)]
+
+
 def classes(s=None) -> list[_Class]:
     s = s or schema
-    ours = [m for m in s.MEASUREMENTS if m.writer in WRITERS]
+    ours = written(s)
     totals = [m for m in ours if m.name.startswith(s.TASK_TOTALS_PREFIX)]
     lists = _shared_lists(s)
     out = []

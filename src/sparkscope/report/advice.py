@@ -390,7 +390,8 @@ def _beyond_heap(run: RunFacts, role: str, workers: dict[str, ExecutorFacts], ha
                                    f"{human(other)}) x {HEADROOM_NATIVE}, at least 384 MiB",
                                    run.settings.get(f"spark.{role}.memoryOverhead")))
     else:
-        notes.append("No process-tree RSS (spark.executor.processTreeMetrics.enabled=true, Linux only): "
+        notes.append("No process-tree RSS (the annotator's ContainerMemoryPlugin, or "
+                     "spark.executor.processTreeMetrics.enabled=true; Linux only): "
                      "memoryOverhead cannot be advised from this run.")
     python = _max(e.peaks.get(PROCESS_TREE_PYTHON_RSS_MEMORY) for e in workers.values())
     if python:

@@ -64,7 +64,10 @@ class Measurement:
     # written as <key in snake case>_ms): (suffix, type) for any name ending so.
     field_suffixes: tuple[tuple[str, str], ...] = ()
     # A second writer of the same points (Telegraf's "no end seen" writes the end
-    # of a run whose driver fell silent, sparkscope_application, as the annotator does).
+    # of a run whose driver fell silent, sparkscope_application, as the annotator does;
+    # the annotator's process-tree sampler writes Spark's ProcessTree*RSSMemory). A
+    # Spark measurement also written through the events listener declares the tags
+    # and fields that writer may send, which the ingest guard holds it to.
     also_written_by: tuple[str, ...] = ()
 
     def field_type(self, field: str) -> str | None:
@@ -256,9 +259,19 @@ MEMORY_SETTINGS = ("spark.master", "spark.executor.memory", "spark.executor.memo
                    "spark.executor.metrics.pollingInterval", "spark.executor.heartbeatInterval",
                    "spark.dynamicAllocation.enabled", "spark.task.cpus")
 INGEST_REFUSED_MEASUREMENT = "sparkscope_ingest_refused"
+# The process tree's resident memory (JVM, Python workers, other children), in
+# bytes: Spark's ExecutorMetrics with spark.executor.processTreeMetrics.enabled
+# (over Graphite; Spark forks pgrep per process at every poll), or, with that off
+# (the shipped setting), the annotator's fork-free sampler (proctree
+# ProcessTreeSampler, in every JVM of ContainerMemoryPlugin) over the events
+# listener: the same names, the tags the readers group by and a float "value", so
+# every reader reads either source the same way. The sampler stays off where
+# Spark's own are on: never the same series twice.
+_PROCESS_TREE_SHAPE = {"tags": (APPLICATION, EXECUTOR), "fields": _f(FLOAT, "value"), "also_written_by": (ANNOTATOR,)}
 
 MEASUREMENTS: tuple[Measurement, ...] = (
-    *(Measurement(name, SPARK, GAUGE, rolled=True) for name in _SPARK_GAUGES),
+    *(Measurement(name, SPARK, GAUGE, rolled=True, **(_PROCESS_TREE_SHAPE if name in PROCESS_TREE_RSS else {}))
+      for name in _SPARK_GAUGES),
     *(Measurement(name, SPARK, COUNTER, rolled=True) for name in _SPARK_COUNTERS),
     *(Measurement(name, SPARK, COUNTER) for name in _SPARK_RAW_COUNTERS),
     *(Measurement(name, SPARK, COUNTER) for name in _SPARK_UNREAD_COUNTERS),
@@ -383,7 +396,8 @@ COUNTER_MEASUREMENTS = frozenset(m.name for m in MEASUREMENTS if m.kind == COUNT
 # The writers that post line protocol to Telegraf's events listener: for their
 # measurements Telegraf's ingest guard holds the declared tags and fields.
 EVENTS_WRITERS = (ANNOTATOR, BLOCK_PROBE, THREAD_SAMPLER, PROFILES)
-EVENTS_MEASUREMENTS = tuple(m for m in MEASUREMENTS if m.writer in EVENTS_WRITERS)
+EVENTS_MEASUREMENTS = tuple(m for m in MEASUREMENTS
+                            if m.writer in EVENTS_WRITERS or set(m.also_written_by) & set(EVENTS_WRITERS))
 # Names that are a tag of one measurement and a field of another (or of the same:
 # Telegraf's host tag beside sparkscope_executor's host field). A reader qualifies
 # them ("status"::tag): InfluxQL reads a bare name as the field when both exist.

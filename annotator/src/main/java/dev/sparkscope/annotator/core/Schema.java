@@ -110,6 +110,60 @@ public final class Schema {
     }
 
     /**
+     * ProcessTreeJVMRSSMemory: gauge, written by the spark writer (also by annotator).
+     */
+    public static final class ProcessTreeJVMRSSMemory {
+
+        /** the measurement */
+        public static final String NAME = "ProcessTreeJVMRSSMemory";
+        /** tag */
+        public static final String APPLICATIONID = "applicationid";
+        /** tag */
+        public static final String EXECUTORID = "executorid";
+        /** float field */
+        public static final String VALUE = "value";
+
+        private ProcessTreeJVMRSSMemory() {
+        }
+    }
+
+    /**
+     * ProcessTreePythonRSSMemory: gauge, written by the spark writer (also by annotator).
+     */
+    public static final class ProcessTreePythonRSSMemory {
+
+        /** the measurement */
+        public static final String NAME = "ProcessTreePythonRSSMemory";
+        /** tag */
+        public static final String APPLICATIONID = "applicationid";
+        /** tag */
+        public static final String EXECUTORID = "executorid";
+        /** float field */
+        public static final String VALUE = "value";
+
+        private ProcessTreePythonRSSMemory() {
+        }
+    }
+
+    /**
+     * ProcessTreeOtherRSSMemory: gauge, written by the spark writer (also by annotator).
+     */
+    public static final class ProcessTreeOtherRSSMemory {
+
+        /** the measurement */
+        public static final String NAME = "ProcessTreeOtherRSSMemory";
+        /** tag */
+        public static final String APPLICATIONID = "applicationid";
+        /** tag */
+        public static final String EXECUTORID = "executorid";
+        /** float field */
+        public static final String VALUE = "value";
+
+        private ProcessTreeOtherRSSMemory() {
+        }
+    }
+
+    /**
      * sparkscope_application: event, written by the annotator writer (also by telegraf).
      */
     public static final class Application {

@@ -48,13 +48,18 @@ public final class ExecutorPeakEvents {
             if (e.executorUpdates() == null) {
                 return;
             }
+            // The process-tree sampler's highest sizes since the last heartbeat, for every stage it reports.
+            long[] tree = peaks.treeWindow(e.execId(), true);
+            if (tree != null) {
+                peaks.update(e.execId(), -1, 0, ExecutorPeaks.withTree(ExecutorPeaks.emptyPeaks(), tree));
+            }
             Iterator<?> it = e.executorUpdates().iterator();
             while (it.hasNext()) {
                 Tuple2<?, ?> entry = (Tuple2<?, ?>) it.next();
                 Tuple2<?, ?> key = (Tuple2<?, ?>) entry._1();
                 if (key._1() instanceof Number && key._2() instanceof Number && entry._2() instanceof ExecutorMetrics) {
                     peaks.update(e.execId(), ((Number) key._1()).intValue(), ((Number) key._2()).intValue(),
-                            values((ExecutorMetrics) entry._2()));
+                            ExecutorPeaks.withTree(values((ExecutorMetrics) entry._2()), tree));
                 }
             }
         } else if (event instanceof SparkListenerTaskEnd) {
@@ -67,7 +72,8 @@ public final class ExecutorPeakEvents {
             if (m != null) {
                 v[ExecutorPeaks.TASK_EXECUTION] = m.peakExecutionMemory();
             }
-            peaks.update(e.taskInfo().executorId(), e.stageId(), e.stageAttemptId(), v);
+            peaks.update(e.taskInfo().executorId(), e.stageId(), e.stageAttemptId(),
+                    ExecutorPeaks.withTree(v, peaks.treeWindow(e.taskInfo().executorId(), false)));
         } else if (event instanceof SparkListenerStageSubmitted) {
             SparkListenerStageSubmitted e = (SparkListenerStageSubmitted) event;
             StageInfo s = e.stageInfo();

@@ -2,6 +2,7 @@ package dev.sparkscope.annotator.memory;
 
 import dev.sparkscope.annotator.core.BoundedMap;
 import dev.sparkscope.annotator.core.Point;
+import dev.sparkscope.annotator.core.ProcessTreePeaks;
 import dev.sparkscope.annotator.core.Schema;
 import dev.sparkscope.annotator.core.Text;
 
@@ -37,6 +38,14 @@ import java.util.function.Supplier;
  * Points of one measurement share a series, so each gets a time strictly
  * after the previous one's (the event's millisecond, moved on by a
  * millisecond when taken): none overwrites another.
+ *
+ * <p>The process tree's resident memory (ProcessTree*RSSMemory) comes from
+ * Spark's ExecutorMetrics when Spark's own process-tree metrics are on, and
+ * from the annotator's fork-free sampler ({@link ProcessTreePeaks}) when they
+ * are off (the shipped setting; Spark then reports 0): each heartbeat takes
+ * the sampler's highest sizes since the previous one for the stages it
+ * reports, a task end the sizes so far in that window, and an executor's
+ * peaks the highest over its whole run.
  *
  * <p>Takes plain values, not Spark classes (see {@link ExecutorPeakEvents}),
  * so it is tested without Spark. Called from one thread; not thread-safe.
@@ -93,6 +102,9 @@ public final class ExecutorPeaks {
     private static final int HEAP = METRICS.indexOf(Schema.ExecutorMetric.JVM_HEAP_MEMORY);
     private static final int EXECUTION = METRICS.indexOf(Schema.ExecutorMetric.ON_HEAP_EXECUTION_MEMORY);
     private static final int JVM_RSS = METRICS.indexOf(Schema.ExecutorMetric.PROCESS_TREE_JVMRSS_MEMORY);
+    /** Where each of ProcessTreePeaks' sizes (JVM, Python, other) goes in a peaks array. */
+    private static final int[] TREE = {JVM_RSS, METRICS.indexOf(Schema.ExecutorMetric.PROCESS_TREE_PYTHON_RSS_MEMORY),
+        METRICS.indexOf(Schema.ExecutorMetric.PROCESS_TREE_OTHER_RSS_MEMORY)};
 
     private static final class StagePeaks {
         final Long executionId;
@@ -108,10 +120,38 @@ public final class ExecutorPeaks {
     private final BoundedMap<String, long[]> executors = new BoundedMap<>(MAX_EXECUTORS);
     private final BoundedMap<Long, StagePeaks> stages = new BoundedMap<>(MAX_STAGES);
     private final Map<String, Long> lastStamp = new HashMap<>();
+    private final ProcessTreePeaks tree;
 
     public ExecutorPeaks(Consumer<String> out, Supplier<String> applicationId) {
+        this(out, applicationId, ProcessTreePeaks.jvmWide());
+    }
+
+    ExecutorPeaks(Consumer<String> out, Supplier<String> applicationId, ProcessTreePeaks tree) {
         this.out = out;
         this.applicationId = applicationId;
+        this.tree = tree;
+    }
+
+    /**
+     * The sampler's highest sizes for an executor since the last heartbeat
+     * (take: a heartbeat, which starts a new window) or so far in that window
+     * (a task end); null when the sampler sent nothing (it is off, or Spark's
+     * own process-tree metrics are on).
+     */
+    long[] treeWindow(String executorId, boolean take) {
+        return executorId == null ? null : take ? tree.takeWindow(executorId) : tree.peekWindow(executorId);
+    }
+
+    /** values raised to the sampler's sizes (from treeWindow; null leaves them). */
+    static long[] withTree(long[] values, long[] sizes) {
+        if (sizes != null && values != null && values.length == FIELDS.size()) {
+            for (int i = 0; i < TREE.length; i++) {
+                if (TREE[i] >= 0 && sizes[i] > values[TREE[i]]) {
+                    values[TREE[i]] = sizes[i];
+                }
+            }
+        }
+        return values;
     }
 
     static long[] emptyPeaks() {
@@ -216,6 +256,8 @@ public final class ExecutorPeaks {
     }
 
     private void emitExecutor(String executorId, long[] v, String when, long timeMs) {
+        withTree(v, tree.run(executorId));
+        tree.forget(executorId);
         emit(metrics(point(EXECUTOR_PEAKS, timeMs), v)
                 .field(Schema.ExecutorPeaks.EXECUTOR_ID, executorId)
                 .field(Schema.ExecutorPeaks.WRITTEN_AT, when)

@@ -133,4 +133,27 @@ class ExecutorPeaksTest {
         p.assertFields("spark.executor.memory", "2g", "spark.memory.fraction", "0.5", "settings_set", "2i");
         assertFalse(p.fields.containsKey("spark.sql.shuffle.partitions"));
     }
+
+    @Test
+    void with_spark_s_process_tree_off_the_sampler_s_sizes_are_the_rss_peaks() {
+        dev.sparkscope.annotator.core.ProcessTreePeaks tree = dev.sparkscope.annotator.core.ProcessTreePeaks.forTests();
+        ExecutorPeaks p = new ExecutorPeaks(lines::add, () -> "app-1", tree);
+        p.stageSubmitted(1, 0, null);
+        tree.offer("1", new long[] {900, 300, 5});
+        tree.offer("1", new long[] {800, 400, 5}); // the window keeps each size's highest
+        // A heartbeat: Spark's process-tree fields are 0 (off); the window counts for its stage.
+        long[] window = p.treeWindow("1", true);
+        p.update("1", 1, 0, ExecutorPeaks.withTree(values(100, 10, 0), window));
+        // Taken: nothing new since, so the level last sent (what a poll would see now).
+        assertEquals(400, p.treeWindow("1", true)[1]);
+        tree.offer("1", new long[] {2000, 10, 1}); // after the stage: the executor's alone
+        p.stageCompleted(1, 0, "map", "SUCCEEDED", 5_000);
+        p.applicationEnded(6_000);
+
+        points(ExecutorPeaks.STAGE_PEAKS).get(0).assertFields("ProcessTreeJVMRSSMemory", "900i",
+                "ProcessTreePythonRSSMemory", "400i", "ProcessTreeOtherRSSMemory", "5i");
+        points(ExecutorPeaks.EXECUTOR_PEAKS).get(0).assertFields("ProcessTreeJVMRSSMemory", "2000i",
+                "ProcessTreePythonRSSMemory", "400i", "ProcessTreeOtherRSSMemory", "5i");
+        assertEquals(null, tree.run("1"), "forgotten once written");
+    }
 }
