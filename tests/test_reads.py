@@ -29,7 +29,8 @@ def calls(reads: InfluxReads) -> dict[str, object]:
     """Every public method taking a run id, called with the hostile id."""
     args = {"app_id": HOSTILE, "app_name": HOSTILE, "span": (0, 1), "measurement": STAGE_MEASUREMENT,
             "long_run_ms": 10, "tail_ms": 1, "bucket_s": 10, "when": "time > 0", "stage_id": 3, "field": HOSTILE,
-            "depth": 5, "most": 3, "seconds": 5, "event": HOSTILE, "executor_id": HOSTILE, "job": HOSTILE}
+            "depth": 5, "most": 3, "seconds": 5, "event": HOSTILE, "executor_id": HOSTILE, "job": HOSTILE,
+            "counters": ("runTime.count", HOSTILE)}
     done = {}
     for name, method in inspect.getmembers(reads, inspect.ismethod):
         params = inspect.signature(method).parameters
@@ -48,7 +49,7 @@ def unquoted(statement: str, value: str) -> bool:
 def test_every_read_of_a_run_quotes_its_id_and_names():
     reads = Recorder()
     done = calls(reads)
-    assert {"run", "finished_runs", "job_runs", "jobs", "memory_conf", "executor_peaks", "stages", "containers", "streaming",
+    assert {"run", "finished_runs", "job_runs", "jobs", "run_totals", "memory_conf", "executor_peaks", "stages", "containers", "streaming",
             "stage_text", "executor_events"} <= set(done)
     assert reads.sent and not [s for s in reads.sent if unquoted(s, HOSTILE)]
     assert all(influx.string_literal(HOSTILE) in s or influx.identifier(HOSTILE) in s for s in reads.sent

@@ -100,6 +100,34 @@ class Reads:
         """Runs of one recurring job (Run.job) that ended FINISHED, newest first."""
         raise NotImplementedError
 
+    def run_totals(self, app_id: str, counters: tuple[str, ...]) -> dict[str, float]:
+        """Each of Spark's counters (measurement names) over the whole run, summed over
+        the run's JVMs (each JVM's highest value: a counter only grows); a counter
+        the run never reported is left out."""
+        raise NotImplementedError
+
+    # --- what the annotator wrote about a run -------------------------------------------------
+
+    def executor_peaks(self, app_id: str) -> dict[str, dict[str, float]]:
+        """Each executor's exact peaks over the run (Spark's ExecutorMetricType names)."""
+        raise NotImplementedError
+
+    def queries(self, app_id: str) -> list[dict[str, Any]]:
+        """The end points of the run's SQL queries (sparkscope_query's fields)."""
+        raise NotImplementedError
+
+    def jobs(self, app_id: str) -> list[dict[str, Any]]:
+        """The end points of the run's jobs (sparkscope_job's fields)."""
+        raise NotImplementedError
+
+    def stages(self, app_id: str) -> list[dict[str, Any]]:
+        """The end points of the run's stage attempts (sparkscope_stage's fields)."""
+        raise NotImplementedError
+
+    def stage_peaks(self, app_id: str) -> list[dict[str, Any]]:
+        """Each stage attempt's exact peaks over its executors (sparkscope_stage_peaks)."""
+        raise NotImplementedError
+
     def last_report_ms(self, app_id: str, executor_id: str = DRIVER) -> Optional[int]:
         """When a JVM of the run last reported its metrics (None: never)."""
         raise NotImplementedError
@@ -187,6 +215,17 @@ class InfluxReads(Reads):
         return [Run(r[APPLICATION], r.get("app_name") or r[APPLICATION], int(r["time"]), _int(r.get("end_time_ms")),
                     FINISHED, _int(r.get("duration_ms")), _job(r))
                 for r in sorted(rows, key=lambda r: r["time"], reverse=True)]
+
+    def run_totals(self, app_id: str, counters: tuple[str, ...]) -> dict[str, float]:
+        if not counters:
+            return {}
+        out: dict[str, float] = {}
+        # Named one by one in one FROM, never a measurement regex (see schema.OLD_GEN_POOLS).
+        for row in self.rows(f'SELECT max("value") FROM {",".join(influx.identifier(c) for c in counters)} '
+                             f"WHERE {is_app(app_id)} GROUP BY {influx.identifier(EXECUTOR)}"):
+            if row.get("max") is not None:
+                out[row["_measurement"]] = out.get(row["_measurement"], 0.0) + float(row["max"])
+        return out
 
     def last_report_ms(self, app_id: str, executor_id: str = DRIVER) -> Optional[int]:
         last = self.rows(f'SELECT last("value") FROM {influx.identifier(JVM_HEAP_MEMORY)} WHERE {is_app(app_id)} '
