@@ -234,3 +234,17 @@ def test_a_bad_option_is_a_usage_error(stack, recurring, monkeypatch, capsys):
     monkeypatch.setattr(command, "load_settings", lambda: stack.settings)
     assert cli.main(["compare", runs["slow"], "--last", "0"]) == 2
     assert cli.main(["compare", runs["slow"], "--baseline", runs["slow"]]) == 2
+
+
+def test_the_report_shows_the_comparison_in_its_section_and_its_json():
+    from sparkscope.report.command import report_document
+    from sparkscope.report.advice import advise
+    from sparkscope.report.page import compared_with_usual
+    from test_report import facts
+    usual = compare_phases(runs_of(1, 9, 1), [runs_of(1, 1, 1, app="app-0")])
+    section = compared_with_usual(usual)
+    assert "count at NativeMethodAccessorImpl.java:0 (#2 of 3) [stage 1]" in section and "app-0" in section
+    assert "no baseline" in compared_with_usual(compare_phases(runs_of(1), []))
+    run = facts()
+    document = report_document(run, advise(run), [], Path("r.html"), usual)
+    assert document["comparison"]["regressions"][0]["name"].endswith("(#2 of 3)")

@@ -9,9 +9,12 @@ import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from sparkscope.command_line import REPORTS_DIR, add_run_argument
+from sparkscope.compare.command import finding_line
+from sparkscope.compare.comparison import Comparison, compare
+from sparkscope.errors import SparkscopeError
 from sparkscope.report.advice import advise, gc_share, human, spilled, streaming_lines
 from sparkscope.report.run_facts import RunFacts, RunReader
 from sparkscope.settings import load_settings
@@ -31,10 +34,20 @@ def run_summary(run: RunFacts) -> dict[str, Any]:
             "gc_share": gc_share(run), "spilled": spilled(run)}
 
 
-def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[Path, Any, RunFacts, list]:
+def compared(reader: RunReader, app_id: str) -> Optional[Comparison]:
+    """The run against its job's baseline (compare's defaults); None when it cannot be read."""
+    try:
+        return compare(reader.store, app_id)
+    except SparkscopeError:
+        return None
+
+
+def make_report(reader: RunReader, app_id: str | None, out_dir: Path,
+                usual: Optional[Comparison] = None) -> tuple[Path, Any, RunFacts, list]:
     from sparkscope.report.page import render  # plotly: loaded only when a page is drawn
 
     app_id = app_id or reader.latest_app()
+    usual = usual or compared(reader, app_id)
     run = reader.read(app_id)
     advice = advise(run)
     earlier = [r.app_id for r in reader.finished_runs(run.app_name)
@@ -44,7 +57,7 @@ def make_report(reader: RunReader, app_id: str | None, out_dir: Path) -> tuple[P
     out_dir.mkdir(parents=True, exist_ok=True)
     # The id may come from InfluxDB (latest_app), written by anyone who reaches the events port.
     path = out_dir / f"sparkscope-report-{re.sub(r'[^A-Za-z0-9_.-]', '_', app_id)}.html"
-    path.write_text(render(run, advice, runs, heap), encoding="utf-8")
+    path.write_text(render(run, advice, runs, heap, usual), encoding="utf-8")
     return path, advice, run, runs
 
 
@@ -71,9 +84,11 @@ def print_verdict(advice, runs, path: Path, out=print, run=None) -> None:
     out(f"report: {path}")
 
 
-def report_document(run: RunFacts, advice, runs: list, path: Path) -> dict[str, Any]:
+def report_document(run: RunFacts, advice, runs: list, path: Path,
+                    usual: Optional[Comparison] = None) -> dict[str, Any]:
     """report --json: what the terminal verdict says, as data (times in ms since
-    the epoch, sizes in bytes, shares as fractions; None where unknown)."""
+    the epoch, sizes in bytes, shares as fractions; None where unknown); comparison:
+    compare --json's object for the run, None when it could not be read."""
     workers = run.workers()
     peak = lambda name: max((e.peaks[name] for e in workers.values() if e.peaks.get(name) is not None),  # noqa: E731
                             default=None)
@@ -90,17 +105,25 @@ def report_document(run: RunFacts, advice, runs: list, path: Path) -> dict[str, 
                             for r in advice.recommendations],
         "conf": advice.conf_lines(), "notes": list(advice.notes),
         "earlier_runs": runs[1:], "report": str(path),
+        "comparison": usual.document() if usual is not None else None,
     }
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     settings = load_settings()
     reader = RunReader(settings.influx_reader, settings.database)
-    path, advice, run, runs = make_report(reader, args.app_id, Path(args.out))
+    app_id = args.app_id or reader.latest_app()
+    usual = compared(reader, app_id)
+    path, advice, run, runs = make_report(reader, app_id, Path(args.out), usual)
     if args.json:
-        print(json.dumps(report_document(run, advice, runs, path), indent=2))
+        print(json.dumps(report_document(run, advice, runs, path, usual), indent=2))
     else:
         print_verdict(advice, runs, path, run=run)
+        if usual is not None and usual.baseline:
+            print(clean(f"compared with usual (job {usual.job}, {len(usual.baseline)} earlier runs): "
+                        f"{len(usual.regressions)} worse, {len(usual.improvements)} better"))
+            for f in usual.regressions:
+                print(clean(f"  worse: {finding_line(f)}"))
     return 0
 
 
