@@ -70,7 +70,7 @@ def baseline_runs(reads: Reads, run: Run, named: Sequence[str] = (), last: int =
             if app_id == run.app_id:
                 raise UsageError(f"{app_id} is the run compared: name other runs with --baseline")
             out.append(found)
-        return out
+        return sorted(out, key=lambda r: r.started_ms, reverse=True)  # newest first, as the job's own
     if last < 1:
         raise UsageError(f"--last {last}: compare with at least one earlier run")
     return [r for r in reads.job_runs(run.job or run.name)
@@ -80,7 +80,7 @@ def baseline_runs(reads: Reads, run: Run, named: Sequence[str] = (), last: int =
 def judge_all(kind: str, name: str, ident: str, value_of: dict[str, float], baselines: list[dict[str, float]],
               out: Comparison, partial: bool = False) -> None:
     for metric in sorted(value_of):
-        verdict = judge(metric, [b.get(metric) for b in baselines], value_of[metric])
+        verdict = judge(metric, [b.get(metric) for b in baselines], value_of[metric], whole_run=kind == RUN)
         if verdict is None or (partial and verdict.direction != REGRESSION):
             continue  # a run still going has less of everything so far: only what is already worse counts
         finding = Finding(kind, name, metric, verdict.baseline, value_of[metric], verdict.limit, ident)

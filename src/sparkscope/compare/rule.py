@@ -36,11 +36,17 @@ RELATIVE_FLOOR = 0.20
 # What each compared figure is measured in, and the least change in it that
 # matters whatever the baseline (ABSOLUTE_FLOOR):
 TIME = "ms"  # 2 s: below it, JVM warm-up and scheduling noise on a busy host
-BYTES = "bytes"  # 64 MiB: below it, the heap's own sawtooth between two collections
+BYTES = "bytes"  # 64 MiB of data read, written or spilled
+MEMORY = "memory"  # 256 MiB of a peak: a heap's peak moves with when the collector ran (seen: 60 -> 150 MiB
+#                    between identical runs with 1 GiB executors), by up to its young generation
 SHARE = "share"  # 5 points: GC share of task time going from 3 % to 6 % is not news
 COUNT = "count"  # 1 task: a partition count is exact, any change is a change of the data or the code
 RATIO = "ratio"  # 2: skew (slowest task over the typical one) from 1.5 to 3.5 and more
-ABSOLUTE_FLOOR = {TIME: 2000.0, BYTES: 64.0 * MIB, SHARE: 0.05, COUNT: 1.0, RATIO: 2.0}
+ABSOLUTE_FLOOR = {TIME: 2000.0, BYTES: 64.0 * MIB, MEMORY: 256.0 * MIB, SHARE: 0.05, COUNT: 1.0, RATIO: 2.0}
+# A whole run's times also carry JVM start-up, executor registration and Python
+# workers' start, which vary by seconds on a busy host (seen: 8.3 -> 11.5 s, task
+# time 3.6 -> 6.8 s, for identical runs on two shared cores): its floor is this.
+WHOLE_RUN_TIME_FLOOR = 5000.0
 
 # The figures compared, each with its unit. A phase or run carries those stored for it.
 DURATION = "duration_ms"
@@ -55,7 +61,7 @@ PEAK_RSS = "peak_rss_bytes"
 TASKS = "tasks"
 SKEW = "skew"
 UNITS = {DURATION: TIME, TASK_TIME: TIME, GC_SHARE: SHARE, SHUFFLE_READ: BYTES, SHUFFLE_WRITE: BYTES, SPILL: BYTES,
-         INPUT: BYTES, PEAK_HEAP: BYTES, PEAK_RSS: BYTES, TASKS: COUNT, SKEW: RATIO}
+         INPUT: BYTES, PEAK_HEAP: MEMORY, PEAK_RSS: MEMORY, TASKS: COUNT, SKEW: RATIO}
 # Skew is judged only where the slowest task took this long: the ratio of two
 # tasks of 20 and 200 ms is 10 and means nothing.
 SKEW_MIN_SLOWEST_MS = ABSOLUTE_FLOOR[TIME]
@@ -77,12 +83,14 @@ def margin(values: Sequence[float]) -> float:
     return max(SPREAD_TIMES * mad, RELATIVE_FLOOR * abs(middle))
 
 
-def judge(metric: str, baseline: Sequence[Optional[float]], value: Optional[float]) -> Optional[Verdict]:
-    """A regression, an improvement, or None (usual, or nothing to judge by)."""
+def judge(metric: str, baseline: Sequence[Optional[float]], value: Optional[float],
+          whole_run: bool = False) -> Optional[Verdict]:
+    """A regression, an improvement, or None (usual, or nothing to judge by); whole_run:
+    the figure is the run's own, not a phase's (times get WHOLE_RUN_TIME_FLOOR)."""
     known = [float(v) for v in baseline if v is not None]
     if value is None or not known:
         return None
-    floor = ABSOLUTE_FLOOR[UNITS[metric]]
+    floor = WHOLE_RUN_TIME_FLOOR if whole_run and UNITS[metric] == TIME else ABSOLUTE_FLOOR[UNITS[metric]]
     middle, spread = median(known), margin(known)
     upper = max(max(known), middle + spread)
     if value > upper and value - max(known) > floor:
