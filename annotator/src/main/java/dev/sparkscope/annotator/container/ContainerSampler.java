@@ -2,6 +2,7 @@ package dev.sparkscope.annotator.container;
 
 import dev.sparkscope.annotator.core.AnnotatorLog;
 import dev.sparkscope.annotator.core.ApplicationIdTag;
+import dev.sparkscope.annotator.core.Background;
 import dev.sparkscope.annotator.core.ConfigKeys;
 import dev.sparkscope.annotator.core.SharedWriter;
 import dev.sparkscope.annotator.core.SinkConfig;
@@ -70,15 +71,10 @@ public final class ContainerSampler implements Runnable {
             String appId = ApplicationIdTag.resolve(conf);
             ContainerSampler s = new ContainerSampler(cgroup, writer, config, appId != null ? appId : sparkAppId,
                     executorId, periodS * 1000L);
-            s.thread = new Thread(s, "sparkscope-container-memory");
-            s.thread.setDaemon(true);
-            s.thread.start();
+            s.thread = Background.daemon(s, "sparkscope-container-memory");
             return s;
-        } catch (IllegalArgumentException e) {
-            AnnotatorLog.warn("sparkscope container memory is off on " + executorId + ": " + e.getMessage()
-                    + ". Fix the setting (annotator README); Spark runs normally.");
         } catch (Throwable t) {
-            AnnotatorLog.warn("sparkscope container memory is off on " + executorId + ": could not start: " + t);
+            Background.off("sparkscope container memory", executorId, t);
         }
         return null;
     }

@@ -2,6 +2,7 @@ package dev.sparkscope.annotator.proctree;
 
 import dev.sparkscope.annotator.core.AnnotatorLog;
 import dev.sparkscope.annotator.core.ApplicationIdTag;
+import dev.sparkscope.annotator.core.Background;
 import dev.sparkscope.annotator.core.Point;
 import dev.sparkscope.annotator.core.ProcessTreePeaks;
 import dev.sparkscope.annotator.core.Schema;
@@ -100,15 +101,10 @@ public final class ProcessTreeSampler implements Runnable {
             String appId = ApplicationIdTag.resolve(conf);
             ProcessTreeSampler s = new ProcessTreeSampler(tree, writer, config, appId != null ? appId : sparkAppId,
                     executorId, period, heartbeat, peaks);
-            s.thread = new Thread(s, "sparkscope-process-tree");
-            s.thread.setDaemon(true);
-            s.thread.start();
+            s.thread = Background.daemon(s, "sparkscope-process-tree");
             return s;
-        } catch (IllegalArgumentException e) {
-            AnnotatorLog.warn("sparkscope process tree is off on " + executorId + ": " + e.getMessage()
-                    + ". Fix the setting (annotator README); Spark runs normally.");
         } catch (Throwable t) {
-            AnnotatorLog.warn("sparkscope process tree is off on " + executorId + ": could not start: " + t);
+            Background.off("sparkscope process tree", executorId, t);
         }
         return null;
     }
