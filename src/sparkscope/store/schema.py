@@ -3,14 +3,14 @@ writes it, whether it is a gauge, a counter or an event, and whether it is
 rolled up; the tags every reader groups by; the policies and lookup
 measurements the dashboards pick resolutions from.
 
-The Python side reads its names from here: the rollups (stack/rollups.py),
-the dashboards' counters and lookups (dashboards/), the report's old
-generation pools, the probes' measurements. What is not Python is checked
-against it by tests/test_schema.py: the Telegraf filter's list of Spark
-metrics and the events listener's namepass (telegraf/telegraf.conf), and the
-measurements the Java writers of the annotator jar name. Every measurement
-any dashboard, the report, the demo's summary, `top`, the alert rules or
-`profile` reads must be declared here; that test fails on one that is not.
+Every reader and writer takes its names from here: no product module outside
+store/ spells a measurement name (tests/test_schema.py). Generated from it
+(python -m sparkscope.generate): the annotator's Java constants
+(core/Schema.java, which every Java writer uses), Telegraf's ingest guard and
+"no end seen" writer. Checked against it by tests/test_schema.py: the
+Telegraf filter's list of Spark metrics and the events listener's namepass
+(telegraf/telegraf.conf); by tests/test_schema_contract.py: what a real run
+stored.
 
 Standard library only: the probes import it.
 """
@@ -108,7 +108,7 @@ PEAK_LEVEL = "sparkscope_1m"
 # space) and the range holds totals; the second otherwise.
 TASK_SCOPE_MEASUREMENT = "sparkscope_task_scope"
 TASK_TOTALS_PREFIX = "sparkscope_app."
-# The counters the totals keep: annotator TaskTimeTotals.COUNTERS, in the same order.
+# The counters the annotator's task totals keep (TaskTimeTotals iterates them from Schema.java).
 TASK_TIME_COUNTERS = ("runTime.count", "cpuTime.count", "jvmGCTime.count", "deserializeTime.count",
                       "shuffleFetchWaitTime.count", "shuffleWriteTime.count")
 ALL_EXECUTORS = "all executors"
@@ -241,7 +241,7 @@ DISKIO_MEASUREMENT, PRESSURE_MEASUREMENT = "diskio", "pressure"  # Telegraf's ow
 STATUS = "status"
 _RUN_TAGS = (APPLICATION, STATUS)
 # Spark's ExecutorMetricType names the annotator writes as integer fields
-# (annotator ExecutorPeaks.METRICS, then TaskPeakExecutionMemory).
+# (ExecutorPeaks iterates them from Schema.java; TaskPeakExecutionMemory last).
 EXECUTOR_METRICS = ("JVMHeapMemory", "JVMOffHeapMemory", "OnHeapExecutionMemory", "OffHeapExecutionMemory",
                     "OnHeapStorageMemory", "OffHeapStorageMemory", "OnHeapUnifiedMemory", "OffHeapUnifiedMemory",
                     "DirectPoolMemory", "MappedPoolMemory", "ProcessTreeJVMVMemory", "ProcessTreeJVMRSSMemory",
@@ -250,7 +250,7 @@ EXECUTOR_METRICS = ("JVMHeapMemory", "JVMOffHeapMemory", "OnHeapExecutionMemory"
                     "TotalGCTime", "ConcurrentGCCount", "ConcurrentGCTime", "TaskPeakExecutionMemory")
 _PEAKS = _f(INTEGER, *EXECUTOR_METRICS)
 # The Spark settings the annotator writes, as given, to sparkscope_memory_conf
-# (annotator ExecutorPeaks.MEMORY_SETTINGS).
+# (ExecutorPeaks iterates them from Schema.java).
 MEMORY_SETTINGS = ("spark.master", "spark.executor.memory", "spark.executor.memoryOverhead",
                    "spark.executor.memoryOverheadFactor", "spark.executor.pyspark.memory", "spark.executor.cores",
                    "spark.executor.instances", "spark.driver.memory", "spark.driver.memoryOverhead",

@@ -52,7 +52,6 @@ HISTORY_POINTS = 24  # heap sparkline: this many intervals
 MOST_RUNS = 40  # in the run picker
 
 
-quoted_app = is_app
 
 
 @dataclass
@@ -214,7 +213,7 @@ class TopReader:
         that order, the ones a screen can show: at 500 executors a read of every
         column of every executor took 300 ms, this a third of it (bench/top_refresh.py)."""
         run = self.run(run.app_id) or run  # it may have ended since
-        app = quoted_app(run.app_id)
+        app = is_app(run.app_id)
         alive = self.window(run, max(ALIVE_S, 3 * self.interval_s))
         limit = container_limit(self._memory_conf(run.app_id))
         executors: dict[str, ExecutorNow] = {}
