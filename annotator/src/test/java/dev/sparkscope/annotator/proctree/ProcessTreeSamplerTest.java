@@ -114,6 +114,32 @@ class ProcessTreeSamplerTest {
     }
 
     @Test
+    void polls_every_2_s_write_every_4_s_and_every_poll_counts_for_the_peaks() throws Exception {
+        tree(1000, 200);
+        ProcessTree t = ProcessTree.locate(proc, new String[1]);
+        try (FakeInflux influx = FakeInflux.answering(204)) {
+            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
+            dev.sparkscope.annotator.core.SinkConfig c = dev.sparkscope.annotator.core.SinkConfig.parse(conf::get);
+            ProcessTreeSampler s = new ProcessTreeSampler(t,
+                    dev.sparkscope.annotator.core.SharedWriter.open(c, "test", "line"), c, "app-1", "3", 2000,
+                    10_000, sent::add);
+            for (long now = 0; now <= 10_000; now += 2000) {
+                tree(now == 2000 ? 5000 : 1000, 200);   // the JVM's peak falls between two writes
+                s.sample(now);
+            }
+            s.stop();
+            List<Long> times = new ArrayList<>();
+            for (InfluxLineReader p : InfluxLineReader.points(new ArrayList<>(influx.lines()),
+                    "ProcessTreeJVMRSSMemory")) {
+                times.add(p.time / 1_000_000);
+            }
+            assertEquals(java.util.Arrays.asList(0L, 4000L, 8000L), times);
+            assertEquals(5000 * 4096, s.high()[0], "the peak of an unwritten poll");
+            assertEquals(5000 * 4096, sent.get(1)[0], "and sent on as a new high");
+        }
+    }
+
+    @Test
     void with_spark_s_own_process_tree_metrics_on_it_stays_off() throws Exception {
         tree(1000, 200);
         conf.put(ProcessTreeSampler.SPARK_PROCESS_TREE, "true");
