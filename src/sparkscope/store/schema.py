@@ -289,8 +289,8 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(QUERY_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
                 fields=_f(INTEGER, "execution_id", "end_time_ms", "duration_ms")
                 + _f(STRING, "text", "description", "error")),
-    # task_ms: the job's tasks' executorRunTime + executorDeserializeTime (what a
-    # run's task-seconds sum), task_count its tasks seen. On a Spark Connect server
+    # task_ms: the job's tasks' time from launch to finish, summed (the slots the
+    # scheduler held for them), task_count its tasks seen. On a Spark Connect server
     # the job's owner: the user a tag (a server has few users, and dashboards group
     # and pick by it), the session and the operation fields (a new id for every
     # client connection and every statement: as tags they would grow a series each).

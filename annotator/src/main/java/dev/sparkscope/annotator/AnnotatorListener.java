@@ -384,7 +384,6 @@ public class AnnotatorListener extends SparkFirehoseListener {
         TaskMetrics m = e.taskMetrics();
         if (m != null) {
             t.gcMs = m.jvmGCTime();
-            t.taskTimeMs = m.executorRunTime() + m.executorDeserializeTime();
             InputMetrics input = m.inputMetrics();
             t.inputBytes = input == null ? 0 : input.bytesRead();
             ShuffleReadMetrics shuffle = m.shuffleReadMetrics();

@@ -78,7 +78,7 @@ public final class AnnotationRecorder {
         final Long executionId;
         final int[] stageIds;
         final ConnectOwner connect;
-        /** Its tasks' run and deserialize time, and how many ended, as they end. */
+        /** Its tasks' time from launch to finish (their slots held), and how many ended, as they end. */
         long taskMs;
         long taskCount;
 
@@ -331,7 +331,7 @@ public final class AnnotationRecorder {
             job = stageOwners.get(stageId);
         }
         if (job != null) {
-            job.taskMs += Math.max(0, task.taskTimeMs);
+            job.taskMs += Math.max(0, task.durationMs);
             job.taskCount++;
         }
         if (s == null) {

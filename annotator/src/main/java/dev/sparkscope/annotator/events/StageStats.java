@@ -20,8 +20,6 @@ public final class StageStats {
         public long shuffleReadBytes;
         public long gcMs;
         public long fetchWaitMs;
-        /** executorRunTime + executorDeserializeTime: what the task held its slot for, as Spark counts it. */
-        public long taskTimeMs;
 
         Task copy() {
             Task t = new Task();
@@ -34,7 +32,6 @@ public final class StageStats {
             t.shuffleReadBytes = shuffleReadBytes;
             t.gcMs = gcMs;
             t.fetchWaitMs = fetchWaitMs;
-            t.taskTimeMs = taskTimeMs;
             return t;
         }
     }

@@ -143,14 +143,11 @@ class AnnotationRecorderTest {
         assertEquals(0, ops.held());
         r.jobStarted(10, 100, "plain", null, null, null, null, new int[] {4});
         r.stageSubmitted(3, 0, "collect", 2, 110);
-        StageStats.Task a = task(50, 160, 0, "1");
-        a.taskTimeMs = 40;
-        StageStats.Task b = task(70, 180, 1, "2");
-        b.taskTimeMs = 65;
+        StageStats.Task a = task(40, 160, 0, "1");
+        StageStats.Task b = task(65, 180, 1, "2");
         r.taskEnded(3, 0, TaskOutcome.SUCCEEDED, a);
         r.taskEnded(3, 0, TaskOutcome.FAILED, b);
         StageStats.Task other = task(900, 990, 0, "1");
-        other.taskTimeMs = 900;
         r.taskEnded(4, 0, TaskOutcome.SUCCEEDED, other); // stage 4 never submitted: still its job's
         r.stageCompleted(3, 0, "collect", 2, 110L, 190L, null, 0);
         r.jobEnded(9, 200, true, null);
