@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkscope.report.capacity import capacity, capacity_advice, capacity_document
+from sparkscope.report.capacity import capacity, capacity_advice, capacity_document, connect_line
 from sparkscope.report.command import report_document
 from sparkscope.report.advice import advise
 from sparkscope.report.run_facts import ExecutorFacts, RunFacts
@@ -170,6 +170,9 @@ def test_a_connect_servers_capacity_is_split_by_share_of_task_time_per_user_sess
     assert sum(a.slot_seconds for a in who.users) + who.other.slot_seconds == pytest.approx(cap.slot_seconds)
     top = connect_attribution(run.jobs, cap, most_operations=1)
     assert len(top.operations) == 1 and top.operations_total == 3
+    assert connect_line(who) == ("Spark Connect: 2 users, 3 sessions, 3 operations; share of task time (and of "
+                                 "what was held): alice 60%, bob 15%")
+    assert connect_line(who, most=1).endswith("alice 60% and 1 more") and connect_line(None) == ""
     document = capacity_document(run, cap)["connect"]
     assert [u["user"] for u in document["users"]] == ["alice", "bob"]
     assert document["not_connect"]["task_seconds"] == 50 and document["operations"][0]["description"] == "first"

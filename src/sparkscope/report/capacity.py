@@ -141,6 +141,17 @@ def connect_users(run: RunFacts, cap: Capacity) -> Optional[ConnectAttribution]:
     return connect_attribution(run.jobs, cap)
 
 
+def connect_line(who: Optional[ConnectAttribution], most: int = 5) -> str:
+    """One line for the terminal: the Connect users with the most task time and their shares."""
+    if who is None:
+        return ""
+    shown = [f"{a.user or '(none)'} {a.share:.0%}" if a.share is not None else f"{a.user or '(none)'} n/a"
+             for a in who.users[:most]]
+    more = f" and {len(who.users) - most} more" if len(who.users) > most else ""
+    return (f"Spark Connect: {len(who.users)} users, {len(who.sessions)} sessions, {who.operations_total} "
+            f"operations; share of task time (and of what was held): {', '.join(shown)}{more}")
+
+
 def _attributed_document(a: Attributed) -> dict[str, Any]:
     return {"user": a.user, "session": a.session or None, "operation": a.operation or None, "jobs": a.jobs,
             "task_seconds": a.task_seconds, "task_share": a.share, "slot_seconds": a.slot_seconds,
