@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkscope.report.capacity import capacity, capacity_advice, capacity_document, connect_line
+from sparkscope.report.capacity import capacity, capacity_advice, capacity_document, connect_line, connect_users
 from sparkscope.report.command import report_document
 from sparkscope.report.advice import advise
 from sparkscope.report.run_facts import ExecutorFacts, RunFacts
@@ -186,3 +186,14 @@ def test_a_run_that_is_not_a_connect_servers_has_no_attribution_and_unknown_task
     # Jobs written before the annotator counted task time: owners known, shares not.
     who = connect_attribution([job(0, 1, 3, None, "alice", "s", "o")], capacity(run))
     assert who.users[0].task_seconds == 0 and who.users[0].share is None and who.users[0].slot_seconds is None
+
+
+def test_the_reports_connect_tables_escape_what_clients_named():
+    from sparkscope.report.page import connect_section
+    run = facts()
+    run.jobs = [job(0, 1, 3, 60_000, "<b>eve</b>", "s-1", "op-1"), job(1, 3, 4, 20_000, "bob", "s-2", "op-2")]
+    cap = capacity(run)
+    page = connect_section(connect_users(run, cap), cap)
+    assert "&lt;b&gt;eve&lt;/b&gt;" in page and "<b>eve" not in page
+    assert page.count("<table>") == 3 and "75.0%" in page and "25.0%" in page
+    assert connect_section(None, cap) == ""

@@ -239,8 +239,7 @@ def connect_section(who: Optional[ConnectAttribution], cap: Capacity) -> str:
     if who.other is not None:
         users.append(_who_row(who.other, cap, ["(not a Connect operation)"]))
     sessions = [_who_row(a, cap, [a.user or "(none)", a.session]) for a in who.sessions]
-    operations = [_who_row(a, cap, [a.user or "(none)", _short_id(a.session), a.operation, " ".join(a.description.split())[:60]])
-                  for a in who.operations]
+    operations = [_who_row(a, cap, [a.user or "(none)", _short_id(a.session), a.operation]) for a in who.operations]
     more = who.operations_total - len(who.operations)
     return ("<h3>Who used it: Spark Connect users, sessions and operations</h3>"
             "<p class='note'>Task-seconds: each one's jobs' tasks, from launch to finish, to the task. "
@@ -248,7 +247,7 @@ def connect_section(who: Optional[ConnectAttribution], cap: Capacity) -> str:
             "executors serve every session at once, and their idle time is paid by who used them.</p>"
             + _table(["user", *tail], users)
             + _table(["user", "session", *tail], sessions)
-            + _table(["user", "session", "operation", "first job", *tail], operations)
+            + _table(["user", "session", "operation", *tail], operations)
             + (f"<p class='note'>... and {more} more operations (report --json lists the top "
                f"{len(who.operations)} too)</p>" if more > 0 else ""))
 
