@@ -29,6 +29,7 @@ from sparkscope.settings import ROOT
 from sparkscope.spark.conf import annotator_env, annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import ensure_pyspark, spark_env
 from sparkscope.store.figures import Prices
+from sparkscope_testkit.grafana13 import RULE_SETS
 from sparkscope_testkit.sandbox import free_port
 
 from conftest import JOBS, SINK_PERIOD_S, SPARK4_VERSION
@@ -197,11 +198,12 @@ def test_the_report_and_its_json_show_who_used_the_server(stack, connect_run, mo
         assert session in page
 
 
-def test_the_summary_dashboard_tables_the_work_per_connect_user_and_session(stack, connect_run):
+@pytest.mark.parametrize("rules", sorted(RULE_SETS))
+def test_the_summary_dashboard_tables_the_work_per_connect_user_and_session(stack, connect_run, rules):
     app_id, sessions, _, facts, truth, _ = connect_run
     board = build()["spark-application.json"]
     start, end = facts.started_ms - 1000, (facts.ended_ms or int(time.time() * 1000)) + 1000
-    dash = stack.open_dashboard(board, start, end, url_vars={"applicationid": app_id})
+    dash = stack.open_dashboard(board, start, end, rules=RULE_SETS[rules], url_vars={"applicationid": app_id})
     panels = {p["title"]: p for top in board["panels"] for p in [top, *top.get("panels", [])]}
     users = dash.run_panel(panels["Task time by Spark Connect user"])
     got = {}
