@@ -34,6 +34,7 @@ EMPTY_ON_A_HEALTHY_HOST = {
     **{title: "only runs with streaming queries; tests/test_streaming.py runs two"
        for title in ("Input rate vs processing rate", "Batch duration vs trigger interval",
                      "Event-time lag and source backlog", "State rows and memory per stateful operator")},
+    "Task time by Spark Connect session": "only a Spark Connect server's jobs; tests/test_connect.py runs one",
 }
 # Targets (panel, alias) empty for a run without the condition they show, and the test that has it.
 EMPTY_WITHOUT = {
@@ -363,6 +364,7 @@ UNMODELLED_TRANSFORMATIONS = {
     "organize": "renames and orders columns",
     "convertFieldType": "reads a string column as a number or time",
     "configFromData": "takes a field's unit from another query's result",
+    "groupBy": "one row per value of the grouped columns (a Connect session), the others summed or counted",
 }
 
 
