@@ -113,9 +113,11 @@ def test_an_interrupted_build_leaves_no_process_behind(tmp_path):
 # --- Telegraf's plugins ------------------------------------------------------------------
 
 def test_telegraf_is_built_with_exactly_the_plugins_its_config_uses():
-    needed = plugins_in_config((ROOT / "telegraf" / "telegraf.conf").read_text())
+    # telegraf.conf, and thanos.conf beside it for the Thanos store (one build runs both).
+    needed = set().union(*(plugins_in_config((ROOT / "telegraf" / name).read_text())
+                           for name in ("telegraf.conf", "thanos.conf")))
     assert needed == set(TELEGRAF_PLUGINS), (
-        f"telegraf.conf needs {sorted(needed - set(TELEGRAF_PLUGINS))} that the build lacks, and the build has "
+        f"telegraf.conf and thanos.conf need {sorted(needed - set(TELEGRAF_PLUGINS))} that the build lacks, and the build has "
         f"{sorted(set(TELEGRAF_PLUGINS) - needed)} that the config does not use: edit TELEGRAF_PLUGINS in "
         "src/sparkscope/provision/go.py")
 
@@ -123,6 +125,13 @@ def test_telegraf_is_built_with_exactly_the_plugins_its_config_uses():
 def test_plugins_are_read_from_sections_and_data_formats():
     conf = '[[inputs.socket_listener]]\n  data_format = "graphite"\n[[outputs.file]]\n#[[inputs.cpu]]\n'
     assert plugins_in_config(conf) == {"inputs.socket_listener", "parsers.graphite", "outputs.file"}
+
+
+def test_an_outputs_data_format_is_a_serializer_and_an_inputs_a_parser():
+    conf = ('[[outputs.http]]\n  data_format = "prometheusremotewrite"\n'
+            '[[inputs.http_listener_v2]]\n  data_format = "json"\n')
+    assert plugins_in_config(conf) == {"outputs.http", "serializers.prometheusremotewrite",
+                                       "inputs.http_listener_v2", "parsers.json"}
 
 
 # --- the oldest Python declared -------------------------------------------------------------

@@ -32,13 +32,39 @@ from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
 from sparkscope.store import influx
 from sparkscope.store.schema import INGEST_REFUSED_MEASUREMENT, TELEGRAF_WRITE_MEASUREMENT
-from sparkscope.stack import rollups
+from sparkscope.stack import rollups, thanos
 from sparkscope.stack.influx_storage import REFUSAL_WINDOW_S, human_size, influx_write_problem, telegraf_refusal
 from sparkscope.settings import Settings
 
 SERVICE_NAMES = ("influxdb", "telegraf", "grafana")
 BACKENDS = ("native", "compose")
 HEALTH_DEADLINE_S = {"influxdb": 60.0, "telegraf": 30.0, "grafana": 120.0}
+THANOS_HEALTH_DEADLINE_S = 60.0  # each Thanos process: ready in 1-3 s, more on a loaded machine
+
+
+def thanos_layout(settings: Settings) -> thanos.Layout:
+    """Where the Thanos store's processes listen (SPARKSCOPE_METRICS_STORE=thanos)."""
+    try:
+        return thanos.layout(settings.thanos_port, settings.thanos_ingesters, settings.thanos_replication_factor)
+    except thanos.ThanosConfigError as err:
+        raise StackError(f"{err}; fix it in .env") from None
+
+
+def service_names(settings: Settings) -> tuple[str, ...]:
+    """Every service of this stack, in the order they start: with the Thanos
+    store, its processes come after InfluxDB (which keeps the events) and
+    before Telegraf (which writes to both)."""
+    if settings.metrics_store != thanos.STORE_NAME:
+        return SERVICE_NAMES
+    return ("influxdb", *thanos_layout(settings).names, "telegraf", "grafana")
+
+
+def wanted_services(settings: Settings, only: tuple[str, ...]) -> tuple[str, ...]:
+    """The services `only` asks for, in start order; the whole stack
+    (SERVICE_NAMES, what up and down mean without names) takes the metrics
+    store's processes along."""
+    everything = set(only) >= set(SERVICE_NAMES)
+    return tuple(name for name in service_names(settings) if name in only or everything)
 
 
 class StackError(SparkscopeError):
@@ -111,7 +137,35 @@ def health_checks(settings: Settings) -> dict[str, tuple[Callable[[], bool], str
                      f"tcp://{settings.graphite_bind}:{settings.graphite_port} (Graphite), "
                      f"{settings.events_url} (annotator events)"),
         "grafana": (lambda: grafana_health(settings.grafana_url) is not None, settings.grafana_url),
+        **(thanos_health_checks(settings) if settings.metrics_store == thanos.STORE_NAME else {}),
     }
+
+
+def thanos_ready(url: str, password: Callable[[], str]) -> bool:
+    """A Thanos process answers /-/ready with 200 (Query: its endpoints looked up;
+    receive: its hashring or TSDB ready), asked with the stack's Basic auth."""
+    try:
+        request = urllib.request.Request(f"{url}/-/ready")
+        request.add_header("Authorization", http.basic_auth(thanos.USER, password()))
+        with http.urlopen(request, timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def thanos_health_checks(settings: Settings) -> dict[str, tuple[Callable[[], bool], str]]:
+    files = thanos.Files(settings.state_dir / "thanos")
+    plan = thanos_layout(settings)
+    checks = {}
+    for process in plan.processes:
+        if process is plan.query:
+            address = f"{process.http_url} (PromQL, Basic auth {thanos.USER})"
+        elif process is plan.router:
+            address = f"{process.remote_write_url} (remote write, client certificate)"
+        else:
+            address = f"grpc://{process.grpc_address} (StoreAPI, client certificate)"
+        checks[process.name] = ((lambda url=process.http_url: thanos_ready(url, files.password)), address)
+    return checks
 
 
 # --- the interface -------------------------------------------------------------------------
@@ -123,6 +177,7 @@ class Backend:
 
     name = ""
     starts_together = False
+    runs_thanos = False  # the Thanos store's processes (natively only, for now)
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -167,6 +222,9 @@ class Backend:
     # the same for both
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         settings = self.settings
+        if settings.metrics_store == thanos.STORE_NAME and not self.runs_thanos:
+            raise StackError(f"SPARKSCOPE_METRICS_STORE=thanos runs with the native backend only for now: "
+                             f"./sparkscope up --backend native (docs/scale.md)")
         missing = settings.missing_secrets()
         if missing:
             raise StackError(f"{', '.join(missing)} not set (or the placeholder of .env.example): set them in "
@@ -177,7 +235,7 @@ class Backend:
                              f"./sparkscope up --backend {self.name}")
         checks = health_checks(settings)
         running = self.processes()
-        wanted = [name for name in SERVICE_NAMES if name in only]
+        wanted = list(wanted_services(settings, only))
         for name in wanted:
             healthy, address = checks[name]
             if running.get(name) is None and healthy():
@@ -212,19 +270,20 @@ class Backend:
 
     def _wait_healthy(self, name: str, started: float) -> None:
         healthy, address = health_checks(self.settings)[name]
-        deadline = HEALTH_DEADLINE_S[name] - (time.monotonic() - started)
+        limit = HEALTH_DEADLINE_S.get(name, THANOS_HEALTH_DEADLINE_S)
+        deadline = limit - (time.monotonic() - started)
         # A service that exits at start is not running: fail at once, not at the deadline.
         answered = wait_until(lambda: healthy() or self.processes().get(name) is None, max(deadline, 1.0))
         if answered and healthy():
             return
         exited = self.processes().get(name) is None
         self._stop((name,), lambda _: None)
-        reason = "exited at start" if exited else f"did not answer at {address} within {HEALTH_DEADLINE_S[name]:.0f} s"
+        reason = "exited at start" if exited else f"did not answer at {address} within {limit:.0f} s"
         raise StackError(f"{name} {reason}; {self.log_excerpt(name)}")
 
     def down(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         running = self.processes()
-        names = tuple(n for n in reversed(SERVICE_NAMES) if n in only)
+        names = tuple(reversed(wanted_services(self.settings, only)))
         self._stop(tuple(n for n in names if running.get(n) is not None), progress,
                    everything=set(only) >= set(SERVICE_NAMES))
         for name in names:
@@ -246,7 +305,7 @@ class Backend:
         refusal = telegraf_refusal(self.recent_log("telegraf", REFUSAL_WINDOW_S),
                                    since=self.started_at("influxdb")) if running.get("telegraf") else None
         rows = []
-        for name in SERVICE_NAMES:
+        for name in service_names(settings):
             healthy, address = checks[name]
             row = ServiceStatus(name, self.name, "down", running.get(name) or "-", address,
                                 versions.get(name, "-"))
@@ -367,6 +426,8 @@ def choose_backend(settings: Settings, requested: Optional[str] = None) -> str:
         if requested not in BACKENDS:
             raise StackError(f"no backend {requested!r}: choose {' or '.join(BACKENDS)}")
         return requested
+    if settings.metrics_store == thanos.STORE_NAME:  # compose runs no Thanos yet
+        return recorded_backend(settings) or "native"
     return recorded_backend(settings) or ("compose" if docker_engine_answers() else "native")
 
 
