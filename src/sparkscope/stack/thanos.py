@@ -289,7 +289,10 @@ def receive_argv(thanos: Path, plan: Layout, process: Process, files: Files, ret
             f"--receive.default-tenant-id={TENANT}",
             f"--tsdb.path={files.data(process.name)}"]
     if process is plan.router:
-        return argv + [f"--receive.hashrings-file={files.hashring}", "--receive.hashrings-file-refresh-interval=1m",
+        # Receive refuses to start without an external label; the router keeps no
+        # blocks, so its label marks nothing stored (the ingesters label theirs).
+        return argv + ['--label=receive_role="router"',
+                       f"--receive.hashrings-file={files.hashring}", "--receive.hashrings-file-refresh-interval=1m",
                        f"--receive.replication-factor={plan.replication_factor}",
                        "--receive.replication-protocol=protobuf",
                        # The router reaches the ingesters with the stack's certificate.
