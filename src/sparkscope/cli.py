@@ -171,7 +171,7 @@ def ensure_each(steps) -> list[str]:
 def install_all(settings: Settings) -> list[str]:
     """Build or find every native component; returns what could not be had.
     Grafana is never built: natively the user's own is used (stack/grafana_local.py)."""
-    missing = ensure_each(native_steps(settings.cache_dir))
+    missing = ensure_each(native_steps(settings.cache_dir, settings.metrics_store))
     try:
         grafana = find_grafana(settings.grafana_home)
         print(f"grafana: {grafana.binary} (home {grafana.home})" if grafana else

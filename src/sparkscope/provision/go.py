@@ -272,8 +272,10 @@ def ensure_thanos(cache_dir: Path, progress: Progress = print) -> Path:
         for binary in ("thanos", "bcrypt-hash"):
             if not (staging / binary).is_file():
                 raise BuildError(f"go build finished but {staging / binary} is missing; see {log}")
-        shutil.rmtree(source, ignore_errors=True)
 
-    build_once(dest, build, waiting=lambda: progress(
-        f"  another sparkscope run is building thanos; waiting for it (its log: {log})"))
+    try:
+        build_once(dest, build, waiting=lambda: progress(
+            f"  another sparkscope run is building thanos; waiting for it (its log: {log})"))
+    finally:
+        shutil.rmtree(source, ignore_errors=True)  # 64 MB of source; the next build copies it again
     return dest / "thanos"
