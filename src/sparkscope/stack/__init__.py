@@ -325,6 +325,8 @@ class Backend:
                         row.detail = "; ".join(filter(None, [
                             f"InfluxDB refused its writes in the last minute ({refusal}); it keeps the points "
                             f"and retries: see influxdb above", row.detail]))
+                elif name == thanos.QUERY:
+                    self._thanos_query_row(row)
                 elif name == "grafana":
                     row.version = (grafana_health(settings.grafana_url) or {}).get("version", row.version)
                     if influxdb_plugin_installed(settings) is False:
@@ -332,6 +334,28 @@ class Backend:
                         row.detail = INFLUXDB_PLUGIN_MISSING.format(where=self.plugin_install_hint())
             rows.append(row)
         return rows
+
+    def _thanos_query_row(self, row: ServiceStatus) -> None:
+        """Which ingesters Query reaches (its /api/v1/stores): one down is survived
+        (the replicas), and said, so that it is started again."""
+        plan = thanos_layout(self.settings)
+        files = thanos.Files(self.settings.state_dir / "thanos")
+        try:
+            request = urllib.request.Request(f"{plan.query.http_url}/api/v1/stores")
+            request.add_header("Authorization", http.basic_auth(thanos.USER, files.password()))
+            with http.urlopen(request, timeout=5) as resp:
+                stores = json.loads(resp.read()).get("data", {}).get("receive", [])
+        except (OSError, ValueError, AttributeError) as err:
+            row.data = f"ingesters: unknown ({err})"
+            return
+        reached = {store.get("name") for store in stores if store.get("lastError") is None}
+        missing = [p.name for p in plan.ingesters if p.grpc_address not in reached]
+        row.data = f"reaches {len(plan.ingesters) - len(missing)} of {len(plan.ingesters)} ingesters"
+        if missing:
+            row.state = "degraded"
+            row.detail = (f"does not reach {', '.join(missing)}: each series is on {plan.replication_factor} "
+                          f"ingesters, so answers stay whole while fewer than {plan.replication_factor} are "
+                          f"missing; start them: ./sparkscope up {' '.join(missing)}")
 
     def _telegraf_row(self, row: ServiceStatus) -> None:
         """Telegraf's own count of what it holds and what it lost (inputs.internal:
