@@ -296,3 +296,19 @@ def test_status_lists_every_thanos_process_with_its_pid_and_url(thanos_stack):
         assert str(process.http if process is plan.query else
                    process.remote_write if process is plan.router else process.grpc) in row["url"], row
     assert services["influxdb"]["state"] == services["telegraf"]["state"] == "up"
+
+
+def test_a_plain_up_without_grafana_still_starts_the_whole_thanos_store(tmp_path, monkeypatch):
+    """`./sparkscope up` asks for the whole stack; natively without a Grafana it leaves
+    Grafana out, and must not leave the Thanos processes out with it."""
+    from sparkscope.stack import Backend, SERVICE_NAMES
+    from sparkscope.stack import native
+    asked = []
+    monkeypatch.setattr(Backend, "up", lambda self, only, progress: asked.append(only))
+    monkeypatch.setattr(native, "local_grafana", lambda settings: None)
+    monkeypatch.setattr(native.NativeBackend, "start_blockprobe", lambda self, progress: False)
+    monkeypatch.setattr(native.NativeBackend, "start_threadprobe", lambda self, progress: False)
+    settings = isolated_settings(tmp_path, SPARKSCOPE_METRICS_STORE="thanos", THANOS_PORT="20000")
+    native.NativeBackend(settings).up(SERVICE_NAMES, progress=quiet)
+    assert asked == [("influxdb", "thanos-receive-1", "thanos-receive-2", "thanos-receive-3", "thanos-router",
+                      "thanos-query", "telegraf")]

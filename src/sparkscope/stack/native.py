@@ -36,7 +36,7 @@ from sparkscope.probes.cli import switched_on
 from sparkscope.process import (Progress, is_zombie, log_tail, process_started_at, python_module_argv, start_group,
                                 start_ticks, stop_group, wait_until)
 from sparkscope.stack import (SERVICE_NAMES, Backend, ServiceStatus, StackError, service_names, thanos,
-                              thanos_layout)
+                              thanos_layout, wanted_services)
 from sparkscope.stack import influx_relay as relay_module
 from sparkscope.stack.supervise import read_status as read_supervise_status
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
@@ -226,6 +226,7 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
     to_thanos: dict[str, str] = {}
     if settings.metrics_store == thanos.STORE_NAME:  # a second output: remote write to the Receive router
         argv += ["--config", str(settings.root / "telegraf" / "thanos.conf")]
+        prepare_thanos(settings, progress)  # its certificate, which Telegraf presents (up telegraf alone too)
         to_thanos = thanos.telegraf_env(thanos_layout(settings), thanos_files(settings))
     return Service("telegraf", argv, {
         **to_thanos,
@@ -465,6 +466,7 @@ class NativeBackend(Backend):
 
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         self.refuse_untrusted_state_dir()
+        only = wanted_services(self.settings, only)  # the whole stack takes the metrics store's processes along
         if "grafana" in only and local_grafana(self.settings) is None:
             progress(f"grafana   not started: {HOW_TO_GET}")
             only = tuple(name for name in only if name != "grafana")
