@@ -296,6 +296,8 @@ def test_status_lists_every_thanos_process_with_its_pid_and_url(thanos_stack):
         assert str(process.http if process is plan.query else
                    process.remote_write if process is plan.router else process.grpc) in row["url"], row
     assert services["influxdb"]["state"] == services["telegraf"]["state"] == "up"
+    assert "to Thanos: buffer" in services["telegraf"]["data"], services["telegraf"]  # its remote write, counted
+    assert services[thanos.QUERY]["data"] == "reaches 3 of 3 ingesters"
 
 
 def test_a_plain_up_without_grafana_still_starts_the_whole_thanos_store(tmp_path, monkeypatch):

@@ -379,6 +379,8 @@ class Backend:
             row.data += f", {int(dropped):,} dropped"
             row.detail = (f"Telegraf dropped {int(dropped):,} points since it started: InfluxDB could not take them "
                           f"before its buffer (TELEGRAF_BUFFER_LIMIT={settings.telegraf_buffer_limit:,}) filled up")
+        if settings.metrics_store == thanos.STORE_NAME:
+            self._telegraf_thanos_output(row)
         refused = self._refused_at_the_door()
         if refused:
             row.data += f", {sum(n for n, _ in refused.values()):,} refused"
@@ -387,6 +389,22 @@ class Backend:
                                        f"{reason} {n:,} (last: {last})" for reason, (n, last) in sorted(refused.items()))
                                    + ". Fix the sender, or declare the new name in src/sparkscope/store/schema.py and "
                                    "run .venv/bin/python -m sparkscope.generate"]))
+
+    def _telegraf_thanos_output(self, row: ServiceStatus) -> None:
+        """What Telegraf's remote write to Thanos (telegraf/thanos.conf, alias thanos) holds and dropped."""
+        try:
+            series = influx.query(self.settings.influx_reader,
+                                  'SELECT last("buffer_size"), last("metrics_dropped") '
+                                  f'FROM "{TELEGRAF_WRITE_MEASUREMENT}" '
+                                  'WHERE time > now() - 2m AND "output" = \'http\' AND "alias" = \'thanos\'',
+                                  self.settings.database)
+        except influx.InfluxError:
+            return
+        if not series:
+            row.data += "; to Thanos: no report in the last 2 min"
+            return
+        _, size, dropped = series[0]["values"][0]
+        row.data += f"; to Thanos: buffer {int(size or 0):,} points" + (f", {int(dropped):,} dropped" if dropped else "")
 
     def _refused_at_the_door(self) -> dict[str, tuple[int, str]]:
         """What Telegraf's ingest guard refused, per reason: (points, the last one's name, made
