@@ -223,8 +223,8 @@ class Backend:
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         settings = self.settings
         if settings.metrics_store == thanos.STORE_NAME and not self.runs_thanos:
-            raise StackError(f"SPARKSCOPE_METRICS_STORE=thanos runs with the native backend only for now: "
-                             f"./sparkscope up --backend native (docs/scale.md)")
+            raise StackError("SPARKSCOPE_METRICS_STORE=thanos runs with the native backend only for now: "
+                             "./sparkscope up --backend native (docs/scale.md)")
         missing = settings.missing_secrets()
         if missing:
             raise StackError(f"{', '.join(missing)} not set (or the placeholder of .env.example): set them in "
