@@ -153,7 +153,8 @@ def test_the_compose_backend_refuses_the_thanos_store_instead_of_starting_withou
 
 @pytest.mark.parametrize("measurement, field, name", [
     ("JVMHeapMemory", "value", "JVMHeapMemory_value"),
-    ("jvm.heap.used", "value", "jvm_heap_used_value"),
+    ("heap.used", "value", "heap_used_value"),
+    ("threadpool.activeTasks", "value", "threadpool_activeTasks_value"),
     ("executor.filesystem.file.read_bytes", "count", "executor_filesystem_file_read_bytes_count"),
     ("cpu", "usage_active", "cpu_usage_active"),
     ("9lives", "value", "lives_value"),
@@ -229,6 +230,9 @@ def thanos_stack(tmp_path_factory):
 @pytest.mark.slow
 def test_a_spark_run_lands_per_executor_in_thanos_and_survives_an_ingester_stopped(thanos_stack, tmp_path):
     from conftest import Stack, run_spark_job
+    from sparkscope.provision.annotator_jar import ensure_annotator_jar
+    from sparkscope.settings import ROOT
+    from sparkscope.spark.conf import annotator_properties
     from sparkscope.stack.native import NativeBackend, PidFile
 
     settings = thanos_stack
@@ -245,12 +249,23 @@ def test_a_spark_run_lands_per_executor_in_thanos_and_survives_an_ingester_stopp
         urllib.request.urlopen(urllib.request.Request(remote_write, data=b"x", method="POST"), timeout=10,
                                context=context)
 
-    first = run_spark_job(Stack(settings), "metrics_job.py", tmp_path)
+    jar = ensure_annotator_jar(ROOT, progress=quiet)  # its events go to InfluxDB only
+    first = run_spark_job(Stack(settings), "metrics_job.py", tmp_path, conf=annotator_properties(settings, jar))
     assert wait_until(lambda: set(query.per_executor(first.app_id)) >= {"driver", "0", "1"}, 60), \
         query.per_executor(first.app_id)
     time.sleep(5)  # the last reports of the JVMs' stop, flushed every 2 s
     whole = query.per_executor(first.app_id)
     assert all(count >= 2 for count in whole.values()), whole
+
+    # Every measurement of the run InfluxDB holds is in Thanos under the name store/prometheus.py gives
+    # it, and nothing else is (the events, sparkscope_* and block_*, stay in InfluxDB alone).
+    stored = Stack(settings).influx(f'SHOW MEASUREMENTS WHERE "{APPLICATION}" = \'{first.app_id}\'')
+    measurements = {row[0] for row in stored[0]["values"]} if stored else set()
+    metrics = {m for m in measurements if not m.startswith(("sparkscope_", "block_"))}
+    assert JVM_HEAP_MEMORY in metrics and metrics != measurements, measurements
+    in_thanos = set(query.get("/api/v1/label/__name__/values",
+                              **{"match[]": f'{{{label_name(APPLICATION)}="{first.app_id}"}}'})["data"])
+    assert in_thanos == {series_name(m, "value") for m in metrics}
 
     # One ingester stopped by its pid: with a replication factor of 2 every series has a copy elsewhere.
     stopped = "thanos-receive-2"
