@@ -329,3 +329,23 @@ def test_a_plain_up_without_grafana_still_starts_the_whole_thanos_store(tmp_path
     native.NativeBackend(settings).up(SERVICE_NAMES, progress=quiet)
     assert asked == [("influxdb", "thanos-receive-1", "thanos-receive-2", "thanos-receive-3", "thanos-router",
                       "thanos-query", "telegraf")]
+
+
+def test_the_password_is_private_reaches_the_hasher_on_stdin_and_a_new_one_remakes_the_web_config(tmp_path):
+    hasher = tmp_path / "bcrypt-hash"
+    calls = tmp_path / "calls"
+    # Stands in for the Go helper: records its argv, answers a hash-like line made from stdin.
+    hasher.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nread pw\necho "\\$2a\\$10\\$$(printf %s "$pw" | wc -c)x"\n')
+    hasher.chmod(0o755)
+    files = thanos.Files(tmp_path / "thanos")
+    thanos.ensure_password(files, hasher)
+    password = files.password()
+    assert len(password) >= 24 and (files.password_file.stat().st_mode & 0o777) == 0o600
+    assert (files.web_config.stat().st_mode & 0o777) == 0o600
+    assert files.web_config.read_text() == f'basic_auth_users:\n  {thanos.USER}: "$2a$10${len(password)}x"\n'
+    assert password not in calls.read_text() and password not in files.web_config.read_text()
+    thanos.ensure_password(files, hasher)  # unchanged: not hashed again, the same password kept
+    assert calls.read_text().count("\n") == 1 and files.password() == password
+    files.password_file.write_text("a-password-set-by-hand\n")
+    thanos.ensure_password(files, hasher)
+    assert files.web_config.read_text().endswith('"$2a$10$22x"\n')

@@ -30,6 +30,7 @@ the processes this module describes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -256,7 +257,6 @@ def ensure_password(files: Files, bcrypt_hash: Path) -> None:
 
 
 def _digest(text: str) -> str:
-    import hashlib
     return hashlib.sha256(text.encode()).hexdigest()
 
 
