@@ -137,6 +137,10 @@ def test_up_starts_the_store_between_influxdb_and_telegraf_and_only_when_asked(t
     assert wanted_services(settings, ("influxdb", "telegraf", "grafana")) == service_names(settings)
     assert wanted_services(settings, ("telegraf",)) == ("telegraf",)
     assert wanted_services(settings, ("thanos-receive-2",)) == ("thanos-receive-2",)
+    with pytest.raises(StackError, match="no thanos-receive-4 in this stack"):
+        wanted_services(settings, ("thanos-receive-4",))
+    with pytest.raises(StackError, match="no thanos-query in this stack.*METRICS_STORE=influxdb"):
+        wanted_services(influx_only, ("thanos-query",))
     with pytest.raises(SettingsError, match="SPARKSCOPE_METRICS_STORE"):
         isolated_settings(tmp_path / "c", SPARKSCOPE_METRICS_STORE="victoria")
     with pytest.raises(StackError, match="THANOS_REPLICATION_FACTOR=4.*in .env"):

@@ -224,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (up, down):
         # One service alone, e.g. restarting InfluxDB while Telegraf keeps its buffer.
         command.add_argument("services", nargs="*", type=service_name, metavar="service",
-                             help=f"only these ({', '.join(SERVICE_NAMES)}; default: all)")
+                             help=f"only these ({', '.join(SERVICE_NAMES)}; with SPARKSCOPE_METRICS_STORE=thanos also "
+                                  f"thanos-router, thanos-receive-<n>, thanos-query; default: all)")
     sub.add_parser("install", help="build InfluxDB and Telegraf (cached; up does it too) and the annotator jar; "
                                         "find your Grafana") \
         .set_defaults(func=cmd_install)

@@ -63,8 +63,14 @@ def wanted_services(settings: Settings, only: tuple[str, ...]) -> tuple[str, ...
     """The services `only` asks for, in start order; the whole stack
     (SERVICE_NAMES, what up and down mean without names) takes the metrics
     store's processes along."""
+    names = service_names(settings)
+    unknown = sorted(set(only) - set(names))
+    if unknown:
+        raise StackError(f"no {', '.join(unknown)} in this stack: it runs {', '.join(names)} "
+                         f"(SPARKSCOPE_METRICS_STORE={settings.metrics_store}, THANOS_INGESTERS="
+                         f"{settings.thanos_ingesters})")
     everything = set(only) >= set(SERVICE_NAMES)
-    return tuple(name for name in service_names(settings) if name in only or everything)
+    return tuple(name for name in names if name in only or everything)
 
 
 class StackError(SparkscopeError):
