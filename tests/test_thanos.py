@@ -248,10 +248,15 @@ def test_a_spark_run_lands_per_executor_in_thanos_and_survives_an_ingester_stopp
         query.get("/api/v1/query", password="not-the-password", query="up")
     assert refused.value.code == 401
     remote_write = thanos_layout(settings).router.remote_write_url
-    with pytest.raises(urllib.error.URLError):  # no client certificate: the TLS handshake fails
+    # No client certificate: the router refuses the TLS session, and no HTTP answer comes back (TLS 1.3
+    # says so with an alert at the handshake or at the first read: URLError, SSLError or a reset).
+    with pytest.raises(OSError) as no_certificate:
         context = ssl.create_default_context(cafile=str(thanos.Files(settings.state_dir / "thanos").ca))
         urllib.request.urlopen(urllib.request.Request(remote_write, data=b"x", method="POST"), timeout=10,
                                context=context)
+    assert not isinstance(no_certificate.value, (urllib.error.HTTPError, ConnectionRefusedError)), no_certificate
+    router_log = backend.log_path(thanos.ROUTER)
+    assert wait_until(lambda: "client didn't provide a certificate" in router_log.read_text(), 10)
 
     jar = ensure_annotator_jar(ROOT, progress=quiet)  # its events go to InfluxDB only
     first = run_spark_job(Stack(settings), "metrics_job.py", tmp_path, conf=annotator_properties(settings, jar))
@@ -303,11 +308,17 @@ def test_status_lists_every_thanos_process_with_its_pid_and_url(thanos_stack):
     import subprocess
     import sys
     from sparkscope.settings import ROOT
-    done = subprocess.run([sys.executable, "-m", "sparkscope", "status", "--json", "--backend", "native"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={**__import__("os").environ, **thanos_stack.as_env(),
-                               "PYTHONPATH": str(ROOT / "src")})
-    services = {s["name"]: s for s in json.loads(done.stdout)["services"]}
+
+    def status() -> dict:
+        done = subprocess.run([sys.executable, "-m", "sparkscope", "status", "--json", "--backend", "native"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120,
+                              env={**__import__("os").environ, **thanos_stack.as_env(),
+                                   "PYTHONPATH": str(ROOT / "src")})
+        return {s["name"]: s for s in json.loads(done.stdout)["services"]}
+
+    # Telegraf reports its outputs every 10 s (inputs.internal): the first report may be still to come.
+    assert wait_until(lambda: "to Thanos" in (status()["telegraf"]["data"] or ""), 40)
+    services = status()
     plan = thanos_layout(thanos_stack)
     for process in plan.processes:
         row = services[process.name]
