@@ -113,9 +113,11 @@ def test_an_interrupted_build_leaves_no_process_behind(tmp_path):
 # --- Telegraf's plugins ------------------------------------------------------------------
 
 def test_telegraf_is_built_with_exactly_the_plugins_its_config_uses():
-    needed = plugins_in_config((ROOT / "telegraf" / "telegraf.conf").read_text())
+    # telegraf.conf, and thanos.conf beside it for the Thanos store (one build runs both).
+    needed = set().union(*(plugins_in_config((ROOT / "telegraf" / name).read_text())
+                           for name in ("telegraf.conf", "thanos.conf")))
     assert needed == set(TELEGRAF_PLUGINS), (
-        f"telegraf.conf needs {sorted(needed - set(TELEGRAF_PLUGINS))} that the build lacks, and the build has "
+        f"telegraf.conf and thanos.conf need {sorted(needed - set(TELEGRAF_PLUGINS))} that the build lacks, and the build has "
         f"{sorted(set(TELEGRAF_PLUGINS) - needed)} that the config does not use: edit TELEGRAF_PLUGINS in "
         "src/sparkscope/provision/go.py")
 
@@ -123,6 +125,13 @@ def test_telegraf_is_built_with_exactly_the_plugins_its_config_uses():
 def test_plugins_are_read_from_sections_and_data_formats():
     conf = '[[inputs.socket_listener]]\n  data_format = "graphite"\n[[outputs.file]]\n#[[inputs.cpu]]\n'
     assert plugins_in_config(conf) == {"inputs.socket_listener", "parsers.graphite", "outputs.file"}
+
+
+def test_an_outputs_data_format_is_a_serializer_and_an_inputs_a_parser():
+    conf = ('[[outputs.http]]\n  data_format = "prometheusremotewrite"\n'
+            '[[inputs.http_listener_v2]]\n  data_format = "json"\n')
+    assert plugins_in_config(conf) == {"outputs.http", "serializers.prometheusremotewrite",
+                                       "inputs.http_listener_v2", "parsers.json"}
 
 
 # --- the oldest Python declared -------------------------------------------------------------
@@ -281,6 +290,60 @@ def fake_tools(folder: Path, **scripts: str) -> str:
         if found:
             (folder / real).symlink_to(found)
     return str(folder)
+
+
+FAKE_GO_FOR_THANOS = """#!/bin/sh
+# go mod download -json names the module's folder; go build -o OUT builds into OUT
+case "$1" in
+  version) echo "go version go1.27.3 linux/amd64"; exit 0 ;;
+  mod) echo '{"Path": "github.com/thanos-io/thanos", "Dir": "MODULE"}'; exit 0 ;;
+esac
+out=""; prev=""
+for arg; do [ "$prev" = "-o" ] && out="$arg"; prev="$arg"; done
+echo "go $*" >> "$(dirname "$0")/calls"
+[ -w go.mod ] || { echo "go.mod is read-only here" >&2; exit 1; }
+[ -f cmd/sparkscope-bcrypt-hash/main.go ] || { echo "no bcrypt-hash source" >&2; exit 1; }
+[ -n "$FAIL_BUILD" ] && { echo "compile: out of memory" >&2; exit 2; }
+echo built > "$out"
+"""
+
+
+def fake_thanos_module(tmp_path: Path, fail: bool, monkeypatch) -> Path:
+    """A read-only module folder (as Go's module cache keeps them) and a go that 'builds' it."""
+    module = tmp_path / "modcache" / "thanos@v0"
+    (module / "cmd" / "thanos").mkdir(parents=True)
+    (module / "go.mod").write_text("module github.com/thanos-io/thanos\n")
+    for path in (module / "go.mod", module / "cmd" / "thanos", module / "cmd", module):
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "go").write_text(FAKE_GO_FOR_THANOS.replace("MODULE", str(module)))
+    (tools / "go").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAIL_BUILD", "1" if fail else "")
+    return tools
+
+
+def test_thanos_is_built_in_a_writable_copy_of_its_module_with_bcrypt_hash_beside_it(tmp_path, monkeypatch):
+    tools = fake_thanos_module(tmp_path, fail=False, monkeypatch=monkeypatch)
+    binary = go.ensure_thanos(tmp_path / "cache", progress=lambda _: None)
+    assert binary == tmp_path / "cache" / "bin" / f"thanos-{go.THANOS_VERSION}" / "thanos"
+    assert binary.read_text() == "built\n" and binary.with_name("bcrypt-hash").read_text() == "built\n"
+    calls = (tools / "calls").read_text()
+    assert "-tags netgo,slicelabels" in calls and "./cmd/thanos" in calls  # slicelabels: Receive panics without
+    assert not (tmp_path / "cache" / "src").exists() or not any((tmp_path / "cache" / "src").iterdir())
+    assert go.ensure_thanos(tmp_path / "cache", progress=lambda _: None) == binary  # cached: no second build
+    assert (tools / "calls").read_text() == calls
+
+
+def test_a_failed_thanos_build_says_why_and_leaves_no_half_binary(tmp_path, monkeypatch):
+    fake_thanos_module(tmp_path, fail=True, monkeypatch=monkeypatch)
+    with pytest.raises(BuildError, match=r"go build thanos failed \(exit 2\)[\s\S]*out of memory"):
+        go.ensure_thanos(tmp_path / "cache", progress=lambda _: None)
+    bin_dir = tmp_path / "cache" / "bin"
+    assert sorted(p.name for p in bin_dir.iterdir() if not p.name.startswith(".thanos-v")) == [
+        f"thanos-{go.THANOS_VERSION}.build.log"]
+    assert not any(p.is_dir() for p in bin_dir.iterdir())  # no staging folder left either
 
 
 def test_influxd_without_cargo_says_to_install_rust_before_building_anything(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ IMAGES = {
 # Where a user reads which images and versions run: every image reference and
 # version sentence in them must be the pinned one.
 UPGRADING = "docs/upgrading.md"
-DOCS = ("README.md", "docs/kubernetes.md", "docs/stack.md", "docs/demo.md", "docs/development.md", UPGRADING,
+DOCS = ("README.md", "docs/scale.md", "docs/kubernetes.md", "docs/stack.md", "docs/demo.md", "docs/development.md", UPGRADING,
         "charts/sparkscope/Chart.yaml", "charts/sparkscope/values.yaml", "docker-compose.yml", ".env.example")
 
 
@@ -52,7 +52,8 @@ def text_disagreements(name: str, text: str) -> list[str]:
     for product, version, upgraded_from, also in (
             ("InfluxDB", versions.INFLUXDB, {versions.INFLUXDB_PREVIOUS}, set()),
             ("Telegraf", versions.TELEGRAF, set(), set()),
-            ("Grafana", versions.GRAFANA, set(), {versions.GRAFANA_12})):
+            ("Grafana", versions.GRAFANA, set(), {versions.GRAFANA_12}),
+            ("Thanos", versions.THANOS, set(), set())):
         for found in re.findall(rf"{product} v?(\d+\.\d+\.\d+)", text):
             if found != version and found not in also and not (found in upgraded_from and name == UPGRADING):
                 out.append(f"{name}: {product} {found}, versions.py says {version}")
@@ -86,6 +87,12 @@ def test_a_readme_naming_an_old_image_or_version_is_caught():
                                             "the stack runs InfluxDB 1.12.4.")
     assert found == [f"README.md: influxdb:1.8.10, versions.py says influxdb:{versions.INFLUXDB}",
                      f"README.md: InfluxDB 1.12.4, versions.py says {versions.INFLUXDB}"]
+
+
+def test_a_scale_guide_naming_another_thanos_than_the_one_built_is_caught():
+    found = text_disagreements("docs/scale.md", f"It builds Thanos v{versions.THANOS} once; Thanos 0.39.2 had no "
+                                                 "capnproto port.")
+    assert found == [f"docs/scale.md: Thanos 0.39.2, versions.py says {versions.THANOS}"]
 
 
 def test_the_python_package_pins_the_spark_the_suite_runs():

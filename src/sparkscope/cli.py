@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ except ImportError as _no_rich:
 from sparkscope.spark.chart_release import Release, chart_values, submit_flags
 from sparkscope.store.http import EVENTS_PASSWORD_ENV
 from sparkscope.spark.conf import annotator_properties, conf_flags
-from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack
+from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack, thanos_layout
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
 from sparkscope.settings import ROOT, Settings, ensure_env_file, is_loopback, load_settings
 
@@ -50,6 +51,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     else:
         print(f"\nGrafana  {settings.grafana_url}  (user {settings.grafana_user}, password in .env)")
     print(f"InfluxDB {settings.influx_url}  database {settings.database}")
+    if settings.metrics_store == "thanos":
+        query = thanos_layout(settings).query
+        print(f"Thanos   {query.http_url}  PromQL (Thanos Query; user sparkscope, password in "
+              f"{settings.state_dir / 'thanos' / 'password'}); events stay in InfluxDB (docs/scale.md)")
     print(f"Graphite {settings.graphite_host}:{settings.graphite_port}  <- Spark sends here")
     print(f"\nStack    {stack.name} backend; ./sparkscope status, ./sparkscope down")
     if stack.name == "compose":
@@ -77,6 +82,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return OK if all_up else NOT_ALL_UP
     for row in rows:
         line = f"{row.name:9} {row.backend:8} {row.state:13} {row.process:24} {row.url:24} {row.version}"
+        if row.name.startswith("thanos"):  # longer names, longer URLs
+            line = f"{row.name:16} {row.state:9} {row.process:12} {row.url} {row.version}"
         print(line.rstrip() + (f"  {row.data}" if row.data else ""))
         for detail in filter(None, row.detail.split("\n")):
             print(" " * 10 + detail)
@@ -164,7 +171,7 @@ def ensure_each(steps) -> list[str]:
 def install_all(settings: Settings) -> list[str]:
     """Build or find every native component; returns what could not be had.
     Grafana is never built: natively the user's own is used (stack/grafana_local.py)."""
-    missing = ensure_each(native_steps(settings.cache_dir))
+    missing = ensure_each(native_steps(settings.cache_dir, settings.metrics_store))
     try:
         grafana = find_grafana(settings.grafana_home)
         print(f"grafana: {grafana.binary} (home {grafana.home})" if grafana else
@@ -182,9 +189,14 @@ def cmd_install(args: argparse.Namespace) -> int:
     return RUNTIME_ERROR if missing else OK
 
 
+# The Thanos store's processes (SPARKSCOPE_METRICS_STORE=thanos, docs/scale.md).
+THANOS_SERVICE = re.compile(r"thanos-(router|query|receive-[1-9][0-9]?)")
+
+
 def service_name(text: str) -> str:
-    if text not in SERVICE_NAMES:
-        raise argparse.ArgumentTypeError(f"no service {text!r}: choose from {', '.join(SERVICE_NAMES)}")
+    if text not in SERVICE_NAMES and not THANOS_SERVICE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"no service {text!r}: choose from {', '.join(SERVICE_NAMES)}, or with "
+                                         f"the Thanos store thanos-router, thanos-receive-<n>, thanos-query")
     return text
 
 
@@ -212,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (up, down):
         # One service alone, e.g. restarting InfluxDB while Telegraf keeps its buffer.
         command.add_argument("services", nargs="*", type=service_name, metavar="service",
-                             help=f"only these ({', '.join(SERVICE_NAMES)}; default: all)")
+                             help=f"only these ({', '.join(SERVICE_NAMES)}; with SPARKSCOPE_METRICS_STORE=thanos also "
+                                  f"thanos-router, thanos-receive-<n>, thanos-query; default: all)")
     sub.add_parser("install", help="build InfluxDB and Telegraf (cached; up does it too) and the annotator jar; "
                                         "find your Grafana") \
         .set_defaults(func=cmd_install)

@@ -26,6 +26,7 @@ UNREAD_METRICS_ACTIONS = ("drop", "pass")  # Telegraf's processors.filter action
 # Secrets ./sparkscope up generates into .env when they are missing or empty.
 SECRET_KEYS = ("GRAFANA_ADMIN_PASSWORD", "INFLUXDB_ADMIN_PASSWORD", "INFLUXDB_WRITE_PASSWORD",
                "INFLUXDB_READ_PASSWORD", "EVENTS_PASSWORD")
+METRICS_STORES = ("influxdb", "thanos")  # SPARKSCOPE_METRICS_STORE
 EVENTS_AUTH_CHOICES = ("auto", "on", "off")  # auto: on when the listener is reachable from other hosts
 # A password travels into InfluxQL, Telegraf's TOML, Grafana's YAML and HTTP
 # Basic auth; these characters are plain in all of them.
@@ -148,6 +149,12 @@ class Settings:
     # user, else nobody; "root" keeps them root.
     service_user: str
     influxdb_bind: str  # apart from Grafana's http_bind: exposing Grafana keeps InfluxDB private
+    # Where Spark's metrics go: influxdb, or thanos (stack/thanos.py: a Receive hashring and Query,
+    # natively; docs/scale.md). Events stay in InfluxDB either way.
+    metrics_store: str
+    thanos_port: int  # the base of the Thanos processes' ports (stack/thanos.layout)
+    thanos_ingesters: int
+    thanos_replication_factor: int
     # InfluxDB's users (influx.ensure_users); passwords "" until ./sparkscope up writes them to .env
     influx_admin_user: str
     influx_admin_password: str = field(repr=False)
@@ -223,6 +230,9 @@ class Settings:
             "INFLUXDB_READ_USER": self.influx_read_user, "INFLUXDB_READ_PASSWORD": self.influx_read_password,
             "EVENTS_AUTH": self.events_auth, "EVENTS_USER": self.events_user,
             "EVENTS_PASSWORD": self.events_password,
+            "SPARKSCOPE_METRICS_STORE": self.metrics_store, "THANOS_PORT": str(self.thanos_port),
+            "THANOS_INGESTERS": str(self.thanos_ingesters),
+            "THANOS_REPLICATION_FACTOR": str(self.thanos_replication_factor),
             **dict(self.alert_contacts),
         }
 
@@ -374,6 +384,10 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
         telegraf_buffer_limit=_count(values, "TELEGRAF_BUFFER_LIMIT"),
         telegraf_buffer_strategy=_choice(values, "TELEGRAF_BUFFER_STRATEGY", ("memory", "disk")),
         influxdb_bind=_bind(values, "INFLUXDB_BIND"),
+        metrics_store=_choice(values, "SPARKSCOPE_METRICS_STORE", METRICS_STORES),
+        thanos_port=_port(values, "THANOS_PORT"),
+        thanos_ingesters=_count(values, "THANOS_INGESTERS"),
+        thanos_replication_factor=_count(values, "THANOS_REPLICATION_FACTOR"),
         influx_admin_user=_user(values, "INFLUXDB_ADMIN_USER", defaults),
         influx_admin_password=_secret(values, "INFLUXDB_ADMIN_PASSWORD"),
         influx_write_user=_user(values, "INFLUXDB_WRITE_USER", defaults),

@@ -30,6 +30,14 @@ RUST_FOR_FLUX = (1, 83)
 # Go 1.27; moving needs the config reworked and every Telegraf test run again.
 TELEGRAF = "1.37.3"
 
+# Thanos (Apache-2.0), the metrics store for more than one machine can hold
+# (SPARKSCOPE_METRICS_STORE=thanos, docs/scale.md): Receive, Query, built from
+# its module source. Its go.mod asks for Go 1.26.10 or newer and has replace
+# directives, so it is built inside a writable copy of the module with the Go
+# toolchain below, which the go command fetches from the module proxy.
+THANOS = "0.42.5"
+THANOS_GO = "1.27.3"
+
 # Grafana: users run it (never built here). Compose and the chart pin the
 # newest 13.x patch confirmed (13.2.2, 2026-09-15; never 13.0.0, a pulled tag);
 # 12.4 (the last 12.x, supported until 2027-05-24) is the other line the

@@ -19,7 +19,7 @@ from sparkscope.provision.prebuild import Steps, builds, run_beside_pip
 def suite_tool_steps(cache_dir: Path) -> Steps:
     """The suite's Go tools. Its other needs (Kubernetes' schemas from a pip
     package, Chromium and apt's tools) are not builds and come after pip."""
-    from sparkscope.provision.go import ensure_previous_influxd
+    from sparkscope.provision.go import ensure_previous_influxd, ensure_thanos
     from sparkscope_dev.dashcheck import ensure_dashcheck
     from sparkscope_dev.helm import ensure_helm
     from sparkscope_dev.kubeconform import ensure_kubeconform
@@ -27,7 +27,8 @@ def suite_tool_steps(cache_dir: Path) -> Steps:
     return [("dashboard checker", lambda: ensure_dashcheck(cache_dir)),
             ("helm", lambda: ensure_helm(cache_dir)),  # the chart's tests (tests/test_chart.py)
             ("kubeconform", lambda: ensure_kubeconform(cache_dir)),  # ... with Kubernetes' schemas
-            ("InfluxDB to upgrade from", lambda: ensure_previous_influxd(cache_dir))]  # tests/test_upgrade.py
+            ("InfluxDB to upgrade from", lambda: ensure_previous_influxd(cache_dir)),  # tests/test_upgrade.py
+            ("thanos", lambda: ensure_thanos(cache_dir))]  # the Thanos store's tests (tests/test_thanos.py)
 
 
 def suite_builds(cache_dir: Path, root: Path) -> Steps:

@@ -44,6 +44,7 @@ SLOW_NAMES = {
     "ensure_pyspark": "a second Spark (a download)",
     "ensure_previous_influxd": "an InfluxDB build",
     "ensure_influxd": "an InfluxDB build",
+    "ensure_thanos": "a Thanos build",
     "chromium": "a Chromium",
 }
 

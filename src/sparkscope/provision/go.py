@@ -8,6 +8,7 @@ redone and a second `up` starts in seconds.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -23,9 +24,10 @@ INFLUXD_VERSION = f"v{versions.INFLUXDB}"
 PKG_CONFIG_MODULE = "github.com/influxdata/pkg-config"
 TELEGRAF_MODULE = "github.com/influxdata/telegraf/cmd/telegraf"
 TELEGRAF_VERSION = f"v{versions.TELEGRAF}"
-# Telegraf is built with only the plugins telegraf/telegraf.conf uses: a plugin
-# added there must be added here, or Telegraf refuses the config at start
-# (tests/test_build.py compares the two).
+# Telegraf is built with only the plugins its configs use (telegraf/telegraf.conf,
+# and telegraf/thanos.conf for the Thanos store): a plugin added there must be
+# added here, or Telegraf refuses the config at start (tests/test_build.py
+# compares the two).
 TELEGRAF_PLUGINS = (
     "inputs.socket_listener",
     "inputs.influxdb_listener",
@@ -38,8 +40,10 @@ TELEGRAF_PLUGINS = (
     "processors.starlark",
     "processors.filter",
     "outputs.influxdb",
+    "outputs.http",
     "parsers.graphite",
     "parsers.influx",
+    "serializers.prometheusremotewrite",
 )
 # data_format values of telegraf.conf's inputs -> the parser plugin each needs.
 # inputs.influxdb_listener parses line protocol itself, with parsers.influx.
@@ -167,12 +171,18 @@ def ensure_telegraf(cache_dir: Path, progress: Progress = print) -> Path:
 
 
 def plugins_in_config(conf_text: str) -> set[str]:
-    """The Telegraf plugins a telegraf.conf needs: its [[kind.name]] sections and
-    the parsers of their data_format."""
-    plugins = {f"{kind}.{name}" for kind, name in
-               re.findall(r"^\s*\[\[(inputs|outputs|processors|aggregators)\.(\w+)\]\]", conf_text, re.M)}
-    for data_format in re.findall(r'^\s*data_format\s*=\s*"(\w+)"', conf_text, re.M):
-        plugins.add(PARSERS.get(data_format, f"parsers.{data_format}"))
+    """The Telegraf plugins a telegraf.conf needs: its [[kind.name]] sections,
+    the parsers of their inputs' data_format and the serializers of their outputs'."""
+    plugins, kind = set(), ""
+    for line in conf_text.splitlines():
+        section = re.match(r"^\s*\[\[(inputs|outputs|processors|aggregators)\.(\w+)\]\]", line)
+        if section:
+            kind = section.group(1)
+            plugins.add(f"{kind}.{section.group(2)}")
+        data_format = re.match(r'^\s*data_format\s*=\s*"(\w+)"', line)
+        if data_format:
+            name = data_format.group(1)
+            plugins.add(f"serializers.{name}" if kind == "outputs" else PARSERS.get(name, f"parsers.{name}"))
     if "inputs.influxdb_listener" in plugins:
         plugins.add(PARSERS["influx"])
     return plugins
@@ -184,3 +194,88 @@ def ensure_previous_influxd(cache_dir: Path, progress: Progress = print) -> Path
     version = f"v{versions.INFLUXDB_PREVIOUS}"
     return go_install(INFLUXD_MODULE, version, "influxd", cache_dir / "bin" / f"influxd-{version}", progress,
                       what=f"InfluxDB {version}, the version users upgrade from, for the upgrade test (once)")
+
+
+THANOS_MODULE = "github.com/thanos-io/thanos"
+THANOS_VERSION = f"v{versions.THANOS}"
+# slicelabels is not optional: Thanos' zero-copy label conversions assume
+# Prometheus' slice-based labels, and without the tag `thanos receive` panics on
+# the first StoreAPI call from `thanos query` (Thanos' own .promu.yml sets both).
+THANOS_TAGS = ("netgo", "slicelabels")
+
+
+# Thanos checks Basic auth passwords against bcrypt hashes only; this small
+# program of ours makes them, built from Thanos' module (its golang.org/x/crypto).
+BCRYPT_HASH_SOURCE = Path(__file__).with_name("bcrypt_hash") / "main.go"
+
+
+def thanos_build_commands(source: Path, out: Path) -> list[list[str]]:
+    """The go command lines that build Thanos and bcrypt-hash from Thanos'
+    writable module copy at source into the folder out."""
+    version_pkg = "github.com/prometheus/common/version"
+    return [["go", "build", "-p", "1", "-tags", ",".join(THANOS_TAGS),
+             f"-ldflags=-X {version_pkg}.Version={versions.THANOS} -X {version_pkg}.Branch=release",
+             "-o", str(out / "thanos"), "./cmd/thanos"],
+            ["go", "build", "-p", "1", "-o", str(out / "bcrypt-hash"), "./cmd/sparkscope-bcrypt-hash"]]
+
+
+def ensure_thanos(cache_dir: Path, progress: Progress = print) -> Path:
+    """thanos (and bcrypt-hash beside it), built from a writable copy of its module source.
+
+    `go install thanos@version` is refused (its go.mod has replace directives,
+    which only apply to the main module), so: `go mod download -json` names the
+    module's folder in the module cache, a copy of it under <cache>/src is made
+    writable and built there as the main module. The binary goes to
+    <cache>/bin/thanos-<version>/ only once the build succeeded (build_once)."""
+    dest = cache_dir / "bin" / f"thanos-{THANOS_VERSION}"
+    if (dest / "thanos").is_file():
+        return dest / "thanos"
+    env = go_env()
+    env["GOTOOLCHAIN"] = f"go{versions.THANOS_GO}"  # Thanos needs Go 1.26.10+; fetched once by the go command
+    log = dest.parent / f"{dest.name}.build.log"
+    source = cache_dir / "src" / f"thanos-{THANOS_VERSION}"  # one fixed place, so a rebuild hits Go's build cache
+    needs = (f"It needs Go, the Go module proxy the first time (for the module and the go{versions.THANOS_GO} "
+             "toolchain) and about 2 GB of memory. ")
+    progress(f"building Thanos {THANOS_VERSION} from source (first run only, about 7 minutes of one core)")
+
+    def failed(step: str, done) -> BuildError:
+        return BuildError(f"{step} failed (exit {done.returncode}) after {done.seconds:.0f} s:\n{log_tail(log)}\n"
+                          f"  Full log: {log}. {needs}Fix the cause and run again.")
+
+    def build(staging: Path) -> None:
+        listing = staging / "download.json"
+        with open(listing, "w") as out:
+            done = run_logged(["go", "mod", "download", "-json", f"{THANOS_MODULE}@{THANOS_VERSION}"], log,
+                              "go mod download thanos", progress, env=env, cwd=staging, stdout=out)
+        if done.returncode != 0:
+            raise failed("go mod download", done)
+        try:
+            module_dir = Path(json.loads(listing.read_text())["Dir"])
+        except (ValueError, KeyError, TypeError) as err:
+            raise BuildError(f"go mod download -json said no module folder ({err}); see {listing}") from err
+        listing.unlink()
+        shutil.rmtree(source, ignore_errors=True)
+        source.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(module_dir, source, symlinks=True)
+        for folder, dirs, files in os.walk(source):  # the module cache is read-only; the copy must not be
+            for name in dirs + files:
+                path = Path(folder) / name
+                if not path.is_symlink():
+                    path.chmod(path.stat().st_mode | 0o200)
+        source.chmod(source.stat().st_mode | 0o200)
+        (source / "cmd" / "sparkscope-bcrypt-hash").mkdir()
+        shutil.copyfile(BCRYPT_HASH_SOURCE, source / "cmd" / "sparkscope-bcrypt-hash" / "main.go")
+        for cmd in thanos_build_commands(source, staging):
+            done = run_logged(cmd, log, "go build thanos", progress, env=env, cwd=source)
+            if done.returncode != 0:
+                raise failed("go build thanos", done)
+        for binary in ("thanos", "bcrypt-hash"):
+            if not (staging / binary).is_file():
+                raise BuildError(f"go build finished but {staging / binary} is missing; see {log}")
+
+    try:
+        build_once(dest, build, waiting=lambda: progress(
+            f"  another sparkscope run is building thanos; waiting for it (its log: {log})"))
+    finally:
+        shutil.rmtree(source, ignore_errors=True)  # 64 MB of source; the next build copies it again
+    return dest / "thanos"

@@ -27,25 +27,27 @@ from typing import Callable
 Steps = list[tuple[str, Callable[[], object]]]  # (name, build): what the build returns is printed
 
 
-def native_steps(cache_dir: Path) -> Steps:
-    """The native stack's builds (`./sparkscope install`, `up`, the test command)."""
-    from sparkscope.provision.go import ensure_influxd, ensure_telegraf
+def native_steps(cache_dir: Path, metrics_store: str = "influxdb") -> Steps:
+    """The native stack's builds (`./sparkscope install`, `up`, the test command);
+    Thanos too where the settings choose it (SPARKSCOPE_METRICS_STORE=thanos)."""
+    from sparkscope.provision.go import ensure_influxd, ensure_telegraf, ensure_thanos
 
-    return [("influxd", lambda: ensure_influxd(cache_dir)), ("telegraf", lambda: ensure_telegraf(cache_dir))]
+    steps: Steps = [("influxd", lambda: ensure_influxd(cache_dir)), ("telegraf", lambda: ensure_telegraf(cache_dir))]
+    return steps + ([("thanos", lambda: ensure_thanos(cache_dir))] if metrics_store == "thanos" else [])
 
 
-def builds(cache_dir: Path, root: Path) -> Steps:
+def builds(cache_dir: Path, root: Path, metrics_store: str = "influxdb") -> Steps:
     """What `./sparkscope install` builds: the native stack and the annotator jar."""
     from sparkscope.provision.annotator_jar import ensure_annotator_jar
 
-    return native_steps(cache_dir) + [("annotator", lambda: ensure_annotator_jar(root))]
+    return native_steps(cache_dir, metrics_store) + [("annotator", lambda: ensure_annotator_jar(root))]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sparkscope.provision.prebuild", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.parse_args(argv)
-    return run_beside_pip(lambda settings: builds(settings.cache_dir, settings.root))
+    return run_beside_pip(lambda settings: builds(settings.cache_dir, settings.root, settings.metrics_store))
 
 
 def run_beside_pip(steps_for: Callable[..., Steps]) -> int:

@@ -32,13 +32,45 @@ from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
 from sparkscope.store import influx
 from sparkscope.store.schema import INGEST_REFUSED_MEASUREMENT, TELEGRAF_WRITE_MEASUREMENT
-from sparkscope.stack import rollups
+from sparkscope.stack import rollups, thanos
 from sparkscope.stack.influx_storage import REFUSAL_WINDOW_S, human_size, influx_write_problem, telegraf_refusal
 from sparkscope.settings import Settings
 
 SERVICE_NAMES = ("influxdb", "telegraf", "grafana")
 BACKENDS = ("native", "compose")
 HEALTH_DEADLINE_S = {"influxdb": 60.0, "telegraf": 30.0, "grafana": 120.0}
+THANOS_HEALTH_DEADLINE_S = 60.0  # each Thanos process: ready in 1-3 s, more on a loaded machine
+
+
+def thanos_layout(settings: Settings) -> thanos.Layout:
+    """Where the Thanos store's processes listen (SPARKSCOPE_METRICS_STORE=thanos)."""
+    try:
+        return thanos.layout(settings.thanos_port, settings.thanos_ingesters, settings.thanos_replication_factor)
+    except thanos.ThanosConfigError as err:
+        raise StackError(f"{err}; fix it in .env") from None
+
+
+def service_names(settings: Settings) -> tuple[str, ...]:
+    """Every service of this stack, in the order they start: with the Thanos
+    store, its processes come after InfluxDB (which keeps the events) and
+    before Telegraf (which writes to both)."""
+    if settings.metrics_store != thanos.STORE_NAME:
+        return SERVICE_NAMES
+    return ("influxdb", *thanos_layout(settings).names, "telegraf", "grafana")
+
+
+def wanted_services(settings: Settings, only: tuple[str, ...]) -> tuple[str, ...]:
+    """The services `only` asks for, in start order; the whole stack
+    (SERVICE_NAMES, what up and down mean without names) takes the metrics
+    store's processes along."""
+    names = service_names(settings)
+    unknown = sorted(set(only) - set(names))
+    if unknown:
+        raise StackError(f"no {', '.join(unknown)} in this stack: it runs {', '.join(names)} "
+                         f"(SPARKSCOPE_METRICS_STORE={settings.metrics_store}, THANOS_INGESTERS="
+                         f"{settings.thanos_ingesters})")
+    everything = set(only) >= set(SERVICE_NAMES)
+    return tuple(name for name in names if name in only or everything)
 
 
 class StackError(SparkscopeError):
@@ -115,7 +147,35 @@ def health_checks(settings: Settings) -> dict[str, tuple[Callable[[], bool], str
                      f"tcp://{settings.graphite_bind}:{settings.graphite_port} (Graphite), "
                      f"{settings.events_url} (annotator events)"),
         "grafana": (lambda: grafana_health(settings.grafana_url) is not None, settings.grafana_url),
+        **(thanos_health_checks(settings) if settings.metrics_store == thanos.STORE_NAME else {}),
     }
+
+
+def thanos_ready(url: str, password: Callable[[], str]) -> bool:
+    """A Thanos process answers /-/ready with 200 (Query: its endpoints looked up;
+    receive: its hashring or TSDB ready), asked with the stack's Basic auth."""
+    try:
+        request = urllib.request.Request(f"{url}/-/ready")
+        request.add_header("Authorization", http.basic_auth(thanos.USER, password()))
+        with http.urlopen(request, timeout=2) as resp:
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def thanos_health_checks(settings: Settings) -> dict[str, tuple[Callable[[], bool], str]]:
+    files = thanos.Files(settings.state_dir / "thanos")
+    plan = thanos_layout(settings)
+    checks = {}
+    for process in plan.processes:
+        if process is plan.query:
+            address = f"{process.http_url} (PromQL, Basic auth {thanos.USER})"
+        elif process is plan.router:
+            address = f"{process.remote_write_url} (remote write, client certificate)"
+        else:
+            address = f"grpc://{process.grpc_address} (StoreAPI, client certificate)"
+        checks[process.name] = ((lambda url=process.http_url: thanos_ready(url, files.password)), address)
+    return checks
 
 
 # --- the interface -------------------------------------------------------------------------
@@ -127,6 +187,7 @@ class Backend:
 
     name = ""
     starts_together = False
+    runs_thanos = False  # the Thanos store's processes (natively only, for now)
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -171,6 +232,9 @@ class Backend:
     # the same for both
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         settings = self.settings
+        if settings.metrics_store == thanos.STORE_NAME and not self.runs_thanos:
+            raise StackError("SPARKSCOPE_METRICS_STORE=thanos runs with the native backend only for now: "
+                             "./sparkscope up --backend native (docs/scale.md)")
         missing = settings.missing_secrets()
         if missing:
             raise StackError(f"{', '.join(missing)} not set (or the placeholder of .env.example): set them in "
@@ -181,7 +245,7 @@ class Backend:
                              f"./sparkscope up --backend {self.name}")
         checks = health_checks(settings)
         running = self.processes()
-        wanted = [name for name in SERVICE_NAMES if name in only]
+        wanted = list(wanted_services(settings, only))
         for name in wanted:
             healthy, address = checks[name]
             if running.get(name) is None and healthy():
@@ -216,19 +280,20 @@ class Backend:
 
     def _wait_healthy(self, name: str, started: float) -> None:
         healthy, address = health_checks(self.settings)[name]
-        deadline = HEALTH_DEADLINE_S[name] - (time.monotonic() - started)
+        limit = HEALTH_DEADLINE_S.get(name, THANOS_HEALTH_DEADLINE_S)
+        deadline = limit - (time.monotonic() - started)
         # A service that exits at start is not running: fail at once, not at the deadline.
         answered = wait_until(lambda: healthy() or self.processes().get(name) is None, max(deadline, 1.0))
         if answered and healthy():
             return
         exited = self.processes().get(name) is None
         self._stop((name,), lambda _: None)
-        reason = "exited at start" if exited else f"did not answer at {address} within {HEALTH_DEADLINE_S[name]:.0f} s"
+        reason = "exited at start" if exited else f"did not answer at {address} within {limit:.0f} s"
         raise StackError(f"{name} {reason}; {self.log_excerpt(name)}")
 
     def down(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         running = self.processes()
-        names = tuple(n for n in reversed(SERVICE_NAMES) if n in only)
+        names = tuple(reversed(wanted_services(self.settings, only)))
         self._stop(tuple(n for n in names if running.get(n) is not None), progress,
                    everything=set(only) >= set(SERVICE_NAMES))
         for name in names:
@@ -250,7 +315,7 @@ class Backend:
         refusal = telegraf_refusal(self.recent_log("telegraf", REFUSAL_WINDOW_S),
                                    since=self.started_at("influxdb")) if running.get("telegraf") else None
         rows = []
-        for name in SERVICE_NAMES:
+        for name in service_names(settings):
             healthy, address = checks[name]
             row = ServiceStatus(name, self.name, "down", running.get(name) or "-", address,
                                 versions.get(name, "-"))
@@ -270,6 +335,8 @@ class Backend:
                         row.detail = "; ".join(filter(None, [
                             f"InfluxDB refused its writes in the last minute ({refusal}); it keeps the points "
                             f"and retries: see influxdb above", row.detail]))
+                elif name == thanos.QUERY:
+                    self._thanos_query_row(row)
                 elif name == "grafana":
                     row.version = (grafana_health(settings.grafana_url) or {}).get("version", row.version)
                     if influxdb_plugin_installed(settings) is False:
@@ -277,6 +344,28 @@ class Backend:
                         row.detail = INFLUXDB_PLUGIN_MISSING.format(where=self.plugin_install_hint())
             rows.append(row)
         return rows
+
+    def _thanos_query_row(self, row: ServiceStatus) -> None:
+        """Which ingesters Query reaches (its /api/v1/stores): one down is survived
+        (the replicas), and said, so that it is started again."""
+        plan = thanos_layout(self.settings)
+        files = thanos.Files(self.settings.state_dir / "thanos")
+        try:
+            request = urllib.request.Request(f"{plan.query.http_url}/api/v1/stores")
+            request.add_header("Authorization", http.basic_auth(thanos.USER, files.password()))
+            with http.urlopen(request, timeout=5) as resp:
+                stores = json.loads(resp.read()).get("data", {}).get("receive", [])
+        except (OSError, ValueError, AttributeError) as err:
+            row.data = f"ingesters: unknown ({err})"
+            return
+        reached = {store.get("name") for store in stores if store.get("lastError") is None}
+        missing = [p.name for p in plan.ingesters if p.grpc_address not in reached]
+        row.data = f"reaches {len(plan.ingesters) - len(missing)} of {len(plan.ingesters)} ingesters"
+        if missing:
+            row.state = "degraded"
+            row.detail = (f"does not reach {', '.join(missing)}: each series is on {plan.replication_factor} "
+                          f"ingesters, so answers stay whole while fewer than {plan.replication_factor} are "
+                          f"missing; start them: ./sparkscope up {' '.join(missing)}")
 
     def _telegraf_row(self, row: ServiceStatus) -> None:
         """Telegraf's own count of what it holds and what it lost (inputs.internal:
@@ -306,6 +395,8 @@ class Backend:
             row.data += f", {int(dropped):,} dropped"
             row.detail = (f"Telegraf dropped {int(dropped):,} points since it started: InfluxDB could not take them "
                           f"before its buffer (TELEGRAF_BUFFER_LIMIT={settings.telegraf_buffer_limit:,}) filled up")
+        if settings.metrics_store == thanos.STORE_NAME:
+            self._telegraf_thanos_output(row)
         refused = self._refused_at_the_door()
         if refused:
             row.data += f", {sum(n for n, _ in refused.values()):,} refused"
@@ -314,6 +405,22 @@ class Backend:
                                        f"{reason} {n:,} (last: {last})" for reason, (n, last) in sorted(refused.items()))
                                    + ". Fix the sender, or declare the new name in src/sparkscope/store/schema.py and "
                                    "run .venv/bin/python -m sparkscope.generate"]))
+
+    def _telegraf_thanos_output(self, row: ServiceStatus) -> None:
+        """What Telegraf's remote write to Thanos (telegraf/thanos.conf, alias thanos) holds and dropped."""
+        try:
+            series = influx.query(self.settings.influx_reader,
+                                  'SELECT last("buffer_size"), last("metrics_dropped") '
+                                  f'FROM "{TELEGRAF_WRITE_MEASUREMENT}" '
+                                  'WHERE time > now() - 2m AND "output" = \'http\' AND "alias" = \'thanos\'',
+                                  self.settings.database)
+        except influx.InfluxError:
+            return
+        if not series:
+            row.data += "; to Thanos: no report in the last 2 min"
+            return
+        _, size, dropped = series[0]["values"][0]
+        row.data += f"; to Thanos: buffer {int(size or 0):,} points" + (f", {int(dropped):,} dropped" if dropped else "")
 
     def _refused_at_the_door(self) -> dict[str, tuple[int, str]]:
         """What Telegraf's ingest guard refused, per reason: (points, the last one's name, made
@@ -377,6 +484,8 @@ def choose_backend(settings: Settings, requested: Optional[str] = None) -> str:
         if requested not in BACKENDS:
             raise StackError(f"no backend {requested!r}: choose {' or '.join(BACKENDS)}")
         return requested
+    if settings.metrics_store == thanos.STORE_NAME:  # compose runs no Thanos yet
+        return recorded_backend(settings) or "native"
     return recorded_backend(settings) or ("compose" if docker_engine_answers() else "native")
 
 

@@ -25,7 +25,8 @@ from typing import Callable, Optional
 
 from sparkscope.store import http
 from sparkscope.stack import contact_points
-from sparkscope.provision.go import INFLUXD_VERSION, TELEGRAF_VERSION, ensure_influxd, ensure_telegraf
+from sparkscope.provision.go import (INFLUXD_VERSION, TELEGRAF_VERSION, THANOS_VERSION, ensure_influxd,
+                                     ensure_telegraf, ensure_thanos)
 from sparkscope.probes.blockprobe.probe import ATTACHED
 from sparkscope.probes.blockprobe.readiness import why_not_traceable
 from sparkscope.probes.threadprobe.readiness import why_no_kernel_stacks, why_no_py_spy
@@ -34,7 +35,8 @@ from sparkscope.probes.privilege import why_untrusted
 from sparkscope.probes.cli import switched_on
 from sparkscope.process import (Progress, is_zombie, log_tail, process_started_at, python_module_argv, start_group,
                                 start_ticks, stop_group, wait_until)
-from sparkscope.stack import SERVICE_NAMES, Backend, ServiceStatus, StackError
+from sparkscope.stack import (SERVICE_NAMES, Backend, ServiceStatus, StackError, service_names, thanos,
+                              thanos_layout, wanted_services)
 from sparkscope.stack import influx_relay as relay_module
 from sparkscope.stack.supervise import read_status as read_supervise_status
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
@@ -220,7 +222,14 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
 
 def telegraf_service(settings: Settings, progress: Progress) -> Service:
     telegraf = ensure_telegraf(settings.cache_dir, progress)
-    return Service("telegraf", [str(telegraf), "--config", str(settings.root / "telegraf" / "telegraf.conf")], {
+    argv = [str(telegraf), "--config", str(settings.root / "telegraf" / "telegraf.conf")]
+    to_thanos: dict[str, str] = {}
+    if settings.metrics_store == thanos.STORE_NAME:  # a second output: remote write to the Receive router
+        argv += ["--config", str(settings.root / "telegraf" / "thanos.conf")]
+        prepare_thanos(settings, progress)  # its certificate, which Telegraf presents (up telegraf alone too)
+        to_thanos = thanos.telegraf_env(thanos_layout(settings), thanos_files(settings))
+    return Service("telegraf", argv, {
+        **to_thanos,
         **_base_env(),
         "INFLUX_URL": settings.influx_url,
         "INFLUX_USER": settings.influx_write_user,
@@ -278,11 +287,40 @@ BLOCKPROBE_ATTACH_S = 30.0  # bpftrace compiles and attaches in 1-3 s; more on a
 THREADPROBE = "threadprobe"
 THREADPROBE_START_S = 15.0  # it says it started before its first /proc scan
 
+def thanos_files(settings: Settings) -> thanos.Files:
+    return thanos.Files(settings.state_dir / "thanos")
+
+
+def prepare_thanos(settings: Settings, progress: Progress) -> Path:
+    """The thanos binary (built once), and the files every Thanos process reads:
+    the stack's CA and certificate, the password and its web config, the
+    hashring. Returns the binary."""
+    binary = ensure_thanos(settings.cache_dir, progress)
+    files, plan = thanos_files(settings), thanos_layout(settings)
+    try:
+        thanos.ensure_password(files, binary.with_name("bcrypt-hash"))
+        thanos.ensure_tls(files, plan.router.host)
+        thanos.write_hashring(files, plan)
+    except (thanos.ThanosConfigError, OSError) as err:
+        raise StackError(f"the Thanos store cannot start: {err}") from err
+    return binary
+
+
+def thanos_service(settings: Settings, name: str, progress: Progress) -> Service:
+    binary = prepare_thanos(settings, progress)
+    files, plan = thanos_files(settings), thanos_layout(settings)
+    process = plan.by_name(name)
+    argv = (thanos.query_argv(binary, plan, files) if process is plan.query else
+            thanos.receive_argv(binary, plan, process, files, settings.retention))
+    return Service(name, argv, _base_env(), dirs=[] if process is plan.query else [files.data(name)])
+
+
 SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
 
 
 class NativeBackend(Backend):
     name = "native"
+    runs_thanos = True
 
     def supervise_path(self, name: str) -> Path:
         return self.settings.state_dir / "pids" / f"{name}.supervise.json"
@@ -310,7 +348,7 @@ class NativeBackend(Backend):
             return []
 
     def processes(self) -> dict[str, Optional[str]]:
-        pids = {name: PidFile(self.settings.state_dir, name).running_pid() for name in SERVICE_NAMES}
+        pids = {name: PidFile(self.settings.state_dir, name).running_pid() for name in service_names(self.settings)}
         return {name: f"pid {pid}" if pid else None for name, pid in pids.items()}
 
     def plugin_install_hint(self) -> str:
@@ -320,7 +358,8 @@ class NativeBackend(Backend):
     def versions(self) -> dict[str, str]:
         # What runs says its own version (InfluxDB's ping header, Grafana's health);
         # these stand in while it does not answer. Telegraf never says.
-        return {"influxdb": self.settings.influxd_binary or INFLUXD_VERSION, "telegraf": TELEGRAF_VERSION}
+        return {"influxdb": self.settings.influxd_binary or INFLUXD_VERSION, "telegraf": TELEGRAF_VERSION,
+                **{name: THANOS_VERSION for name in service_names(self.settings) if name.startswith("thanos")}}
 
     def _start(self, names: tuple[str, ...], progress: Progress) -> dict[str, str]:
         labels = {}
@@ -331,7 +370,8 @@ class NativeBackend(Backend):
                 problem = influx_disk_problem(self.settings)
                 if problem:
                     raise StackError(f"influxdb not started: {problem}")
-            service = SERVICES[name](self.settings, progress)
+            service = (SERVICES[name](self.settings, progress) if name in SERVICES
+                       else thanos_service(self.settings, name, progress))
             program, untrusted = next(((p, why) for p in [Path(service.argv[0]), *service.programs]
                                        if (why := why_untrusted(p))), (None, None))
             if untrusted:
@@ -432,6 +472,8 @@ class NativeBackend(Backend):
             influxd_binary(self.settings, progress)
         if "telegraf" in names:
             ensure_telegraf(self.settings.cache_dir, progress)
+        if any(name not in SERVICES for name in names):
+            prepare_thanos(self.settings, progress)
 
     def refuse_untrusted_state_dir(self) -> None:
         """As root, up and down signal the pids recorded in the state dir and append
@@ -447,6 +489,7 @@ class NativeBackend(Backend):
 
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         self.refuse_untrusted_state_dir()
+        only = wanted_services(self.settings, only)  # the whole stack takes the metrics store's processes along
         if "grafana" in only and local_grafana(self.settings) is None:
             progress(f"grafana   not started: {HOW_TO_GET}")
             only = tuple(name for name in only if name != "grafana")
