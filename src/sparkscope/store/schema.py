@@ -203,6 +203,10 @@ _SPARK_UNREAD_COUNTERS = (TOTAL_GC_TIME, "G1-Young-Generation.count", "G1-Young-
 # --- sparkscope's own writers -----------------------------------------------------------------
 
 APPLICATION_MEASUREMENT = "sparkscope_application"  # a run's start and end (status, name, end_time_ms)
+# The field of sparkscope_application naming the recurring job a run belongs to:
+# spark.sparkscope.job when set, else the application name. One value per job
+# (a field, not a tag: bounded by the jobs a user names, never by runs).
+JOB_KEY = "job"
 QUERY_MEASUREMENT = "sparkscope_query"  # SQL executions
 JOB_MEASUREMENT = "sparkscope_job"
 STAGE_MEASUREMENT = "sparkscope_stage"  # stage attempts, with task statistics and the straggler verdict
@@ -279,7 +283,9 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     # fields as its Point calls write them (AnnotationRecorder, ExecutorPeaks,
     # CgroupMemory, StreamingQueries, TaskTimeTotals, ProfileLines).
     Measurement(APPLICATION_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
-                fields=_f(STRING, "app_name", "spark_user", "spark_version", "text")
+                # job: the recurring job's stable key (spark.sparkscope.job, else the
+                # application name), which comparisons group runs by.
+                fields=_f(STRING, "app_name", JOB_KEY, "spark_user", "spark_version", "text")
                 + _f(INTEGER, "end_time_ms", "duration_ms", "exit_code"),
                 also_written_by=(TELEGRAF,)),
     Measurement(QUERY_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,

@@ -177,6 +177,8 @@ public final class Schema {
         /** string field */
         public static final String APP_NAME = "app_name";
         /** string field */
+        public static final String JOB = "job";
+        /** string field */
         public static final String SPARK_USER = "spark_user";
         /** string field */
         public static final String SPARK_VERSION = "spark_version";

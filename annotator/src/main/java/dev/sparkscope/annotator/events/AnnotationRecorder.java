@@ -103,6 +103,7 @@ public final class AnnotationRecorder {
 
     private Long appStartMs;
     private String appName;
+    private String job;
     private String sparkUser;
     private String sparkVersion;
 
@@ -120,13 +121,23 @@ public final class AnnotationRecorder {
     // ---- application ----
 
     public void applicationStarted(long timeMs, String name, String user, String version) {
+        applicationStarted(timeMs, name, null, user, version);
+    }
+
+    /**
+     * job: the recurring job this run is one of (spark.sparkscope.job); null
+     * or blank takes the application's name, so that runs of one name compare.
+     */
+    public void applicationStarted(long timeMs, String name, String job, String user, String version) {
         appStartMs = timeMs;
         appName = name;
+        this.job = isBlank(job) ? name : clip(job, MAX_TEXT_PART);
         sparkUser = user;
         sparkVersion = version;
         if (runningPoints) {
             emit(point(APPLICATION, RUNNING, timeMs, 0)
                     .field(Schema.Application.APP_NAME, name)
+                    .field(Schema.Application.JOB, this.job)
                     .field(Schema.Application.SPARK_USER, user)
                     .field(Schema.Application.SPARK_VERSION, version)
                     .field(Schema.Application.TEXT, "application " + oneLine(name) + " started"));
@@ -158,6 +169,7 @@ public final class AnnotationRecorder {
                 + (exitCode != null && exitCode != 0 ? " with exit code " + exitCode : "");
         emit(point(APPLICATION, FINISHED, start, 0)
                 .field(Schema.Application.APP_NAME, appName)
+                .field(Schema.Application.JOB, job)
                 .field(Schema.Application.SPARK_USER, sparkUser)
                 .field(Schema.Application.SPARK_VERSION, sparkVersion)
                 .field(Schema.Application.END_TIME_MS, timeMs)

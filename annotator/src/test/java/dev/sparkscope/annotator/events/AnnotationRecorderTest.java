@@ -305,11 +305,20 @@ class AnnotationRecorderTest {
         AnnotationRecorder r = recorder(true, 10);
         r.applicationStarted(1_000, "etl nightly", "alice", "3.5.9");
         r.applicationEnded(64_000, null);
-        String app = "app_name=\"etl nightly\",spark_user=\"alice\",spark_version=\"3.5.9\",";
+        String app = "app_name=\"etl nightly\",job=\"etl nightly\",spark_user=\"alice\",spark_version=\"3.5.9\",";
         assertLine(0, "sparkscope_application", "status=RUNNING", app + "text=\"application etl nightly started\"",
                 1000 * MS);
         assertLine(1, "sparkscope_application", "status=FINISHED", app + "end_time_ms=64000i,duration_ms=63000i,"
                 + "text=\"application etl nightly finished after 1 min 3 s\"", 1000 * MS);
+    }
+
+    @Test
+    void the_job_named_in_the_settings_is_stored_with_both_points_of_the_run() {
+        AnnotationRecorder r = recorder(true, 10);
+        r.applicationStarted(1_000, "etl 2026-11-27", "etl nightly", "alice", "3.5.9");
+        r.applicationEnded(2_000, null);
+        assertTrue(lines.get(0).contains(",job=\"etl nightly\","), lines.get(0));
+        assertTrue(lines.get(1).contains(",job=\"etl nightly\","), lines.get(1));
     }
 
     @Test
