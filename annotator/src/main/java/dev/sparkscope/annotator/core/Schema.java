@@ -174,10 +174,10 @@ public final class Schema {
         public static final String APPLICATIONID = "applicationid";
         /** tag */
         public static final String STATUS = "status";
+        /** tag */
+        public static final String JOB = "job";
         /** string field */
         public static final String APP_NAME = "app_name";
-        /** string field */
-        public static final String JOB = "job";
         /** string field */
         public static final String SPARK_USER = "spark_user";
         /** string field */

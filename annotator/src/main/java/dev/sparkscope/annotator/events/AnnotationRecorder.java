@@ -127,17 +127,19 @@ public final class AnnotationRecorder {
     /**
      * job: the recurring job this run is one of (spark.sparkscope.job); null
      * or blank takes the application's name, so that runs of one name compare.
+     * Written as a tag (alerts and boards group by it) on one line, clipped.
      */
     public void applicationStarted(long timeMs, String name, String job, String user, String version) {
         appStartMs = timeMs;
         appName = name;
-        this.job = isBlank(job) ? name : clip(job, MAX_TEXT_PART);
+        String key = isBlank(job) ? name : job;
+        this.job = isBlank(key) ? null : oneLine(key);
         sparkUser = user;
         sparkVersion = version;
         if (runningPoints) {
             emit(point(APPLICATION, RUNNING, timeMs, 0)
                     .field(Schema.Application.APP_NAME, name)
-                    .field(Schema.Application.JOB, this.job)
+                    .tag(Schema.Application.JOB, this.job)
                     .field(Schema.Application.SPARK_USER, user)
                     .field(Schema.Application.SPARK_VERSION, version)
                     .field(Schema.Application.TEXT, "application " + oneLine(name) + " started"));
@@ -168,8 +170,8 @@ public final class AnnotationRecorder {
                 + (duration != null ? " after " + DurationText.of(duration) : "")
                 + (exitCode != null && exitCode != 0 ? " with exit code " + exitCode : "");
         emit(point(APPLICATION, FINISHED, start, 0)
+                .tag(Schema.Application.JOB, job)
                 .field(Schema.Application.APP_NAME, appName)
-                .field(Schema.Application.JOB, job)
                 .field(Schema.Application.SPARK_USER, sparkUser)
                 .field(Schema.Application.SPARK_VERSION, sparkVersion)
                 .field(Schema.Application.END_TIME_MS, timeMs)
