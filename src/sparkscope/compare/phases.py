@@ -1,5 +1,5 @@
 """A run as comparison sees it: its own figures (duration, task time, GC
-share, shuffle, spill, input, peaks, tasks) and its SQL queries, jobs and
+share, shuffle, spill, input, heap, RSS and storage memory peaks, tasks) and its SQL queries, jobs and
 stages with theirs, as far as the store holds them (the annotator's end
 points of each phase and each stage's exact peaks; Spark's counters for the
 run), read through the read layer."""
@@ -11,13 +11,14 @@ from typing import Any, Optional
 
 from sparkscope.compare.matching import JOB, QUERY, STAGE, Phase, name_by_position
 from sparkscope.compare.rule import (
-    DURATION, GC_SHARE, INPUT, PEAK_HEAP, PEAK_RSS, SHUFFLE_READ, SHUFFLE_WRITE, SKEW, SKEW_MIN_SLOWEST_MS, SPILL,
+    DURATION, GC_SHARE, INPUT, PEAK_HEAP, PEAK_RSS, PEAK_STORAGE, SHUFFLE_READ, SHUFFLE_WRITE, SKEW, SKEW_MIN_SLOWEST_MS, SPILL,
     TASK_TIME, TASKS,
 )
 from sparkscope.store.figures import gc_share_of_task_time
 from sparkscope.store.reads import DRIVER, Reads, Run
 from sparkscope.store.schema import (
-    BYTES_READ_COUNT, DISK_BYTES_SPILLED_COUNT, JVM_GC_TIME_COUNT, JVM_HEAP_MEMORY, PROCESS_TREE_RSS, RUN_TIME_COUNT,
+    BYTES_READ_COUNT, DISK_BYTES_SPILLED_COUNT, JVM_GC_TIME_COUNT, JVM_HEAP_MEMORY, OFF_HEAP_STORAGE_MEMORY,
+    ON_HEAP_STORAGE_MEMORY, PROCESS_TREE_RSS, RUN_TIME_COUNT,
     SHUFFLE_BYTES_WRITTEN_COUNT, SHUFFLE_TOTAL_BYTES_READ_COUNT, SUCCEEDED_TASKS_COUNT,
 )
 
@@ -43,6 +44,11 @@ def _rss(peaks: dict[str, Any]) -> Optional[float]:
     return float(sum(parts)) if parts else None  # 0 everywhere: process tree metrics were off
 
 
+def _storage(peaks: dict[str, Any]) -> Optional[float]:
+    parts = [peaks.get(ON_HEAP_STORAGE_MEMORY), peaks.get(OFF_HEAP_STORAGE_MEMORY)]
+    return None if all(p is None for p in parts) else float(sum(p or 0 for p in parts))
+
+
 def _worker_peaks(executor_peaks: dict[str, dict[str, float]]) -> list[dict[str, float]]:
     """The peaks of the JVMs that ran tasks: the executors, or the driver alone in local mode."""
     workers = [p for e, p in executor_peaks.items() if e != DRIVER]
@@ -64,6 +70,11 @@ def run_figures(reads: Reads, run: Run) -> dict[str, float]:
         figures[PEAK_HEAP] = float(max(heaps))
     if rss:
         figures[PEAK_RSS] = max(rss)
+    # Cached blocks over all executors: which executor holds which block varies from
+    # run to run, the total for the same data does not.
+    storage = [s for s in (_storage(p) for p in workers) if s is not None]
+    if storage:
+        figures[PEAK_STORAGE] = sum(storage)
     return figures
 
 
