@@ -41,6 +41,8 @@ EMPTY_WITHOUT = {
         "only containers with a memory limit; tests/test_containers.py runs executors in limited cgroups",
     ("What fills the container: JVM, Python, other", "limit"):
         "only containers with a memory limit; tests/test_containers.py runs executors in limited cgroups",
+    ("Run time: this run and its job's usual", "usual (median)"):
+        "only runs of a job that ran before; tests/test_compare.py runs one job six times and checks the row",
 }
 
 
@@ -363,6 +365,8 @@ UNMODELLED_TRANSFORMATIONS = {
     "organize": "renames and orders columns",
     "convertFieldType": "reads a string column as a number or time",
     "configFromData": "takes a field's unit from another query's result",
+    "joinByField": "joins the frames of one query (a run each) into one table, a row per value of a column "
+                   "(stage_id)",
 }
 
 
