@@ -60,10 +60,11 @@ def _minutes(seconds: int) -> str:
 
 def _baseline(t: Thresholds, aggregate: str) -> Query:
     """An aggregate of the durations of each job's baseline: its last baseline_runs
-    finished runs before its newest (OFFSET 1), newest first within the window."""
+    finished runs before its newest (OFFSET 1), newest first within the window
+    (InfluxDB wants the outer query ordered as its subquery)."""
     return Query(f'SELECT {aggregate}("duration_ms") FROM (SELECT "duration_ms" FROM "{APPLICATION_MEASUREMENT}" '
                  f'WHERE "status" = \'{FINISHED}\' AND $timeFilter GROUP BY "{JOB_KEY}" ORDER BY time DESC '
-                 f'LIMIT {t.baseline_runs} OFFSET 1) GROUP BY "{JOB_KEY}"', t.baseline_window_s)
+                 f'LIMIT {t.baseline_runs} OFFSET 1) GROUP BY "{JOB_KEY}" ORDER BY time DESC', t.baseline_window_s)
 
 
 def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
