@@ -232,10 +232,11 @@ def test_an_identical_rerun_gets_nothing_flagged(stack, recurring, monkeypatch, 
     assert doc["baseline"] == runs["baseline"][::-1], "the baseline is the job's last finished runs, newest first"
     assert doc["regressions"] == [] and code == 0
     assert doc["new_phases"] == [] and doc["missing_phases"] == []
-    # What the memory rule leans on: the same data cached, the same storage peak within a few percent.
+    # What the memory rule leans on: the same data cached, the same storage peak within a MiB
+    # (seen: 4.82 to 5.06 MiB for 8 MiB of data), far inside the storage floor.
     reads = InfluxReads(stack.settings.influx_reader, stack.settings.database)
     storage = [read_run(reads, reads.run(app)).figures[PEAK_STORAGE] for app in (*runs["baseline"], runs["identical"])]
-    assert max(storage) <= 1.05 * min(storage) and min(storage) >= SMALL_CACHE_MIB / 4 * MIB, storage
+    assert max(storage) - min(storage) <= MIB and min(storage) >= SMALL_CACHE_MIB / 4 * MIB, storage
 
 
 def test_the_slowed_phase_is_named_and_no_other(stack, recurring, monkeypatch, capsys):
