@@ -29,6 +29,7 @@ SPARK_MEASUREMENTS = sorted({line.split(".", 4)[4] for line in
 
 
 # Panels that are empty on a healthy machine, and the test that fills them.
+METRICS_APP_NAME = "sparkscope-test-metrics"  # tests/jobs/metrics_job.py's appName
 EMPTY_ON_A_HEALTHY_HOST = {
     "Block I/O outliers": "only I/Os slower than 100 ms; tests/test_disks.py injects a slow disk",
     **{title: "only runs with streaming queries; tests/test_streaming.py runs two"
@@ -579,7 +580,10 @@ def test_variables_offer_this_run_and_its_executors(stack, metrics_run, name, ru
               # a count of the annotator's totals: any; Executor = All on a run with them: the totals
               "task_totals": set(), "task_scope": {"(?:)"},
               # local-cluster[2,1,...]: one core per executor, from the annotator's added events
-              "executor_cores": {"1"}}
+              "executor_cores": {"1"},
+              # the summary's: the run's job (no spark.sparkscope.job: its application name), and the
+              # job's finished runs up to the range's end, this one among them
+              "job": {METRICS_APP_NAME}, "runs": {metrics_run.app_id}}
     for name_, variable in dash.variables.items():
         values = {value for _, value in variable.options}
         assert wanted[name_] <= values, f"variable {name_}: {values}"
