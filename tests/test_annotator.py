@@ -81,6 +81,14 @@ def test_each_job_is_a_region_spanning_its_run(stack, annotated):
     for description, mark in (("skewed job", "skewed"), ("even job", "even")):
         matching = [r for r in rows if description in r["label"] and r["status"] != "RUNNING"]
         assert len(matching) == 1 and within(matching[0], marks[mark]), (description, matching)
+    # Each job's tasks' time, launch to finish, summed: 8 tasks that sleep 6 s once and 0.3 s
+    # seven times, or 0.8 s each; no Connect owner on a plain application (Spark 3.5).
+    jobs = {r[1]: r for r in stack.influx(
+        'SELECT "description", "task_ms", "task_count", "connect_session" FROM "sparkscope_job" '
+        f'WHERE "applicationid" = \'{run.app_id}\' AND "status" = \'SUCCEEDED\'')[0]["values"]}
+    for description, slept_ms in (("skewed job", 6000 + 7 * 300), ("even job", 8 * 800)):
+        _, _, task_ms, task_count, session = jobs[description]
+        assert task_count == 8 and slept_ms <= task_ms < slept_ms + 8 * 1500 and session is None, jobs
 
 
 def test_stages_are_regions_and_only_the_skewed_one_is_a_straggler(stack, annotated):

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from sparkscope.report.capacity import capacity, capacity_advice, capacity_document
+from sparkscope.report.capacity import capacity, capacity_advice, capacity_document, connect_line, connect_users
 from sparkscope.report.command import report_document
 from sparkscope.report.advice import advise
 from sparkscope.report.run_facts import ExecutorFacts, RunFacts
 from sparkscope.store.figures import (
-    GIB, MIB, Prices, executor_memory_bytes, executor_spans, idle_share, idle_stretches, mean_from_percentiles,
+    GIB, MIB, Prices, connect_attribution, executor_memory_bytes, executor_spans, idle_share, idle_stretches, mean_from_percentiles,
     run_capacity, slot_seconds_held,
 )
 
@@ -137,3 +137,63 @@ def test_report_json_has_the_capacity_member(tmp_path):
     assert (cap["slot_seconds"], cap["task_seconds"], cap["idle_share"]) == (200, 10, 0.95)
     assert cap["cost"] == {"amount": pytest.approx(200 / 3600 * 0.05), "currency": "USD"}
     assert capacity_document(run, capacity(run))["cost"] is None
+
+
+def job(job_id, start_s, end_s, task_ms, user=None, session=None, operation=None, description="q"):
+    row = {"time": start_s * S, "job_id": job_id, "end_time_ms": end_s * S, "task_ms": task_ms,
+           "task_count": 4, "description": description}
+    if session:
+        row.update({"connect_user": user, "connect_session": session, "connect_operation": operation})
+    return row
+
+
+def test_a_connect_servers_capacity_is_split_by_share_of_task_time_per_user_session_and_operation():
+    run = facts()  # 200 slot-seconds held, 2 x (4 GiB + overhead) of memory
+    run.jobs = [job(0, 1, 3, 60_000, "alice", "s-a1", "op-1", "first"), job(1, 3, 9, 20_000, "alice", "s-a1", "op-1"),
+                job(2, 10, 12, 40_000, "alice", "s-a2", "op-2"), job(3, 5, 8, 30_000, "bob", "s-b", "op-3"),
+                job(4, 20, 21, 50_000)]  # the server's own job: no Connect operation
+    cap = capacity(run, Prices(0.36, 0.01, "EUR"))
+    who = connect_attribution(run.jobs, cap)
+    total = 200_000 / 1000
+    assert who.task_seconds == total
+    assert [(a.user, a.task_seconds, a.jobs) for a in who.users] == [("alice", 120, 3), ("bob", 30, 1)]
+    alice = who.users[0]
+    assert alice.share == pytest.approx(120 / total)
+    assert alice.slot_seconds == pytest.approx(cap.slot_seconds * 120 / total)
+    assert alice.cost == pytest.approx(cap.cost * 120 / total)
+    assert alice.memory_gb_seconds == pytest.approx(cap.memory_gb_seconds * 120 / total)
+    assert (alice.first_ms, alice.last_ms) == (1 * S, 12 * S)
+    assert [(a.session, a.task_seconds) for a in who.sessions] == [("s-a1", 80), ("s-a2", 40), ("s-b", 30)]
+    assert [(a.operation, a.description) for a in who.operations][0] == ("op-1", "first")
+    assert who.operations_total == 3 and who.other.task_seconds == 50 and who.other.jobs == 1
+    # Every held slot-second is someone's: the users' and the server's own jobs' add up to the run's.
+    assert sum(a.slot_seconds for a in who.users) + who.other.slot_seconds == pytest.approx(cap.slot_seconds)
+    top = connect_attribution(run.jobs, cap, most_operations=1)
+    assert len(top.operations) == 1 and top.operations_total == 3
+    assert connect_line(who) == ("Spark Connect: 2 users, 3 sessions, 3 operations; share of task time (and of "
+                                 "what was held): alice 60%, bob 15%")
+    assert connect_line(who, most=1).endswith("alice 60% and 1 more") and connect_line(None) == ""
+    document = capacity_document(run, cap)["connect"]
+    assert [u["user"] for u in document["users"]] == ["alice", "bob"]
+    assert document["not_connect"]["task_seconds"] == 50 and document["operations"][0]["description"] == "first"
+
+
+def test_a_run_that_is_not_a_connect_servers_has_no_attribution_and_unknown_task_time_no_share():
+    run = facts()
+    run.jobs = [job(0, 1, 3, 60_000)]
+    assert connect_attribution(run.jobs, capacity(run)) is None
+    assert capacity_document(run, capacity(run))["connect"] is None
+    # Jobs written before the annotator counted task time: owners known, shares not.
+    who = connect_attribution([job(0, 1, 3, None, "alice", "s", "o")], capacity(run))
+    assert who.users[0].task_seconds == 0 and who.users[0].share is None and who.users[0].slot_seconds is None
+
+
+def test_the_reports_connect_tables_escape_what_clients_named():
+    from sparkscope.report.page import connect_section
+    run = facts()
+    run.jobs = [job(0, 1, 3, 60_000, "<b>eve</b>", "s-1", "op-1"), job(1, 3, 4, 20_000, "bob", "s-2", "op-2")]
+    cap = capacity(run)
+    page = connect_section(connect_users(run, cap), cap)
+    assert "&lt;b&gt;eve&lt;/b&gt;" in page and "<b>eve" not in page
+    assert page.count("<table>") == 3 and "75.0%" in page and "25.0%" in page
+    assert connect_section(None, cap) == ""

@@ -191,3 +191,27 @@ def test_status_reports_a_refusing_influxdb_from_telegraf_s_log_and_writes_nothi
     assert "refuses writes: its disk is full" in rows["influxdb"].detail
     assert "InfluxDB says: 500 Internal Server Error" in rows["influxdb"].detail
     assert rows["telegraf"].state == "degraded" and "refused its writes" in rows["telegraf"].detail
+
+
+@pytest.mark.parametrize("age_s, says", [(5, "no report yet (Telegraf started 5 s ago"),
+                                         (300, "no report in the last 2 min")])
+def test_a_telegraf_just_started_has_not_reported_yet_and_one_long_silent_is_suspect(tmp_path, monkeypatch,
+                                                                                    age_s, says):
+    """Right after `up`, Telegraf's first buffer report (every 10 s) is not stored yet: status
+    says so rather than suggest InfluxDB is unreachable; minutes without one is a problem."""
+    from datetime import datetime, timedelta, timezone
+    from sparkscope import stack as stack_module
+    from sparkscope.stack.native import NativeBackend
+    from sparkscope.store import influx
+    backend = NativeBackend(isolated_settings(tmp_path / "state"))
+    monkeypatch.setattr(NativeBackend, "processes", lambda self: {"influxdb": "pid 1", "telegraf": "pid 2",
+                                                                  "grafana": None})
+    monkeypatch.setattr(NativeBackend, "started_at",
+                        lambda self, name: datetime.now(timezone.utc) - timedelta(seconds=age_s))
+    monkeypatch.setattr(stack_module, "health_checks", lambda s: {n: (lambda: True, "addr") for n in
+                                                                 ("influxdb", "telegraf", "grafana")})
+    monkeypatch.setattr(influx, "server_version", lambda url: "1.13.1")
+    monkeypatch.setattr(influx, "database_stats", lambda *a: (_ for _ in ()).throw(influx.InfluxError("no")))
+    monkeypatch.setattr(influx, "query", lambda *a, **k: [])
+    rows = {r.name: r for r in backend.status()}
+    assert rows["telegraf"].data.startswith("buffer: " + says)

@@ -35,6 +35,7 @@ EMPTY_ON_A_HEALTHY_HOST = {
     **{title: "only runs with streaming queries; tests/test_streaming.py runs two"
        for title in ("Input rate vs processing rate", "Batch duration vs trigger interval",
                      "Event-time lag and source backlog", "State rows and memory per stateful operator")},
+    "Task time by Spark Connect session": "only a Spark Connect server's jobs; tests/test_connect.py runs one",
 }
 # Targets (panel, alias) empty for a run without the condition they show, and the test that has it.
 EMPTY_WITHOUT = {
@@ -368,6 +369,7 @@ UNMODELLED_TRANSFORMATIONS = {
     "configFromData": "takes a field's unit from another query's result",
     "joinByField": "joins the frames of one query (a run each) into one table, a row per value of a column "
                    "(stage_id)",
+    "groupBy": "one row per value of the grouped columns (a Connect session), the others summed or counted",
 }
 
 

@@ -98,6 +98,24 @@ def test_root_refuses_a_state_dir_others_may_write(tmp_path):
         stop_group(victim.pid, proc=victim)
 
 
+def test_data_a_root_up_handed_to_its_service_user_is_named_with_its_owner_not_a_bare_denial(tmp_path,
+                                                                                               monkeypatch):
+    """A later `up` without root would start InfluxDB on data it cannot open; up says
+    whose the data is and how to take it over, before anything starts."""
+    import pwd
+    settings = isolated_settings(tmp_path / "state")
+    data = settings.state_dir / "influxdb"
+    data.mkdir(parents=True)
+    os.chown(data, 65534, 65534)  # as a root up leaves it for SPARKSCOPE_SERVICE_USER=nobody
+    me = 4321
+    monkeypatch.setattr(os, "geteuid", lambda: me)
+    backend = NativeBackend(settings)
+    with pytest.raises(StackError, match=f"{data} belongs to {pwd.getpwuid(65534).pw_name}.*sudo chown -R"):
+        backend._refuse_others_data("influxdb", data)
+    os.chown(data, me, me)
+    backend._refuse_others_data("influxdb", data)  # one's own: nothing to say
+
+
 def test_a_log_or_pid_file_that_is_a_symlink_is_not_followed(tmp_path):
     target = tmp_path / "victim"
     target.write_text("precious\n")

@@ -7,7 +7,8 @@ from typing import Any
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import SORT_ALPHABETICAL, SORT_AS_QUERIED, Panel, Row, variable
 from sparkscope.dashboards.uids import PROFILES_UID
-from sparkscope.store.schema import (APPLICATION_MEASUREMENT, JOB_KEY, CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT,
+from sparkscope.store.schema import (APPLICATION_MEASUREMENT, CONNECT_OPERATION, CONNECT_SESSION, CONNECT_USER,
+                                     JOB_KEY, JOB_MEASUREMENT, CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT,
                                      DISK_BYTES_SPILLED_COUNT, EXECUTOR_PEAKS_MEASUREMENT, HEAP_MAX, JVM_GC_TIME_COUNT,
                                      JVM_HEAP_MEMORY, OFF_HEAP_UNIFIED_MEMORY, OLD_GEN_POOLS, ON_HEAP_EXECUTION_MEMORY,
                                      ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY,
@@ -359,5 +360,43 @@ def compared_row() -> Row:
     ])
 
 
+CONNECT_NOTE = ("Task time: each job's tasks from launch to finish, summed (the annotator's job points). The report's Capacity section adds each one's share of the slots and money the run "
+                "held (./sparkscope report). " + NEEDS_ANNOTATOR)
+
+
+def connect_row() -> Row:
+    """Who used a Spark Connect server: its jobs' task time per user (a tag: grouped
+    in InfluxDB) and per session (a field, unbounded: grouped in Grafana)."""
+    ended = f'FROM "{JOB_MEASUREMENT}" WHERE {APP} AND "status"::tag <> \'RUNNING\''
+    per_user = (f'SELECT sum("task_ms") AS "task time", count("task_ms") AS "jobs" {ended} AND $timeFilter '
+                f'GROUP BY "{CONNECT_USER}"')
+    per_job = (f'SELECT "{CONNECT_SESSION}" AS "session", "{CONNECT_USER}"::tag AS "user", '
+               f'"{CONNECT_OPERATION}" AS "operation", "task_ms" AS "task time" {ended} '
+               f'AND "{CONNECT_SESSION}" <> \'\' AND $timeFilter')
+    ms = [{"matcher": {"id": "byName", "options": "task time"}, "properties": [{"id": "unit", "value": "ms"}]},
+          {"matcher": {"id": "byName", "options": "task time (sum)"},
+           "properties": [{"id": "unit", "value": "ms"}, {"id": "displayName", "value": "task time"}]}]
+    by_session = Panel(
+        "Task time by Spark Connect session",
+        "On a Spark Connect server: each client session's task time, jobs and operations (statements), "
+        "most first, with its user. Empty for a run that is not a Connect server's. " + CONNECT_NOTE,
+        [raw(per_job, result_format="table")], "none", kind="table", width=14, height=7,
+        options={"sortBy": [{"displayName": "task time", "desc": True}]}, overrides=ms)
+    # One row per session: the job rows grouped in the browser (a session id is a field, not a tag).
+    by_session.transformations = [{"id": "groupBy", "options": {"fields": {
+        "session": {"operation": "groupby", "aggregations": []},
+        "user": {"operation": "groupby", "aggregations": []},
+        "operation": {"operation": "aggregate", "aggregations": ["distinctCount"]},
+        "task time": {"operation": "aggregate", "aggregations": ["sum", "count"]}}}}]
+    return Row("Who used it: Spark Connect users and sessions", [
+        Panel("Task time by Spark Connect user",
+              "On a Spark Connect server: each user's task time and jobs over the run, most first. A run that "
+              "is not a Connect server's shows one row without a user: all of its jobs. " + CONNECT_NOTE,
+              [raw(per_user, result_format="table")], "none", kind="table", width=10, height=7,
+              options={"sortBy": [{"displayName": "task time", "desc": True}]}, overrides=ms),
+        by_session,
+    ])
+
+
 def rows() -> list[Row]:
-    return [app_row(), compared_row(), memory_row(), work_row(), stages_row()]
+    return [app_row(), compared_row(), memory_row(), work_row(), stages_row(), connect_row()]

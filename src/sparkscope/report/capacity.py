@@ -1,13 +1,8 @@
 """What a run paid for and did not use: its capacity (store/figures.py's
 definitions) from its facts, the advice that follows, and the same as data
-for report --json.
-
-Spark Connect is not attributed yet. When it is, it attaches here: the
-listener events of a Connect session carry its session, user and operation
-ids (SparkListenerConnectOperationStarted/Finished, and the job and SQL
-execution properties spark.connect.sessionId/operationId/userId), so the
-annotator would tag jobs and stages with them and stage_capacity's rows
-would be summed per session or user instead of per run.
+for report --json; on a Spark Connect server, who used it: each user's,
+session's and operation's task time and share of what the run held
+(figures.connect_attribution, from the annotator's job points).
 """
 
 from __future__ import annotations
@@ -16,7 +11,8 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from sparkscope.report.run_facts import RunFacts
-from sparkscope.store.figures import IDLE_STRETCH_S, Capacity, Prices, run_capacity
+from sparkscope.store.figures import (IDLE_STRETCH_S, Attributed, Capacity, ConnectAttribution, Prices,
+                                      connect_attribution, run_capacity)
 
 # The share of held slot time left idle from which the report advises holding less.
 IDLE_ADVICE_SHARE = 0.5
@@ -136,4 +132,45 @@ def capacity_document(run: RunFacts, cap: Capacity) -> dict[str, Any]:
                     "slot_seconds": s.slot_seconds, "task_seconds_estimated": s.task_seconds,
                     "memory_gb_seconds": s.memory_gb_seconds, "cost": s.cost} for s in cap.stages],
         "advice": capacity_advice(run, cap),
+        "connect": connect_document(connect_users(run, cap)),
+    }
+
+
+def connect_users(run: RunFacts, cap: Capacity) -> Optional[ConnectAttribution]:
+    """Who used the capacity of a Spark Connect server's run; None for any other run."""
+    return connect_attribution(run.jobs, cap)
+
+
+def connect_line(who: Optional[ConnectAttribution], most: int = 5) -> str:
+    """One line for the terminal: the Connect users with the most task time and their shares."""
+    if who is None:
+        return ""
+    shown = [f"{a.user or '(none)'} {a.share:.0%}" if a.share is not None else f"{a.user or '(none)'} n/a"
+             for a in who.users[:most]]
+    more = f" and {len(who.users) - most} more" if len(who.users) > most else ""
+    return (f"Spark Connect: {len(who.users)} users, {len(who.sessions)} sessions, {who.operations_total} "
+            f"operations; share of task time (and of what was held): {', '.join(shown)}{more}")
+
+
+def _attributed_document(a: Attributed) -> dict[str, Any]:
+    return {"user": a.user, "session": a.session or None, "operation": a.operation or None, "jobs": a.jobs,
+            "task_seconds": a.task_seconds, "task_share": a.share, "slot_seconds": a.slot_seconds,
+            "core_hours": a.core_hours, "memory_gb_seconds": a.memory_gb_seconds, "cost": a.cost,
+            "first_ms": a.first_ms, "last_ms": a.last_ms,
+            **({"description": a.description} if a.operation else {})}
+
+
+def connect_document(who: Optional[ConnectAttribution]) -> Optional[dict[str, Any]]:
+    """report --json's capacity.connect member: null for a run that is not a Connect server's."""
+    if who is None:
+        return None
+    return {
+        "task_seconds": who.task_seconds,
+        "split": "task_seconds summed over each one's jobs' tasks (launch to finish); slot_seconds, "
+                 "memory_gb_seconds and cost: the run's held capacity times task_share",
+        "users": [_attributed_document(a) for a in who.users],
+        "sessions": [_attributed_document(a) for a in who.sessions],
+        "operations": [_attributed_document(a) for a in who.operations],
+        "operations_total": who.operations_total,
+        "not_connect": None if who.other is None else _attributed_document(who.other),
     }

@@ -16,7 +16,8 @@ from sparkscope.compare.command import finding_line
 from sparkscope.compare.comparison import Comparison, compare
 from sparkscope.errors import SparkscopeError
 from sparkscope.report.advice import advise, gc_share, human, spilled, streaming_lines
-from sparkscope.report.capacity import capacity, capacity_advice, capacity_document, prices_of, summary_line
+from sparkscope.report.capacity import (capacity, capacity_advice, capacity_document, connect_line, connect_users,
+                                       prices_of, summary_line)
 from sparkscope.store.figures import Prices
 from sparkscope.report.run_facts import RunFacts, RunReader
 from sparkscope.settings import load_settings
@@ -81,6 +82,9 @@ def print_verdict(advice, runs, path: Path, out=print, run=None, prices: Prices 
         cap = capacity(run, prices)
         out(summary_line(cap))
         for line in capacity_advice(run, cap):
+            out(f"  {line}")
+        line = connect_line(connect_users(run, cap))
+        if line:
             out(f"  {line}")
     if len(runs) > 1:
         out(f"earlier runs of the same name: {len(runs) - 1} (compared in the report)")

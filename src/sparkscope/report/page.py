@@ -13,8 +13,8 @@ import plotly.io as pio
 from sparkscope.compare.command import figure_text
 from sparkscope.compare.comparison import Comparison
 from sparkscope.report.advice import Advice, human, streaming_lines
-from sparkscope.report.capacity import capacity_advice, idle_lines, money, summary_line
-from sparkscope.store.figures import Capacity, executor_spans
+from sparkscope.report.capacity import capacity_advice, connect_users, idle_lines, money, summary_line
+from sparkscope.store.figures import Attributed, Capacity, ConnectAttribution, executor_spans
 from sparkscope.report.run_facts import MIB, RunFacts
 from sparkscope.store.schema import (
     JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
@@ -205,16 +205,53 @@ def capacity_section(run: RunFacts, cap: Optional[Capacity]) -> str:
                    money(c.cost, cap.currency) if c.cost is not None else f"{c.slot_seconds / 3600:.3f} core-h"]
                   for c in stages]
     advice = "".join(f"<li>{html.escape(line)}</li>" for line in capacity_advice(run, cap))
+    who = connect_section(connect_users(run, cap), cap)
     idle = "".join(f"<li>{html.escape(line)}</li>" for line in idle_lines(cap))
     return (f"<h2>Capacity</h2><p>{html.escape(summary_line(cap))}</p>"
             + _table(["what", "this run"], rows)
             + (f"<h3>What to hold less of</h3><ul class='capacity-advice'>{advice}</ul>" if advice else "")
+            + who
             + (f"<h3>Idle stretches</h3><ul class='idle'>{idle}</ul>" if idle else "")
             + ("<h3>Per stage</h3><p class='note'>Slot-seconds held while the stage ran (stages that ran at "
                "once each count the whole); task-seconds estimated from the stage's task percentiles (the "
                "annotator keeps no per-stage sum).</p>"
                + _table(["stage", "name", "ran", "slot-seconds held", "task-seconds (est.)", "idle",
                          "cost" if cap.cost is not None else "core-hours"], stage_rows) if stage_rows else ""))
+
+
+def _short_id(value: str) -> str:
+    """A session's or operation's UUID by its first 8 characters, as Spark's UI shows them."""
+    return value[:8] if len(value) > 8 else value
+
+
+def _who_row(a: Attributed, cap: Capacity, first: list[str]) -> list[str]:
+    return [*first, str(a.jobs), f"{a.task_seconds:,.1f}", "n/a" if a.share is None else f"{a.share:.1%}",
+            "n/a" if a.slot_seconds is None else f"{a.slot_seconds:,.0f}",
+            money(a.cost, cap.currency) if cap.cost is not None
+            else ("n/a" if a.core_hours is None else f"{a.core_hours:.3f} core-h")]
+
+
+def connect_section(who: Optional[ConnectAttribution], cap: Capacity) -> str:
+    """Who used the run's capacity on a Spark Connect server: per user, per session, the top operations."""
+    if who is None:
+        return ""
+    last = "cost" if cap.cost is not None else "core-hours"
+    tail = ["jobs", "task-seconds", "share of task time", "slot-seconds (by share)", last]
+    users = [_who_row(a, cap, [a.user or "(none)"]) for a in who.users]
+    if who.other is not None:
+        users.append(_who_row(who.other, cap, ["(not a Connect operation)"]))
+    sessions = [_who_row(a, cap, [a.user or "(none)", a.session]) for a in who.sessions]
+    operations = [_who_row(a, cap, [a.user or "(none)", _short_id(a.session), a.operation]) for a in who.operations]
+    more = who.operations_total - len(who.operations)
+    return ("<h3>Who used it: Spark Connect users, sessions and operations</h3>"
+            "<p class='note'>Task-seconds: each one's jobs' tasks, from launch to finish, to the task. "
+            "Slot-seconds, memory and cost held are the run's, split by share of task time: the server's "
+            "executors serve every session at once, and their idle time is paid by who used them.</p>"
+            + _table(["user", *tail], users)
+            + _table(["user", "session", *tail], sessions)
+            + _table(["user", "session", "operation", *tail], operations)
+            + (f"<p class='note'>... and {more} more operations (report --json lists the top "
+               f"{len(who.operations)} too)</p>" if more > 0 else ""))
 
 
 ENDINGS = {"NO_END_SEEN": "no end seen (the driver stopped reporting)", "RUNNING": "still running",

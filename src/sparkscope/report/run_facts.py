@@ -140,6 +140,9 @@ class RunFacts:
     # counted from (report/capacity.py).
     executor_events: list[dict[str, Any]] = field(default_factory=list)
     active_tasks: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    # The run's ended jobs with their task time and, on a Spark Connect server,
+    # who ran them (store.reads.job_work): the capacity's attribution to users.
+    jobs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def no_end_seen(self) -> bool:
@@ -302,5 +305,6 @@ class RunReader:
                         settings=settings, executors=executors, stages=self.store.stages(app_id),
                         stage_peaks=self.store.stage_peaks(app_id), queries=self.store.queries(app_id),
                         removals=removals, streaming=self.streaming(app_id), executor_events=events,
+                        jobs=self.store.job_work(app_id),
                         active_tasks=self.store.active_tasks(app_id, (started_ms, ended_ms or now_ms),
                                                              active_bucket_s(started_ms, ended_ms or now_ms)))

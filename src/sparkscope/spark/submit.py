@@ -19,28 +19,42 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def ensure_pyspark(version: str, cache_dir: Path, progress: Progress = print) -> Path:
+def ensure_pyspark(version: str, cache_dir: Path, progress: Progress = print, extras: tuple[str, ...] = ()) -> Path:
     """SPARK_HOME of another pyspark version, in its own cached venv
-    (e.g. Spark 4 next to the project's Spark 3.5)."""
+    (e.g. Spark 4 next to the project's Spark 3.5). extras: pyspark's own
+    extras to have in that venv as well ("connect": the Spark Connect client's
+    grpcio, grpcio-status, googleapis-common-protos, pandas, pyarrow,
+    zstandard), installed on first need into a venv made without them."""
     venv = cache_dir / "venvs" / f"pyspark-{version}"
     python = venv / "bin" / "python"
     home = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages" / "pyspark"
-    if (venv / ".ready").is_file():
+
+    def missing() -> list[str]:
+        return [extra for extra in sorted(set(extras)) if not (venv / f".ready-{extra}").is_file()]
+
+    if (venv / ".ready").is_file() and not missing():
         return home
     # A venv is made in place: one install at a time, the second finds it ready.
     with exclusive(venv.parent / f"pyspark-{version}.lock"):
-        if (venv / ".ready").is_file():
+        made = (venv / ".ready").is_file()
+        if made and not missing():
             return home
-        progress(f"installing pyspark {version} into {venv} (first use only, ~450 MB)")
+        wanted = missing()
+        spec = f"pyspark[{','.join(wanted)}]=={version}" if wanted else f"pyspark=={version}"
         log = cache_dir / "venvs" / f"pyspark-{version}.log"
-        for argv, label in (([sys.executable, "-m", "venv", "--clear", str(venv)], "python -m venv"),
-                            ([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                              f"pyspark=={version}"], f"pip install pyspark=={version}")):
+        steps = [] if made else [([sys.executable, "-m", "venv", "--clear", str(venv)], "python -m venv")]
+        steps.append(([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", spec],
+                      f"pip install {spec}"))
+        progress(f"installing {spec} into {venv} (first use only"
+                 + (", ~450 MB)" if not made else ")"))
+        for argv, label in steps:
             if run_logged(argv, log, label, progress).returncode != 0:
                 raise BuildError(f"{label} failed; see {log}")
         if not (home / "bin" / "spark-submit").is_file():
             raise BuildError(f"pyspark {version} installed but {home}/bin/spark-submit is missing; see {log}")
         (venv / ".ready").touch()
+        for extra in wanted:
+            (venv / f".ready-{extra}").touch()
     return home
 
 

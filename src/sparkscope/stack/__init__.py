@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from sparkscope.store import http
@@ -44,6 +44,10 @@ HEALTH_DEADLINE_S = {"influxdb": 60.0, "telegraf": 30.0, "grafana": 120.0}
 class StackError(SparkscopeError):
     """The stack could not be started or stopped; the message says what to do next."""
 
+
+# Telegraf's own report (inputs.internal) comes every 10 s and is stored at its next flush: a
+# Telegraf younger than this has simply not reported yet.
+TELEGRAF_FIRST_REPORT_S = 60
 
 @dataclass
 class ServiceStatus:
@@ -288,7 +292,13 @@ class Backend:
             row.data = f"buffer: unknown ({err})"
             return
         if not series:
-            row.data = "buffer: no report in the last 2 min (InfluxDB unreachable for Telegraf?)"
+            started = self.started_at("telegraf")
+            age = (datetime.now(timezone.utc) - started).total_seconds() if started else None
+            if age is not None and age < TELEGRAF_FIRST_REPORT_S:
+                row.data = (f"buffer: no report yet (Telegraf started {max(0, int(age))} s ago; "
+                            f"it reports every 10 s)")
+            else:
+                row.data = "buffer: no report in the last 2 min (InfluxDB unreachable for Telegraf?)"
             return
         _, size, limit, dropped = series[0]["values"][0]
         row.data = f"buffer {int(size or 0):,} of {int(limit or 0):,} points"

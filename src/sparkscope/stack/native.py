@@ -340,6 +340,7 @@ class NativeBackend(Backend):
                                  f"(SPARKSCOPE_CACHE_DIR) root's own")
             for directory in service.dirs:
                 directory.mkdir(parents=True, exist_ok=True)
+                self._refuse_others_data(name, directory)
                 if directory.stat().st_mode & 0o077:
                     directory.chmod(0o700)  # InfluxDB's meta.db holds the users' password hashes
             for stale in service.pre_start:
@@ -354,6 +355,28 @@ class NativeBackend(Backend):
             PidFile(self.settings.state_dir, name).write(proc.pid)
             labels[name] = f"pid {proc.pid}" + (f" as {user[2]}" if user else "")
         return labels
+
+    def _refuse_others_data(self, name: str, directory: Path) -> None:
+        """Not as root, a data dir another user owns (a root `up` handed it to its service
+        user) would fail the service with a bare "permission denied" in its log: say whose
+        it is and the two ways out instead."""
+        if os.geteuid() == 0:
+            return
+        owner = directory.stat().st_uid
+        if owner == os.geteuid():
+            return
+        try:
+            who = pwd.getpwuid(owner).pw_name
+        except KeyError:
+            who = f"uid {owner}"
+        try:
+            me = pwd.getpwuid(os.geteuid()).pw_name + ":"
+        except KeyError:
+            me = str(os.geteuid())
+        raise StackError(f"{name} not started: its data in {directory} belongs to {who}, not to you (a root "
+                         f"`up` runs the services as SPARKSCOPE_SERVICE_USER, and hands their data to it). "
+                         f"Run `sudo ./sparkscope up` as before, or take the data over: "
+                         f"sudo chown -R {me} {directory}")
 
     def service_user(self) -> Optional[tuple[int, int, str]]:
         """As root, who the services run as: only the probes need root, and these

@@ -289,3 +289,98 @@ def run_capacity(events: Iterable[dict[str, Any]], run_end_ms: int, task_ms: Opt
     return Capacity(slots, task_s, idle_share(task_s, slots), len(spans), memory_each, memory, heap, rss,
                     cost(prices, slots, memory), prices.currency, idle,
                     tuple(stage_capacity(stages, spans, memory_each, prices)))
+
+
+# --- who used it: a Spark Connect server's users, sessions and operations -------------------
+#
+# On a Connect server every job belongs to one operation (a statement a client
+# ran) of one session of one user: the annotator writes each job's owner and
+# its tasks' time from launch to finish (task_ms: the slots Spark's scheduler
+# held for them) at its end. What a user, session or operation used is the sum
+# over its jobs, exact to the task. (The run's task-seconds above are the
+# executors' run + deserialize time, which leaves out each task's trip to its
+# executor and back: a few % less.) What it held
+# is not its own: the server's executors serve every session at once and sit
+# idle between them, so the run's held slot-seconds, memory and cost are split
+# by share of task time (a user who ran 70 % of the task time pays 70 % of the
+# capacity, the idle part included). Jobs no Connect operation ran (the
+# server's own) get a row of their own.
+
+MOST_OPERATIONS = 10  # the operations listed, those with the most task time
+
+
+@dataclass(frozen=True)
+class Attributed:
+    """What one user, session or operation of a Connect server used, and its
+    share of what the run held."""
+    user: str
+    session: str  # "" in a user's row
+    operation: str  # "" in a user's or a session's row
+    jobs: int
+    task_seconds: float
+    share: Optional[float]  # of the task time of all the run's jobs; None when none was counted
+    slot_seconds: Optional[float]  # the run's held slot-seconds times share
+    memory_gb_seconds: Optional[float]
+    cost: Optional[float]
+    first_ms: int  # its first job's start
+    last_ms: int  # its last job's end
+    description: str = ""  # an operation's: its first job's description
+
+    @property
+    def core_hours(self) -> Optional[float]:
+        return None if self.slot_seconds is None else self.slot_seconds / 3600
+
+
+@dataclass(frozen=True)
+class ConnectAttribution:
+    users: tuple[Attributed, ...]  # most task time first
+    sessions: tuple[Attributed, ...]
+    operations: tuple[Attributed, ...]  # the MOST_OPERATIONS with the most task time
+    operations_total: int
+    other: Optional[Attributed]  # jobs no Connect operation ran
+    task_seconds: float  # over every job of the run: what the shares are of
+
+
+def _attributed(rows: list[dict[str, Any]], user: str, session: str, operation: str, total_ms: float,
+                cap: Capacity) -> Attributed:
+    task_ms = sum(float(r.get("task_ms") or 0) for r in rows)
+    share = task_ms / total_ms if total_ms else None
+
+    def part(whole: Optional[float]) -> Optional[float]:
+        return None if whole is None or share is None else whole * share
+
+    described = next((str(r["description"]) for r in rows if r.get("description")), "")
+    return Attributed(user, session, operation, len(rows), task_ms / 1000, share, part(cap.slot_seconds),
+                      part(cap.memory_gb_seconds), part(cap.cost),
+                      min(int(r["time"]) for r in rows),
+                      max(int(r.get("end_time_ms") or r["time"]) for r in rows), described)
+
+
+def connect_attribution(jobs: Iterable[dict[str, Any]], cap: Capacity,
+                        most_operations: int = MOST_OPERATIONS) -> Optional[ConnectAttribution]:
+    """Task time, held slot-seconds, memory and cost per user, session and
+    operation of a Connect server, from its ended jobs (store.reads.job_work
+    rows); None for a run none of whose jobs a Connect operation ran."""
+    jobs = list(jobs)
+    owned = [j for j in jobs if j.get("connect_session")]
+    if not owned:
+        return None
+    total_ms = sum(float(j.get("task_ms") or 0) for j in jobs)
+
+    def grouped(key: Callable[[dict[str, Any]], tuple[str, str, str]]) -> list[Attributed]:
+        groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for j in owned:
+            groups.setdefault(key(j), []).append(j)
+        made = [_attributed(rows, *k, total_ms, cap) for k, rows in groups.items()]
+        return sorted(made, key=lambda a: (-a.task_seconds, a.first_ms))
+
+    def user(j: dict[str, Any]) -> str:
+        return str(j.get("connect_user") or "")
+
+    users = grouped(lambda j: (user(j), "", ""))
+    sessions = grouped(lambda j: (user(j), str(j["connect_session"]), ""))
+    operations = grouped(lambda j: (user(j), str(j["connect_session"]), str(j.get("connect_operation") or "")))
+    rest = [j for j in jobs if not j.get("connect_session")]
+    other = _attributed(rest, "", "", "", total_ms, cap) if rest else None
+    return ConnectAttribution(tuple(users), tuple(sessions), tuple(operations[:most_operations]), len(operations),
+                              other, total_ms / 1000)

@@ -27,7 +27,7 @@ from sparkscope.store.schema import (
     EXECUTOR_MEASUREMENT, EXECUTOR_PEAKS_MEASUREMENT, JOB_KEY, JOB_MEASUREMENT, JVM_HEAP_MEMORY,
     MEMORY_CONF_MEASUREMENT, QUERY_MEASUREMENT,
     ROLLED_MEASUREMENTS, STAGE_MEASUREMENT, STAGE_PEAKS_MEASUREMENT, STATUS, STREAMING_MEASUREMENT,
-    STREAMING_QUERY_MEASUREMENT, THREADPOOL_ACTIVE_TASKS,
+    STREAMING_QUERY_MEASUREMENT, THREADPOOL_ACTIVE_TASKS, CONNECT_OPERATION, CONNECT_SESSION, CONNECT_USER,
 )
 
 RUNNING = "RUNNING"  # the annotator's status while an entity runs; its end carries another
@@ -146,6 +146,13 @@ class Reads:
 
     def executor_events(self, app_id: str, event: Optional[str] = None, since_ms: int = 0) -> list[dict[str, Any]]:
         """Executors added and removed (time ms, event, executor_id, host, cores, reason), oldest first."""
+        raise NotImplementedError
+
+    def job_work(self, app_id: str, most: int = MOST_ENTITIES) -> list[dict[str, Any]]:
+        """The run's ended jobs, oldest first, the newest `most`: time (start ms),
+        job_id, end_time_ms, task_ms (its tasks' run + deserialize time), task_count,
+        description, and on a Spark Connect server connect_user, connect_session and
+        connect_operation (absent for a job no Connect operation ran)."""
         raise NotImplementedError
 
     def active_tasks(self, app_id: str, span: tuple[int, int], bucket_s: int) -> dict[str, list[tuple[int, float]]]:
@@ -267,6 +274,15 @@ class InfluxReads(Reads):
             if executor_id:
                 out[executor_id] = [(int(t), float(v)) for t, v in s.get("values") or [] if v is not None]
         return out
+
+    def job_work(self, app_id: str, most: int = MOST_ENTITIES) -> list[dict[str, Any]]:
+        rows = self.rows('SELECT "job_id", "end_time_ms", "task_ms", "task_count", "description", '
+                         f"{influx.identifier(CONNECT_USER)}::tag, {influx.identifier(CONNECT_SESSION)}, "
+                         f"{influx.identifier(CONNECT_OPERATION)} "
+                         f"FROM {influx.identifier(JOB_MEASUREMENT)} WHERE {is_app(app_id)} "
+                         f"AND {influx.identifier(STATUS)}::tag <> {influx.string_literal(RUNNING)} "
+                         f"ORDER BY time DESC LIMIT {int(most)}")
+        return sorted(rows, key=lambda r: r["time"])
 
     # --- what the annotator wrote about a run -------------------------------------------------
 

@@ -24,6 +24,10 @@ from dataclasses import dataclass
 APPLICATION = "applicationid"
 EXECUTOR = "executorid"
 DRIVER = "driver"  # the executorid of the driver's metrics
+# A Spark Connect server's jobs: who ran them (sparkscope_job; docs/capacity.md).
+CONNECT_USER = "connect_user"  # a tag: few values per server
+CONNECT_SESSION = "connect_session"  # fields: one value per client session, per operation
+CONNECT_OPERATION = "connect_operation"
 
 # --- who writes a measurement -------------------------------------------------------------
 
@@ -293,9 +297,14 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     Measurement(QUERY_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
                 fields=_f(INTEGER, "execution_id", "end_time_ms", "duration_ms")
                 + _f(STRING, "text", "description", "error")),
-    Measurement(JOB_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
-                fields=_f(INTEGER, "job_id", "execution_id", "end_time_ms", "duration_ms")
-                + _f(STRING, "text", "job_group", "description", "error")),
+    # task_ms: the job's tasks' time from launch to finish, summed (the slots the
+    # scheduler held for them), task_count its tasks seen. On a Spark Connect server
+    # the job's owner: the user a tag (a server has few users, and dashboards group
+    # and pick by it), the session and the operation fields (a new id for every
+    # client connection and every statement: as tags they would grow a series each).
+    Measurement(JOB_MEASUREMENT, ANNOTATOR, EVENT, tags=(*_RUN_TAGS, CONNECT_USER),
+                fields=_f(INTEGER, "job_id", "execution_id", "end_time_ms", "duration_ms", "task_ms", "task_count")
+                + _f(STRING, "text", "job_group", "description", "error", CONNECT_SESSION, CONNECT_OPERATION)),
     Measurement(STAGE_MEASUREMENT, ANNOTATOR, EVENT, tags=(*_RUN_TAGS, "straggler"),
                 fields=_f(INTEGER, "stage_id", "attempt", "job_id", "num_tasks", "execution_id", "end_time_ms",
                           "duration_ms", "task_count_seen", "task_failed_count", "task_killed_count",

@@ -12,6 +12,8 @@ import dev.sparkscope.annotator.core.ScalaSeq;
 import dev.sparkscope.annotator.core.SharedWriter;
 import dev.sparkscope.annotator.core.SinkConfig;
 import dev.sparkscope.annotator.events.AnnotationRecorder;
+import dev.sparkscope.annotator.events.ConnectEvents;
+import dev.sparkscope.annotator.events.ConnectOwner;
 import dev.sparkscope.annotator.events.EventsConfig;
 import dev.sparkscope.annotator.events.SqlExecutionEvents;
 import dev.sparkscope.annotator.events.StageStats;
@@ -79,6 +81,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
     private static final String JOB_DESCRIPTION = "spark.job.description";
     private static final String JOB_GROUP = "spark.jobGroup.id";
     private static final String CALL_SITE_SHORT = "callSite.short";
+    /** Spark 3.5+: the job's tags, comma-separated (Spark Connect tags each operation's jobs). */
+    private static final String JOB_TAGS = "spark.job.tags";
 
     /** Everything the listener needs once started; null when the listener is off. */
     private static final class Running {
@@ -89,6 +93,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
         final StreamingEvents streaming;
         final ExecutorPeakEvents peaks;
         final TaskTimeTotals taskTime;
+        final ConnectOwner.Operations connectOperations = new ConnectOwner.Operations();
+        final ConnectEvents connect = new ConnectEvents(connectOperations, AnnotatorLog::warn);
 
         Running(ListenerConfig config, SharedWriter.Handle writer, AnnotationRecorder recorder, SqlExecutionEvents sql,
                 StreamingEvents streaming, ExecutorPeakEvents peaks, TaskTimeTotals taskTime) {
@@ -331,7 +337,8 @@ public class AnnotatorListener extends SparkFirehoseListener {
             r.jobStarted(e.jobId(), e.time(), JobProperties.property(p, JOB_DESCRIPTION),
                     JobProperties.property(p, CALL_SITE_SHORT), last == null ? null : last.name(),
                     JobProperties.property(p, JOB_GROUP),
-                    JobProperties.parseLong(JobProperties.property(p, JobProperties.SQL_EXECUTION_ID)), stageIds);
+                    JobProperties.parseLong(JobProperties.property(p, JobProperties.SQL_EXECUTION_ID)), stageIds,
+                    running.connectOperations.ofJob(JobProperties.property(p, JOB_TAGS)));
         } else if (event instanceof SparkListenerJobEnd) {
             SparkListenerJobEnd e = (SparkListenerJobEnd) event;
             JobResult result = e.jobResult();
@@ -356,7 +363,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
             r.applicationStarted(e.time(), e.appName(), running.config.events.job, e.sparkUser(), sparkVersion());
         } else if (event instanceof SparkListenerApplicationEnd) {
             onApplicationEnd((SparkListenerApplicationEnd) event, r);
-        } else if (!running.sql.handle(event, r)) {
+        } else if (!running.sql.handle(event, r) && !running.connect.handle(event)) {
             running.streaming.handle(event);
         }
     }

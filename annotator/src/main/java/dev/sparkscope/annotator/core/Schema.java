@@ -234,6 +234,8 @@ public final class Schema {
         public static final String APPLICATIONID = "applicationid";
         /** tag */
         public static final String STATUS = "status";
+        /** tag */
+        public static final String CONNECT_USER = "connect_user";
         /** integer field */
         public static final String JOB_ID = "job_id";
         /** integer field */
@@ -242,6 +244,10 @@ public final class Schema {
         public static final String END_TIME_MS = "end_time_ms";
         /** integer field */
         public static final String DURATION_MS = "duration_ms";
+        /** integer field */
+        public static final String TASK_MS = "task_ms";
+        /** integer field */
+        public static final String TASK_COUNT = "task_count";
         /** string field */
         public static final String TEXT = "text";
         /** string field */
@@ -250,6 +256,10 @@ public final class Schema {
         public static final String DESCRIPTION = "description";
         /** string field */
         public static final String ERROR = "error";
+        /** string field */
+        public static final String CONNECT_SESSION = "connect_session";
+        /** string field */
+        public static final String CONNECT_OPERATION = "connect_operation";
 
         private Job() {
         }

@@ -77,8 +77,14 @@ public final class AnnotationRecorder {
         final String group;
         final Long executionId;
         final int[] stageIds;
+        final ConnectOwner connect;
+        /** Its tasks' time from launch to finish (their slots held), and how many ended, as they end. */
+        long taskMs;
+        long taskCount;
 
-        OpenJob(int jobId, long startMs, String name, String group, Long executionId, int[] stageIds) {
+        OpenJob(int jobId, long startMs, String name, String group, Long executionId, int[] stageIds,
+                ConnectOwner connect) {
+            this.connect = connect;
             this.jobId = jobId;
             this.startMs = startMs;
             this.name = name;
@@ -230,6 +236,12 @@ public final class AnnotationRecorder {
      */
     public void jobStarted(int jobId, long timeMs, String description, String callSite, String lastStageName,
                     String group, Long executionId, int[] stageIds) {
+        jobStarted(jobId, timeMs, description, callSite, lastStageName, group, executionId, stageIds, null);
+    }
+
+    /** @param connect the Spark Connect user, session and operation that ran the job, or null */
+    public void jobStarted(int jobId, long timeMs, String description, String callSite, String lastStageName,
+                    String group, Long executionId, int[] stageIds, ConnectOwner connect) {
         String name = description;
         if (isBlank(name) && executionId != null) {
             OpenQuery q = queries.get(executionId);
@@ -241,13 +253,14 @@ public final class AnnotationRecorder {
         if (isBlank(name)) {
             name = lastStageName;
         }
-        OpenJob job = new OpenJob(jobId, timeMs, clip(name, MAX_DESCRIPTION), group, executionId, stageIds);
+        OpenJob job = new OpenJob(jobId, timeMs, clip(name, MAX_DESCRIPTION), group, executionId, stageIds,
+                connect);
         jobs.put(jobId, job);
         for (int stageId : job.stageIds) {
             stageOwners.put(stageId, job);
         }
         if (runningPoints) {
-            emit(point(JOB, RUNNING, timeMs, jobId)
+            emit(connected(point(JOB, RUNNING, timeMs, jobId), connect)
                     .field(Schema.Job.JOB_ID, (long) jobId)
                     .field(Schema.Job.EXECUTION_ID, executionId)
                     .field(Schema.Job.TEXT, jobText(jobId, " running", group, job.name, null, null)));
@@ -267,8 +280,10 @@ public final class AnnotationRecorder {
         String name = j != null ? j.name : null;
         String group = j != null ? j.group : null;
         String status = succeeded ? SUCCEEDED : isCancellation(error) ? CANCELLED : FAILED;
-        emit(point(JOB, status, start, jobId)
+        emit(connected(point(JOB, status, start, jobId), j != null ? j.connect : null)
                 .field(Schema.Job.JOB_ID, (long) jobId)
+                .field(Schema.Job.TASK_MS, j != null ? j.taskMs : null)
+                .field(Schema.Job.TASK_COUNT, j != null ? j.taskCount : null)
                 .field(Schema.Job.JOB_GROUP, group == null ? null : clip(group, MAX_TEXT_PART))
                 .field(Schema.Job.DESCRIPTION, name)
                 .field(Schema.Job.EXECUTION_ID, j != null ? j.executionId : null)
@@ -277,6 +292,16 @@ public final class AnnotationRecorder {
                 .field(Schema.Job.ERROR, succeeded ? null : clip(error, MAX_DESCRIPTION))
                 .field(Schema.Job.TEXT, jobText(jobId, succeeded ? "" : " " + status, group, name, duration,
                         succeeded ? null : error)));
+    }
+
+    /** A job's Connect owner: the user a tag, session and operation fields (schema.py says why). */
+    private static Point connected(Point p, ConnectOwner connect) {
+        if (connect == null) {
+            return p;
+        }
+        return p.tag(Schema.Job.CONNECT_USER, clip(connect.user, MAX_TEXT_PART))
+                .field(Schema.Job.CONNECT_SESSION, clip(connect.session, MAX_TEXT_PART))
+                .field(Schema.Job.CONNECT_OPERATION, clip(connect.operation, MAX_TEXT_PART));
     }
 
     private static String jobText(int jobId, String state, String group, String desc, Long duration, String error) {
@@ -314,6 +339,15 @@ public final class AnnotationRecorder {
 
     public void taskEnded(int stageId, int attempt, TaskOutcome outcome, StageStats.Task task) {
         StageStats s = stages.get(stageKey(stageId, attempt));
+        // The job that submitted the stage (its statistics name it), else the open job that holds the stage.
+        OpenJob job = s != null && s.jobId != null ? jobs.get(s.jobId) : null;
+        if (job == null) {
+            job = stageOwners.get(stageId);
+        }
+        if (job != null) {
+            job.taskMs += Math.max(0, task.durationMs);
+            job.taskCount++;
+        }
         if (s == null) {
             return; // stage already completed (late speculative task, resubmission) or evicted
         }

@@ -47,6 +47,18 @@ import java.util.Set;
  * <p>A process that exits between the listing and its reads is skipped with
  * its subtree (it holds no memory any more); only the JVM's own statm must
  * read. Not thread-safe: one sampler thread reads.
+ *
+ * <p>The walk over every thread's children file is most of a read's cost (an
+ * executor has about a hundred threads), so it is skipped while the tree's
+ * membership cannot have changed. A process joins the tree only by being
+ * created, and every process or thread created in this pid namespace (or a
+ * namespace under it) takes a new pid, which {@code /proc/loadavg}'s last field
+ * names (the newest pid). So while that field reads as at the last walk, the
+ * descendants are the ones the walk found, less those that exited: each of
+ * them is read again (command and size), and the first that is gone or a
+ * zombie (no resident pages: it exited and its children were reparented out
+ * of the tree) makes this read walk again. Without a readable loadavg every
+ * read walks.
  */
 final class ProcessTree {
 
@@ -60,6 +72,11 @@ final class ProcessTree {
     private final String pid;
     private final long pageSize;
     private final boolean childrenFiles;
+    /** The newest pid at the start of the last walk, or null (walk every time). */
+    private String newestAtWalk;
+    /** The descendants the last walk found, in the order it found them. */
+    private List<String> members = new ArrayList<>();
+    private long walks;
 
     ProcessTree(Path proc, String pid, long pageSize, boolean childrenFiles) {
         this.proc = proc;
@@ -126,6 +143,46 @@ final class ProcessTree {
     long[] read() throws IOException {
         long[] sizes = new long[ProcessTreePeaks.SIZES];
         sizes[ProcessTreePeaks.JVM] = resident(pid);
+        String newest = newestPid();
+        if (newest != null && newest.equals(newestAtWalk) && readMembers(sizes)) {
+            return sizes;
+        }
+        sizes[ProcessTreePeaks.PYTHON] = 0;
+        sizes[ProcessTreePeaks.OTHER] = 0;
+        walk(sizes);
+        newestAtWalk = newest;
+        return sizes;
+    }
+
+    /** How many reads walked the threads' children (tests). */
+    long walks() {
+        return walks;
+    }
+
+    /** Each known descendant's size into sizes; false as soon as one is gone (the tree must be walked). */
+    private boolean readMembers(long[] sizes) {
+        for (String member : members) {
+            try {
+                long rss = resident(member);
+                if (rss == 0) {
+                    return false;
+                }
+                add(sizes, readText(proc.resolve(member).resolve("comm")), rss);
+            } catch (IOException gone) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static void add(long[] sizes, String command, long rss) {
+        sizes[command.toLowerCase(Locale.ROOT).contains("python") ? ProcessTreePeaks.PYTHON
+                : ProcessTreePeaks.OTHER] += rss;
+    }
+
+    private void walk(long[] sizes) {
+        walks++;
+        List<String> found = new ArrayList<>();
         Map<String, List<String>> parents = childrenFiles ? null : childrenByParent();
         Set<String> seen = new HashSet<>();
         seen.add(pid);
@@ -138,15 +195,27 @@ final class ProcessTree {
             try {
                 String command = readText(proc.resolve(child).resolve("comm"));
                 long rss = resident(child);
-                sizes[command.toLowerCase(Locale.ROOT).contains("python") ? ProcessTreePeaks.PYTHON
-                        : ProcessTreePeaks.OTHER] += rss;
+                add(sizes, command, rss);
+                found.add(child);
                 todo.addAll(children(child, parents));
             } catch (IOException gone) {
                 // Exited since it was listed (NoSuchFileException, or ESRCH on a read):
                 // it and whatever it had started hold nothing any more, or were reparented.
             }
         }
-        return sizes;
+        members = found;
+    }
+
+    /** /proc/loadavg's last field, the newest pid of this namespace; null when it cannot be read. */
+    private String newestPid() {
+        try {
+            String text = readText(proc.resolve("loadavg")).trim();
+            int space = text.lastIndexOf(' ');
+            String last = text.substring(space + 1);
+            return space > 0 && !last.isEmpty() && Character.isDigit(last.charAt(0)) ? last : null;
+        } catch (IOException | RuntimeException e) {
+            return null;
+        }
     }
 
     /** statm's resident pages, in bytes. */

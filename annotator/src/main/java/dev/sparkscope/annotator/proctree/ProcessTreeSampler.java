@@ -23,7 +23,11 @@ import java.util.function.Function;
  * (ProcessTreeJVMRSSMemory, ProcessTreePythonRSSMemory,
  * ProcessTreeOtherRSSMemory; tags applicationid and executorid; a float
  * {@code value} in bytes), as Spark's Graphite sink does with its own
- * process-tree metrics on: every reader reads them unchanged. Its peaks go
+ * process-tree metrics on: every reader reads them unchanged. Like the sink,
+ * it writes the latest reading every {@link #WRITE_EVERY_MS} (the shipped
+ * sink's period; every poll when polling is slower), while every poll counts
+ * for the peaks: a poll that writes costs an HTTP request, one that does not
+ * only reads /proc. Its peaks go
  * to the driver's memory peaks through {@code peaks} (the plugin's RPC from
  * an executor, {@link ProcessTreePeaks} in the driver): at every new high,
  * and at least once a heartbeat interval while the tree runs.
@@ -37,6 +41,8 @@ public final class ProcessTreeSampler implements Runnable {
     static final String POLLING_INTERVAL = "spark.executor.metrics.pollingInterval";
     static final String HEARTBEAT_INTERVAL = "spark.executor.heartbeatInterval";
     static final long DEFAULT_PERIOD_MS = 5000;
+    /** How often the series are written: the period of the Graphite sink as shipped (spark-conf/metrics.properties). */
+    static final long WRITE_EVERY_MS = 5000;
     static final String[] MEASUREMENTS = {Schema.ProcessTreeJVMRSSMemory.NAME,
         Schema.ProcessTreePythonRSSMemory.NAME, Schema.ProcessTreeOtherRSSMemory.NAME};
     private static final int MAX_FAILURES = 12;
@@ -48,6 +54,9 @@ public final class ProcessTreeSampler implements Runnable {
     private final String executorId;
     private final long periodMs;
     private final long sendEveryMs;
+    private final long writeEveryMs;
+    private long writtenMs;
+    private boolean written;
     private final Consumer<long[]> peaks;
     private final long[] high = {-1, -1, -1};
     private long[] window;
@@ -64,6 +73,7 @@ public final class ProcessTreeSampler implements Runnable {
         this.executorId = executorId;
         this.periodMs = periodMs;
         this.sendEveryMs = sendEveryMs;
+        this.writeEveryMs = Math.max(periodMs, WRITE_EVERY_MS);
         this.peaks = peaks;
     }
 
@@ -160,9 +170,19 @@ public final class ProcessTreeSampler implements Runnable {
         }
     }
 
-    /** One poll: read, write the three points, pass the peaks on when due. */
+    /** One poll: read, write the three points and pass the peaks on when due. */
     void sample(long nowMs) throws java.io.IOException {
         long[] sizes = tree.read();
+        // Half a poll of slack, so that polls every 2 s write every 4 s rather than every 6.
+        if (!written || nowMs - writtenMs >= writeEveryMs - periodMs / 2) {
+            written = true;
+            writtenMs = nowMs;
+            write(sizes, nowMs);
+        }
+        track(sizes, nowMs);
+    }
+
+    private void write(long[] sizes, long nowMs) {
         for (int i = 0; i < MEASUREMENTS.length; i++) {
             writer.enqueue(Point.measurement(MEASUREMENTS[i])
                     .tag(Schema.APPLICATION, appId)
@@ -170,6 +190,9 @@ public final class ProcessTreeSampler implements Runnable {
                     .wholeFloatField(Schema.ProcessTreeJVMRSSMemory.VALUE, sizes[i])
                     .timeMs(nowMs).toLine());
         }
+    }
+
+    private void track(long[] sizes, long nowMs) {
         boolean higher = false;
         if (window == null) {
             window = new long[] {-1, -1, -1};

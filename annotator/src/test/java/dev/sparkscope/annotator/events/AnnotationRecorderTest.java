@@ -74,7 +74,8 @@ class AnnotationRecorderTest {
         assertLine(0, "sparkscope_job", "status=RUNNING",
                 "job_id=5i,execution_id=3i,text=\"job 5 running [group etl]: nightly load\"", 2000 * MS + 5);
         r.jobEnded(5, 3_000, true, null);
-        assertLine(1, "sparkscope_job", "status=SUCCEEDED", "job_id=5i,job_group=\"etl\",description=\"nightly load\","
+        assertLine(1, "sparkscope_job", "status=SUCCEEDED", "job_id=5i,task_ms=0i,task_count=0i,job_group=\"etl\","
+                + "description=\"nightly load\","
                 + "execution_id=3i,end_time_ms=3000i,duration_ms=1000i,text=\"job 5 [group etl]: nightly load (1.0 s)\"",
                 2000 * MS + 5);
     }
@@ -119,6 +120,46 @@ class AnnotationRecorderTest {
             keys.add(p.tags + " " + p.time);
         }
         assertEquals(100, keys.size(), "no point overwrites another");
+    }
+
+    @Test
+    void job_sums_its_tasks_time_and_names_its_connect_user_as_a_tag_and_session_and_operation_as_fields() {
+        AnnotationRecorder r = recorder(false, 10);
+        ConnectOwner.Operations ops = new ConnectOwner.Operations();
+        String session = "6f1c3c53-9d1e-4b4a-a2a4-6b0c8d0e6a11";
+        String operation = "0b6c2a5e-1f3d-4c55-9a43-0a7e5d2f9c10";
+        String tag = "SparkConnect_OperationTag_User_al_ice_Session_" + session + "_Operation_" + operation;
+        // Read from the tag alone (no start event seen): the user keeps its underscore.
+        ConnectOwner parsed = ops.ofJob("spark-session-1," + tag + ",nightly");
+        assertEquals("al_ice", parsed.user);
+        assertEquals(session, parsed.session);
+        assertEquals(operation, parsed.operation);
+        // From the operation's start event when it was seen: its ids as given.
+        ops.started(tag, "al_ice", session, operation);
+        assertEquals(1, ops.held());
+        r.jobStarted(9, 100, "q", null, null, null, null, new int[] {3}, ops.ofJob(tag));
+        assertEquals(null, ops.ofJob("spark-session-1,other"));
+        ops.closed(tag);
+        assertEquals(0, ops.held());
+        r.jobStarted(10, 100, "plain", null, null, null, null, new int[] {4});
+        r.stageSubmitted(3, 0, "collect", 2, 110);
+        StageStats.Task a = task(40, 160, 0, "1");
+        StageStats.Task b = task(65, 180, 1, "2");
+        r.taskEnded(3, 0, TaskOutcome.SUCCEEDED, a);
+        r.taskEnded(3, 0, TaskOutcome.FAILED, b);
+        StageStats.Task other = task(900, 990, 0, "1");
+        r.taskEnded(4, 0, TaskOutcome.SUCCEEDED, other); // stage 4 never submitted: still its job's
+        r.stageCompleted(3, 0, "collect", 2, 110L, 190L, null, 0);
+        r.jobEnded(9, 200, true, null);
+        r.jobEnded(10, 1000, true, null);
+        InfluxLineReader job = line(1);
+        assertEquals("al_ice", job.tags.get("connect_user"));
+        job.assertFields("task_ms", "105i", "task_count", "2i", "connect_session", session,
+                "connect_operation", operation);
+        InfluxLineReader plain = line(2);
+        assertFalse(plain.tags.containsKey("connect_user"));
+        assertFalse(plain.fields.containsKey("connect_session"));
+        plain.assertFields("task_ms", "900i", "task_count", "1i");
     }
 
     @Test

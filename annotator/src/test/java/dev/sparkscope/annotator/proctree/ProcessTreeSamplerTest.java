@@ -84,17 +84,20 @@ class ProcessTreeSamplerTest {
         }
     }
 
+    /** A sampler of executor 3 polling every 2 s, heartbeat 10 s, writing to influx; sample() is called by hand. */
+    private ProcessTreeSampler pollingEvery2s(FakeInflux influx) {
+        conf.put("spark.sparkscope.influx.url", influx.baseUrl());
+        dev.sparkscope.annotator.core.SinkConfig c = dev.sparkscope.annotator.core.SinkConfig.parse(conf::get);
+        return new ProcessTreeSampler(ProcessTree.locate(proc, new String[1]),
+                dev.sparkscope.annotator.core.SharedWriter.open(c, "test", "line"), c, "app-1", "3", 2000, 10_000,
+                sent::add);
+    }
+
     @Test
     void peaks_go_on_at_each_new_high_and_once_a_heartbeat_otherwise() throws Exception {
         tree(1000, 200);
-        ProcessTree t = ProcessTree.locate(proc, new String[1]);
         try (FakeInflux influx = FakeInflux.answering(204)) {
-            conf.put("spark.sparkscope.influx.url", influx.baseUrl());
-            ProcessTreeSampler s = new ProcessTreeSampler(t,
-                    dev.sparkscope.annotator.core.SharedWriter.open(
-                            dev.sparkscope.annotator.core.SinkConfig.parse(conf::get), "test", "line"),
-                    dev.sparkscope.annotator.core.SinkConfig.parse(conf::get), "app-1", "3", 2000, 10_000,
-                    sent::add);
+            ProcessTreeSampler s = pollingEvery2s(influx);
             s.sample(0);                 // the first reading: a new high, sent
             tree(900, 100);              // lower: kept for the heartbeat
             s.sample(2_000);
@@ -110,6 +113,27 @@ class ProcessTreeSamplerTest {
             assertEquals(1100 * 4096, sent.get(2)[0]);
             assertArrayEquals(new long[] {1100 * 4096, 200 * 4096, 3 * 4096}, s.high());
             s.stop();
+        }
+    }
+
+    @Test
+    void polls_every_2_s_write_every_4_s_and_every_poll_counts_for_the_peaks() throws Exception {
+        tree(1000, 200);
+        try (FakeInflux influx = FakeInflux.answering(204)) {
+            ProcessTreeSampler s = pollingEvery2s(influx);
+            for (long now = 0; now <= 10_000; now += 2000) {
+                tree(now == 2000 ? 5000 : 1000, 200);   // the JVM's peak falls between two writes
+                s.sample(now);
+            }
+            s.stop();
+            List<Long> times = new ArrayList<>();
+            for (InfluxLineReader p : InfluxLineReader.points(new ArrayList<>(influx.lines()),
+                    "ProcessTreeJVMRSSMemory")) {
+                times.add(p.time / 1_000_000);
+            }
+            assertEquals(java.util.Arrays.asList(0L, 4000L, 8000L), times);
+            assertEquals(5000 * 4096, s.high()[0], "the peak of an unwritten poll");
+            assertEquals(5000 * 4096, sent.get(1)[0], "and sent on as a new high");
         }
     }
 

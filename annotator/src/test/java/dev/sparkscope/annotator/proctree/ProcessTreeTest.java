@@ -114,6 +114,65 @@ class ProcessTreeTest {
         assertThrows(IOException.class, () -> new ProcessTree(proc, "100", PAGE, true).read());
     }
 
+    private void newestPid(int pid) throws IOException {
+        write("loadavg", "0.52 0.58 0.59 2/467 " + pid + "\n");
+    }
+
+    @Test
+    void while_no_pid_was_taken_the_known_descendants_are_read_again_without_a_walk() throws IOException {
+        executorTree();
+        newestPid(999);
+        ProcessTree tree = new ProcessTree(proc, "100", PAGE, true);
+        assertArrayEquals(bytes(50_000, 18_000, 1_000), tree.read());
+        assertEquals(1, tree.walks());
+        // Sizes move, a worker execs into something else: read again, no walk.
+        write("201/statm", "3 8000 1 1 0 1 0\n");
+        write("202/comm", "R\n");
+        assertArrayEquals(bytes(50_000, 5_000 + 8_000, 1_000 + 6_000), tree.read());
+        assertEquals(1, tree.walks());
+        // A new child listed while the newest pid is unchanged cannot be real; it is not looked for.
+        process(400, "perl", 77, 100);
+        write("100/task/100/children", "300 400 ");
+        assertArrayEquals(bytes(50_000, 13_000, 7_000), tree.read());
+        assertEquals(1, tree.walks());
+        // A pid taken anywhere: the next read walks and finds it.
+        newestPid(1_000);
+        assertArrayEquals(bytes(50_000, 13_000, 7_077), tree.read());
+        assertEquals(2, tree.walks());
+    }
+
+    @Test
+    void a_descendant_gone_or_a_zombie_makes_the_next_read_walk() throws IOException {
+        executorTree();
+        newestPid(999);
+        ProcessTree tree = new ProcessTree(proc, "100", PAGE, true);
+        tree.read();
+        // 300 exits: its child 301 is reparented out of the tree (nobody here lists it).
+        deleteTree(proc.resolve("300"));
+        write("100/task/100/children", "");
+        assertArrayEquals(bytes(50_000, 18_000, 0), tree.read());
+        assertEquals(2, tree.walks());
+        // 202 is a zombie (exited, not reaped): no pages; its children left with it.
+        write("202/statm", "0 0 0 0 0 0 0\n");
+        write("202/task/202/children", "");
+        write("200/task/200/children", "201 ");
+        assertArrayEquals(bytes(50_000, 12_000, 0), tree.read());
+        assertEquals(3, tree.walks());
+    }
+
+    @Test
+    void without_a_readable_loadavg_every_read_walks() throws IOException {
+        executorTree();
+        ProcessTree tree = new ProcessTree(proc, "100", PAGE, true);
+        tree.read();
+        process(400, "perl", 77, 100);
+        write("100/task/100/children", "300 400 ");
+        assertArrayEquals(bytes(50_000, 18_000, 1_077), tree.read());
+        write("loadavg", "garbage\n");
+        tree.read();
+        assertEquals(3, tree.walks());
+    }
+
     @Test
     void a_loop_in_a_damaged_tree_ends() throws IOException {
         process(100, "java", 10, 1, "200");
@@ -197,6 +256,12 @@ class ProcessTreeTest {
     void on_the_real_proc_each_size_is_the_kernel_s_vmrss() throws Exception {
         assumeTrue(Files.isDirectory(Paths.get("/proc/self/task")), "Linux only");
         assumeTrue(new java.io.File("/usr/bin/python3").canExecute(), "needs python3");
+        // One tree read before, during and after the child, as the sampler reads: a child
+        // started since the last read is found (it took a pid), one gone is counted no more.
+        ProcessTree tree = ProcessTree.locate(Paths.get("/proc"), new String[1]);
+        assertNotNull(tree);
+        tree.read();
+        assertEquals(0, tree.read()[ProcessTreePeaks.PYTHON]);
         // A Python child that holds 64 MiB (Python bucket); nothing else runs under this JVM.
         Process python = new ProcessBuilder("/usr/bin/python3", "-c",
                 "import sys, time; b = bytearray(64 << 20); sys.stdout.write('ready\\n'); sys.stdout.flush(); "
@@ -204,8 +269,6 @@ class ProcessTreeTest {
         try {
             assertEquals('r', python.getInputStream().read(), "the child started");
             long child = pid(python);
-            ProcessTree tree = ProcessTree.locate(Paths.get("/proc"), new String[1]);
-            assertNotNull(tree);
             long before = vmRss(Long.parseLong(tree.pid()));
             long[] sizes = tree.read();
             long after = vmRss(Long.parseLong(tree.pid()));
@@ -222,7 +285,7 @@ class ProcessTreeTest {
             python.waitFor(10, TimeUnit.SECONDS);
         }
         // Gone: counted no more.
-        assertEquals(0, ProcessTree.locate(Paths.get("/proc"), new String[1]).read()[ProcessTreePeaks.PYTHON]);
+        assertEquals(0, tree.read()[ProcessTreePeaks.PYTHON]);
     }
 
     private static void deleteTree(Path p) throws IOException {
