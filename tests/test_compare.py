@@ -56,6 +56,7 @@ def test_a_small_change_is_not_flagged_however_large_relatively(monkeypatch):
     assert judge(DURATION, [2.5 * S] * 3, 6.2 * S) is None  # a first phase's warm-up on a loaded host (seen)
     assert judge(PEAK_HEAP, [100 * MIB] * 3, 300 * MIB) is None  # three times as much, under 256 MiB
     assert judge(PEAK_STORAGE, [9 * MIB] * 3, 30 * MIB) is None  # under 32 MiB more cached
+    assert judge(PEAK_RSS, [539 * MIB] * 3, 840 * MIB) is None  # an identical PySpark run's RSS (seen)
     assert judge(DURATION, [8 * S] * 3, 12 * S, whole_run=True) is None  # a whole run's start-up varies more
     # The floor is what holds them: without it both would be flagged.
     monkeypatch.setitem(rule.ABSOLUTE_FLOOR, rule.TIME, 0.0)

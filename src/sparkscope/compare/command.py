@@ -11,7 +11,7 @@ from typing import Callable
 
 from sparkscope.command_line import OK, REGRESSED, add_run_argument
 from sparkscope.compare.comparison import BASELINE_RUNS, Comparison, Finding, compare
-from sparkscope.compare.rule import BYTES, COUNT, MEMORY, RATIO, SHARE, STORAGE, TIME, UNITS
+from sparkscope.compare.rule import BYTES, COUNT, MEMORY, RATIO, RSS, SHARE, STORAGE, TIME, UNITS
 from sparkscope.settings import load_settings
 from sparkscope.store.reads import InfluxReads
 from sparkscope.text import clean
@@ -22,7 +22,7 @@ def figure_text(metric: str, value: float) -> str:
     unit = UNITS[metric]
     if unit == TIME:
         return f"{value / 1000:.1f} s"
-    if unit in (BYTES, MEMORY, STORAGE):
+    if unit in (BYTES, MEMORY, RSS, STORAGE):
         return f"{value / 1024 ** 3:.2f} GiB" if abs(value) >= 1024 ** 3 else f"{value / 1024 ** 2:.0f} MiB"
     if unit == SHARE:
         return f"{value:.0%}"
