@@ -48,7 +48,7 @@ def test_help_names_every_command_and_the_exit_codes(capsys):
     assert code == 0
     description = out.split("positional arguments")[0]
     commands = cli.build_parser()._subparsers._group_actions[0].choices
-    assert set(commands) == {"up", "down", "status", "install", "conf", "demo", "report", "profile", "top"}
+    assert set(commands) == {"up", "down", "status", "install", "conf", "demo", "report", "compare", "profile", "top"}
     missing = [c for c in commands if not re.search(rf"\b{c}\b", description)]
     assert not missing, f"the help's description leaves out {missing}"
     for code_, _meaning in EXIT_CODES:

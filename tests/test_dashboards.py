@@ -29,6 +29,7 @@ SPARK_MEASUREMENTS = sorted({line.split(".", 4)[4] for line in
 
 
 # Panels that are empty on a healthy machine, and the test that fills them.
+METRICS_APP_NAME = "sparkscope-test-metrics"  # tests/jobs/metrics_job.py's appName
 EMPTY_ON_A_HEALTHY_HOST = {
     "Block I/O outliers": "only I/Os slower than 100 ms; tests/test_disks.py injects a slow disk",
     **{title: "only runs with streaming queries; tests/test_streaming.py runs two"
@@ -42,6 +43,8 @@ EMPTY_WITHOUT = {
         "only containers with a memory limit; tests/test_containers.py runs executors in limited cgroups",
     ("What fills the container: JVM, Python, other", "limit"):
         "only containers with a memory limit; tests/test_containers.py runs executors in limited cgroups",
+    ("Run time: this run and its job's usual", "usual (median)"):
+        "only runs of a job that ran before; tests/test_compare.py runs one job six times and checks the row",
 }
 
 
@@ -364,6 +367,8 @@ UNMODELLED_TRANSFORMATIONS = {
     "organize": "renames and orders columns",
     "convertFieldType": "reads a string column as a number or time",
     "configFromData": "takes a field's unit from another query's result",
+    "joinByField": "joins the frames of one query (a run each) into one table, a row per value of a column "
+                   "(stage_id)",
     "groupBy": "one row per value of the grouped columns (a Connect session), the others summed or counted",
 }
 
@@ -577,7 +582,10 @@ def test_variables_offer_this_run_and_its_executors(stack, metrics_run, name, ru
               # a count of the annotator's totals: any; Executor = All on a run with them: the totals
               "task_totals": set(), "task_scope": {"(?:)"},
               # local-cluster[2,1,...]: one core per executor, from the annotator's added events
-              "executor_cores": {"1"}}
+              "executor_cores": {"1"},
+              # the summary's: the run's job (no spark.sparkscope.job: its application name), and the
+              # job's finished runs up to the range's end, this one among them
+              "job": {METRICS_APP_NAME}, "runs": {metrics_run.app_id}}
     for name_, variable in dash.variables.items():
         values = {value for _, value in variable.options}
         assert wanted[name_] <= values, f"variable {name_}: {values}"

@@ -87,7 +87,7 @@ LAYERS = (
     ("build", {"provision", "spark"}),  # what is built or installed, Spark's settings and submit
     ("stack", {"stack"}),  # running the services
     ("generators", {"dashboards", "alerts", "chart", "ingest_guard", "generate"}),  # checked-in files
-    ("commands", {"command_line", "report", "top", "profiles", "demo", "cli", "__main__"}),  # what users run
+    ("commands", {"command_line", "report", "compare", "top", "profiles", "demo", "cli", "__main__"}),  # what users run
 )
 # Parts whose images copy them whole: the standard library and these parts only.
 SELF_CONTAINED = {"store": {"store", "errors"}, "probes": {"probes", "store", "errors"}, "errors": set()}

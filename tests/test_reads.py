@@ -29,11 +29,12 @@ def calls(reads: InfluxReads) -> dict[str, object]:
     """Every public method taking a run id, called with the hostile id."""
     args = {"app_id": HOSTILE, "app_name": HOSTILE, "span": (0, 1), "measurement": STAGE_MEASUREMENT,
             "long_run_ms": 10, "tail_ms": 1, "bucket_s": 10, "when": "time > 0", "stage_id": 3, "field": HOSTILE,
-            "depth": 5, "most": 3, "seconds": 5, "event": HOSTILE, "executor_id": HOSTILE}
+            "depth": 5, "most": 3, "seconds": 5, "event": HOSTILE, "executor_id": HOSTILE, "job": HOSTILE,
+            "counters": ("runTime.count", HOSTILE)}
     done = {}
     for name, method in inspect.getmembers(reads, inspect.ismethod):
         params = inspect.signature(method).parameters
-        if name.startswith("_") or "app_id" not in params and "app_name" not in params:
+        if name.startswith("_") or not {"app_id", "app_name", "job"} & set(params):
             continue
         done[name] = method(**{p: args[p] for p in params if p in args})
     return done
@@ -48,11 +49,11 @@ def unquoted(statement: str, value: str) -> bool:
 def test_every_read_of_a_run_quotes_its_id_and_names():
     reads = Recorder()
     done = calls(reads)
-    assert {"run", "finished_runs", "memory_conf", "executor_peaks", "stages", "containers", "streaming",
+    assert {"run", "finished_runs", "job_runs", "jobs", "run_totals", "memory_conf", "executor_peaks", "stages", "containers", "streaming",
             "stage_text", "executor_events"} <= set(done)
     assert reads.sent and not [s for s in reads.sent if unquoted(s, HOSTILE)]
     assert all(influx.string_literal(HOSTILE) in s or influx.identifier(HOSTILE) in s for s in reads.sent
-               if "applicationid" in s or "app_name" in s)
+               if "applicationid" in s or "app_name" in s or '"job"' in s)
 
 
 def test_the_quoting_check_finds_an_id_pasted_into_the_query():
@@ -89,7 +90,7 @@ def test_runs_pairs_each_start_with_its_end():
                      "values": [[1000, 5000, 4000, "app-1", "FINISHED"]]}]
 
     runs = Store().runs()
-    assert runs == [Run("app-2", "b", 2000), Run("app-1", "a", 1000, 5000, "FINISHED", 4000)]
+    assert runs == [Run("app-2", "b", 2000, job="b"), Run("app-1", "a", 1000, 5000, "FINISHED", 4000, job="a")]
     assert runs[0].running and not runs[1].running
 
 
@@ -114,3 +115,15 @@ def test_the_newest_entities_come_back_oldest_first_and_a_doubled_end_is_one_run
     store = Store()
     assert [r.app_id for r in store.finished_runs()] == ["app-2", "app-1"]
     assert [s["stage_id"] for s in store.stages("app-1")] == [1, 2, 3]
+
+
+def test_a_job_s_runs_are_those_of_its_job_or_of_its_name_before_jobs_were_stored():
+    class Store(Recorder):
+        def q(self, statement):
+            self.sent.append(statement)
+            return [{"columns": ["time", "app_name", "job", "end_time_ms", "duration_ms", "applicationid"],
+                     "values": [[3000, "etl", "etl", 9000, 6000, "app-3"],  # the job named after the app
+                                [2000, "etl", "other", 8000, 6000, "app-2"],  # named etl, but of another job
+                                [1000, "etl", None, 7000, 6000, "app-1"]]}]  # stored before the job field
+
+    assert [r.app_id for r in Store().job_runs("etl")] == ["app-3", "app-1"]

@@ -1,7 +1,7 @@
 """sparkscope: live per-executor monitoring of Apache Spark.
 
 The stack: up, down, status, install. Attaching Spark: conf. Reading runs:
-report, top, profile. Trying it all: demo. (./sparkscope test runs the
+report, compare, top, profile. Trying it all: demo. (./sparkscope test runs the
 project's test suite: the developers' command, python -m sparkscope_dev.)"""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from sparkscope import versions
 from sparkscope.command_line import INTERRUPTED, NOT_ALL_UP, OK, RUNTIME_ERROR, USAGE_ERROR, exit_code_epilog
 from sparkscope.errors import SparkscopeError, UsageError
 from sparkscope.report import command as report_command
+from sparkscope.compare import command as compare_command
 from sparkscope.profiles import command as profile_command
 try:  # draws with rich, a declared dependency; every other command runs without it
     from sparkscope.top import command as top_command
@@ -251,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo_command.register(sub)
     report_command.register(sub)
+    compare_command.register(sub)
     profile_command.register(sub)
     if top_command is not None:
         top_command.register(sub)

@@ -7,13 +7,14 @@ import argparse
 
 OK = 0
 RUNTIME_ERROR = 1  # the command could not do its work: the stack is down, a build failed, no such run
+REGRESSED = 1  # compare: the run is worse than its baseline (a script stops on it as on a failure)
 USAGE_ERROR = 2  # a bad option or value (argparse's own code)
 NOT_ALL_UP = 3  # status: a service is down, unhealthy or degraded
 INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
 
 EXIT_CODES = ((OK, "ok"),
               (RUNTIME_ERROR, "runtime error: the stack is down, no such run, a build, install, profile "
-                              "or demo failed"),
+                              "or demo failed; compare: the run is worse than usual"),
               (USAGE_ERROR, "usage error: a bad option or value"),
               (NOT_ALL_UP, "status: not every service is up"),
               (INTERRUPTED, "interrupted"))
@@ -25,7 +26,7 @@ REPORTS_DIR = "reports"
 
 def add_run_argument(parser: argparse.ArgumentParser, default: str) -> None:
     """RUN, the application id (Spark's spark.app.id), positional and optional in
-    report, top and profile alike; args.app_id is None when it is left out."""
+    report, top, profile and compare alike; args.app_id is None when it is left out."""
     parser.add_argument("app_id", nargs="?", metavar="RUN",
                         help=f"the run's application id, e.g. app-20261127101500-0003 (default: {default})")
 

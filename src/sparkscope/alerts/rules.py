@@ -35,7 +35,8 @@ from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 # streaming query's end at the moment it came (StreamingQueries.java), as
 # sparkscope_streaming_query's end point is stamped at the query's start,
 # perhaps days back.
-from sparkscope.store.schema import (BLOCK_OUTLIER, CONTAINER_MEASUREMENT, EXECUTOR_MEASUREMENT, HEAP_MAX,
+from sparkscope.store.reads import FINISHED
+from sparkscope.store.schema import (APPLICATION_MEASUREMENT, BLOCK_OUTLIER, CONTAINER_MEASUREMENT, JOB_KEY, EXECUTOR_MEASUREMENT, HEAP_MAX,
                                      JVM_HEAP_MEMORY, MAJOR_GC_TIME, MINOR_GC_TIME, NO_END_SEEN_MEASUREMENT,
                                      STAGE_MEASUREMENT, STREAMING_END_MEASUREMENT, STREAMING_MEASUREMENT,
                                      TELEGRAF_WRITE_MEASUREMENT, THREADPOOL_ACTIVE_TASKS)
@@ -55,6 +56,15 @@ def _percent(share: float) -> str:
 
 def _minutes(seconds: int) -> str:
     return f"{seconds / 60:g} min" if seconds < 3600 else f"{seconds / 3600:g} h"
+
+
+def _baseline(t: Thresholds, aggregate: str) -> Query:
+    """An aggregate of the durations of each job's baseline: its last baseline_runs
+    finished runs before its newest (OFFSET 1), newest first within the window
+    (InfluxDB wants the outer query ordered as its subquery)."""
+    return Query(f'SELECT {aggregate}("duration_ms") FROM (SELECT "duration_ms" FROM "{APPLICATION_MEASUREMENT}" '
+                 f'WHERE "status" = \'{FINISHED}\' AND $timeFilter GROUP BY "{JOB_KEY}" ORDER BY time DESC '
+                 f'LIMIT {t.baseline_runs} OFFSET 1) GROUP BY "{JOB_KEY}" ORDER BY time DESC', t.baseline_window_s)
 
 
 def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
@@ -233,6 +243,34 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
                 "What to do: the outliers table names the process and size of each slow I/O. A network volume "
                 "or a busy shared disk: move spark.local.dir to a local disk, spread it over several "
                 "(comma-separated), or spread the load; a failing disk: check the kernel log (dmesg).")),
+        AlertRule(
+            uid="sparkscope-run-slower-than-baseline", title="Run slower than its baseline",
+            queries={
+                # The newest finished run of each job (its end point, stamped at its start, holds its duration).
+                "A": Query(f'SELECT last("duration_ms") FROM "{APPLICATION_MEASUREMENT}" WHERE "status" = '
+                           f'\'{FINISHED}\' AND $timeFilter GROUP BY "{JOB_KEY}"', t.slower_window_s),
+                "B": _baseline(t, "median"),
+                "C": _baseline(t, "max"),
+                "D": _baseline(t, "stddev"),
+                "E": _baseline(t, "count"),
+            },
+            value="$A / $B",
+            fires=(f"$E >= {t.baseline_min_runs} && $A > $C + {t.slower_min_excess_s * 1000} "
+                   f"&& $A > {1 + t.slower_share:g} * $B && $A > $B + 2 * $D"),
+            for_s=0, severity="warning", component="spark",
+            summary="The last run of job {{ $labels.job }} took {{ humanize $values.VALUE.Value }} times its "
+                    "usual duration",
+            description=(
+                f"The job's newest finished run (in the last {_minutes(t.slower_window_s)}) took longer than each "
+                f"of its last {t.baseline_runs} runs before it (in the last {_minutes(t.baseline_window_s)}, at "
+                f"least {t.baseline_min_runs}) by more than {_minutes(t.slower_min_excess_s)}, more than "
+                f"{_percent(t.slower_share)} over their median, and beyond their own spread (2 standard "
+                "deviations). The job is spark.sparkscope.job, else the application name.\n"
+                "What to do: ./sparkscope compare (or the summary dashboard's 'Compared with usual' row) names "
+                "the phases (SQL queries, jobs, stages) that took longer and the figures that grew with them: "
+                "more input read (the data grew), more shuffle or spill (a join or a skewed key), more GC "
+                "(memory), the same work slower (a busy cluster, a slow node or disk). It resolves with the "
+                "job's next run of usual length.")),
         AlertRule(
             uid="sparkscope-no-end-seen", title="Application stopped reporting without an end",
             queries={

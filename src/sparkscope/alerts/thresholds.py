@@ -124,5 +124,25 @@ class Thresholds:
     idle_for_s: int = 900
     idle_cores_window_s: int = 7 * 86400
 
+    # A run slower than its job's baseline (the job: spark.sparkscope.job, else
+    # the application name; the baseline: the job's last baseline_runs finished
+    # runs before its newest, within baseline_window_s), as ./sparkscope compare
+    # judges a whole run: the newest finished run's duration above the
+    # baseline's highest by more than slower_min_excess_s, above its median by
+    # more than slower_share, and above the median by more than 2 standard
+    # deviations of the baseline (a job that varies a lot is allowed more).
+    # At least baseline_min_runs runs make a baseline: one earlier run says
+    # little about what is usual. The newest run is the last one that started
+    # within slower_window_s: a nightly job's slow run keeps firing until its
+    # next run (or a day), and a job that stopped running goes quiet. A run is
+    # judged once it has ended (its end point carries its duration), so the
+    # alert fires at the first evaluation after a slow run ends.
+    baseline_runs: int = 5
+    baseline_min_runs: int = 3
+    baseline_window_s: int = 30 * 86400
+    slower_window_s: int = 86400
+    slower_share: float = 0.20
+    slower_min_excess_s: int = 60
+
 
 DEFAULTS = Thresholds()

@@ -43,10 +43,11 @@ def build() -> dict[str, dict[str, Any]]:
             live.rows(), with_executors=True, time_from="now-30m", refresh="10s"),
         "spark-application.json": dashboard(
             SUMMARY_UID, "Spark application summary",
-            "One Spark application over its whole run: peak memory per executor against its configured "
-            "size, where task time went, the slowest stages and those that waited longest on one task. Set the time range to cover "
+            "One Spark application over its whole run: how it compares with its job's last runs, peak memory "
+            "per executor against its configured size, where task time went, the slowest stages and those that waited longest on one task. Set the time range to cover "
             "the run.",
-            summary_rows(), with_executors=False, time_from="now-6h", refresh="", top_shown=True, rolled=False),
+            summary_rows(), with_executors=False, time_from="now-6h", refresh="", top_shown=True, rolled=False,
+            extra_variables=summary.variables()),
         "spark-profiles.json": dashboard(
             PROFILES_UID, "Spark profiles",
             "Flame graphs of an application's executors: where on-CPU time, waiting time or allocations "

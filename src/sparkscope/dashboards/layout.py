@@ -144,6 +144,11 @@ def _layout(rows: list[Row]) -> tuple[list[dict[str, Any]], list[int], list[int]
     return panels, annotated, io_marked
 
 
+def variable(name: str, label: str, query: str, **extra: Any) -> dict[str, Any]:
+    """A query variable of the InfluxDB datasource (a dashboard module's own: Dashboard's extra_variables)."""
+    return _variable(name, label, query, **extra)
+
+
 def _variable(name: str, label: str, query: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "label": label, "type": "query", "datasource": DATASOURCE,
             "query": query, "definition": query, "refresh": REFRESH_ON_TIME_RANGE, "sort": SORT_ALPHABETICAL, "multi": False,
@@ -359,7 +364,8 @@ def _io_outlier_annotation(panel_ids: list[int]) -> dict[str, Any]:
 
 def dashboard(uid: str, title: str, description: str, rows: list[Row], with_executors: bool,
               time_from: str, refresh: str, variables: Optional[list[dict[str, Any]]] = None,
-              annotations: bool = True, top_shown: bool = False, rolled: bool = True) -> dict[str, Any]:
+              annotations: bool = True, top_shown: bool = False, rolled: bool = True,
+              extra_variables: list[dict[str, Any]] = ()) -> dict[str, Any]:
     panels, annotated, io_marked = _layout(rows)
     marks = (_annotations(annotated) if annotations else []) + (
         [_io_outlier_annotation(io_marked)] if io_marked else [])
@@ -375,7 +381,8 @@ def dashboard(uid: str, title: str, description: str, rows: list[Row], with_exec
         "graphTooltip": 1,
         "refresh": refresh,
         "time": {"from": time_from, "to": "now"},
-        "templating": {"list": variables if variables is not None else _variables(with_executors, top_shown, rolled)},
+        "templating": {"list": (variables if variables is not None else _variables(with_executors, top_shown, rolled))
+                       + list(extra_variables)},
         "annotations": {"list": marks},
         "links": [{"title": "Spark dashboards", "type": "dashboards", "tags": ["sparkscope"], "asDropdown": False,
                    "includeVars": True, "keepTime": True}],

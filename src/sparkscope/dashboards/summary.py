@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from sparkscope.dashboards import shared
-from sparkscope.dashboards.layout import Panel, Row
+from sparkscope.dashboards.layout import SORT_ALPHABETICAL, SORT_AS_QUERIED, Panel, Row, variable
 from sparkscope.dashboards.uids import PROFILES_UID
 from sparkscope.store.schema import (APPLICATION_MEASUREMENT, CONNECT_OPERATION, CONNECT_SESSION, CONNECT_USER,
-                                     JOB_MEASUREMENT, CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT,
+                                     JOB_KEY, JOB_MEASUREMENT, CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT,
                                      DISK_BYTES_SPILLED_COUNT, EXECUTOR_PEAKS_MEASUREMENT, HEAP_MAX, JVM_GC_TIME_COUNT,
                                      JVM_HEAP_MEMORY, OFF_HEAP_UNIFIED_MEMORY, OLD_GEN_POOLS, ON_HEAP_EXECUTION_MEMORY,
                                      ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY,
@@ -284,6 +284,82 @@ def stages_row() -> Row:
     ])
 
 
+# "Compared with usual": the run among its job's last runs (the job: the annotator's
+# job tag, spark.sparkscope.job or the application name), as ./sparkscope compare
+# takes them: finished, newest first, this run and the BASELINE_RUNS before it.
+BASELINE_RUNS = 5
+# How far back a job's earlier runs are looked for, from the end of the time range.
+BASELINE_DAYS = 30
+_RUNS = '"applicationid" =~ /^${runs:regex}$/'
+_UP_TO_RANGE_END = f"time <= ${{__to}}ms AND time >= ${{__to}}ms - {BASELINE_DAYS}d"
+_FINISHED = "\"status\"::tag = 'FINISHED'"
+
+
+def variables() -> list[dict[str, Any]]:
+    """The summary's own hidden variables: the run's job and the job's last runs."""
+    return [
+        variable("job", "Job", f'SHOW TAG VALUES FROM "{APPLICATION_MEASUREMENT}" WITH KEY = "{JOB_KEY}" '
+                               'WHERE "applicationid" =~ /^${applicationid:regex}$/',
+                 hide=2, sort=SORT_ALPHABETICAL,
+                 description="The recurring job of the run picked: spark.sparkscope.job, else its application "
+                             "name (the annotator's job tag)."),
+        # Newest first by their end (top() turns the tag into a field a SELECT may name alone).
+        variable("runs", "Runs of the job",
+                 f'SELECT "applicationid" FROM (SELECT top("end_time_ms", "applicationid", {BASELINE_RUNS + 1}) '
+                 f'FROM "{APPLICATION_MEASUREMENT}" WHERE "{JOB_KEY}" =~ /^${{job:regex}}$/ AND {_FINISHED} '
+                 f'AND {_UP_TO_RANGE_END}) ORDER BY time DESC',
+                 hide=2, sort=SORT_AS_QUERIED, multi=True, includeAll=True,
+                 current={"selected": True, "text": ["All"], "value": ["$__all"]},
+                 description=f"The job's last {BASELINE_RUNS + 1} finished runs up to the end of the time range "
+                             f"(within {BASELINE_DAYS} days): the run picked and the {BASELINE_RUNS} before it "
+                             "when the range ends with it."),
+    ]
+
+
+def compared_row() -> Row:
+    usual = ("The job's usual is its last finished runs before this one (the hidden variable runs: up to "
+             f"{BASELINE_RUNS} before, within {BASELINE_DAYS} days of the range's end), as ./sparkscope "
+             "compare takes them; compare also matches SQL queries and jobs, judges every figure against the "
+             "baseline's spread and names what is worse. The job is spark.sparkscope.job, else the "
+             "application name. ")
+    return Row("Compared with usual: this run against its job's last runs", [
+        Panel("Run time: this run and its job's usual",
+              "This run's wall-clock time, and the median of its job's last runs before it. " + usual
+              + NEEDS_ANNOTATOR,
+              [target(f'SELECT last("duration_ms") FROM "{APPLICATION_MEASUREMENT}" WHERE {APP} AND {_FINISHED} '
+                      'AND $timeFilter', "this run"),
+               target(f'SELECT median("duration_ms") FROM "{APPLICATION_MEASUREMENT}" WHERE {_RUNS} AND '
+                      f'"applicationid" !~ /^${{applicationid:regex}}$/ AND {_FINISHED} AND {_UP_TO_RANGE_END}',
+                      "usual (median)")],
+              "ms", kind="stat", width=6, height=8),
+        Panel("Runs of this job",
+              "The job's last finished runs up to the end of the time range, newest first, with their "
+              "wall-clock time and application name. " + usual + NEEDS_ANNOTATOR,
+              [raw(f'SELECT "applicationid" AS "run", "duration_ms" AS "duration", "app_name" AS "name" '
+                   f'FROM "{APPLICATION_MEASUREMENT}" WHERE {_RUNS} AND {_FINISHED} AND {_UP_TO_RANGE_END} '
+                   'ORDER BY time DESC', result_format="table")],
+              "none", kind="table", width=18, height=8,
+              overrides=[{"matcher": {"id": "byName", "options": "duration"},
+                          "properties": [{"id": "unit", "value": "ms"}]}]),
+        Panel("Stage by stage: this run and its job's last runs",
+              "Each stage's duration (ms) in this run and in each of the job's last runs, a row per stage "
+              "id: a stage's id is its position in its run, so the same stage of a job that did not change "
+              "has the same id in every run, and a column far above the others in one row is the phase that "
+              "got slower. A job whose code changed shifts the ids: ./sparkscope compare lists its new and "
+              "gone phases instead of pairing them. A retried stage has a row per attempt. " + usual
+              + NEEDS_ANNOTATOR,
+              [raw(f'SELECT "stage_id", "duration_ms" FROM "{STAGE_MEASUREMENT}" WHERE {_RUNS} AND '
+                   f'"status"::tag <> \'RUNNING\' AND {_UP_TO_RANGE_END} GROUP BY "applicationid"',
+                   result_format="table")],
+              "ms", kind="table", width=24, height=8,
+              options={"sortBy": [{"displayName": "stage_id", "desc": False}]},
+              overrides=[{"matcher": {"id": "byName", "options": "stage_id"},
+                          "properties": [{"id": "unit", "value": "none"}]}],
+              transformations=[{"id": "joinByField", "options": {"byField": "stage_id", "mode": "outer"}},
+                               {"id": "organize", "options": {"excludeByName": {"Time": True}}}]),
+    ])
+
+
 CONNECT_NOTE = ("Task time: each job's tasks from launch to finish, summed (the annotator's job points). The report's Capacity section adds each one's share of the slots and money the run "
                 "held (./sparkscope report). " + NEEDS_ANNOTATOR)
 
@@ -323,4 +399,4 @@ def connect_row() -> Row:
 
 
 def rows() -> list[Row]:
-    return [app_row(), memory_row(), work_row(), stages_row(), connect_row()]
+    return [app_row(), compared_row(), memory_row(), work_row(), stages_row(), connect_row()]

@@ -9,9 +9,12 @@ import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from sparkscope.command_line import REPORTS_DIR, add_run_argument
+from sparkscope.compare.command import finding_line
+from sparkscope.compare.comparison import Comparison, compare
+from sparkscope.errors import SparkscopeError
 from sparkscope.report.advice import advise, gc_share, human, spilled, streaming_lines
 from sparkscope.report.capacity import (capacity, capacity_advice, capacity_document, connect_line, connect_users,
                                        prices_of, summary_line)
@@ -34,11 +37,20 @@ def run_summary(run: RunFacts) -> dict[str, Any]:
             "gc_share": gc_share(run), "spilled": spilled(run)}
 
 
+def compared(reader: RunReader, app_id: str) -> Optional[Comparison]:
+    """The run against its job's baseline (compare's defaults); None when it cannot be read."""
+    try:
+        return compare(reader.store, app_id)
+    except SparkscopeError:
+        return None
+
+
 def make_report(reader: RunReader, app_id: str | None, out_dir: Path,
-                prices: Prices = Prices()) -> tuple[Path, Any, RunFacts, list]:
+                prices: Prices = Prices(), usual: Optional[Comparison] = None) -> tuple[Path, Any, RunFacts, list]:
     from sparkscope.report.page import render  # plotly: loaded only when a page is drawn
 
     app_id = app_id or reader.latest_app()
+    usual = usual or compared(reader, app_id)
     run = reader.read(app_id)
     advice = advise(run)
     earlier = [r.app_id for r in reader.finished_runs(run.app_name)
@@ -48,7 +60,7 @@ def make_report(reader: RunReader, app_id: str | None, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     # The id may come from InfluxDB (latest_app), written by anyone who reaches the events port.
     path = out_dir / f"sparkscope-report-{re.sub(r'[^A-Za-z0-9_.-]', '_', app_id)}.html"
-    path.write_text(render(run, advice, runs, heap, capacity(run, prices)), encoding="utf-8")
+    path.write_text(render(run, advice, runs, heap, capacity(run, prices), usual), encoding="utf-8")
     return path, advice, run, runs
 
 
@@ -83,9 +95,11 @@ def print_verdict(advice, runs, path: Path, out=print, run=None, prices: Prices 
     out(f"report: {path}")
 
 
-def report_document(run: RunFacts, advice, runs: list, path: Path, prices: Prices = Prices()) -> dict[str, Any]:
+def report_document(run: RunFacts, advice, runs: list, path: Path, prices: Prices = Prices(),
+                    usual: Optional[Comparison] = None) -> dict[str, Any]:
     """report --json: what the terminal verdict says, as data (times in ms since
-    the epoch, sizes in bytes, shares as fractions; None where unknown)."""
+    the epoch, sizes in bytes, shares as fractions; None where unknown); comparison:
+    compare --json's object for the run, None when it could not be read."""
     workers = run.workers()
     peak = lambda name: max((e.peaks[name] for e in workers.values() if e.peaks.get(name) is not None),  # noqa: E731
                             default=None)
@@ -103,6 +117,7 @@ def report_document(run: RunFacts, advice, runs: list, path: Path, prices: Price
         "conf": advice.conf_lines(), "notes": list(advice.notes),
         "capacity": capacity_document(run, capacity(run, prices)),
         "earlier_runs": runs[1:], "report": str(path),
+        "comparison": usual.document() if usual is not None else None,
     }
 
 
@@ -110,11 +125,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     settings = load_settings()
     reader = RunReader(settings.influx_reader, settings.database)
     prices = prices_of(settings)
-    path, advice, run, runs = make_report(reader, args.app_id, Path(args.out), prices)
+    app_id = args.app_id or reader.latest_app()
+    usual = compared(reader, app_id)
+    path, advice, run, runs = make_report(reader, app_id, Path(args.out), prices, usual)
     if args.json:
-        print(json.dumps(report_document(run, advice, runs, path, prices), indent=2))
+        print(json.dumps(report_document(run, advice, runs, path, prices, usual), indent=2))
     else:
         print_verdict(advice, runs, path, run=run, prices=prices)
+        if usual is not None and usual.baseline:
+            print(clean(f"compared with usual (job {usual.job}, {len(usual.baseline)} earlier runs): "
+                        f"{len(usual.regressions)} worse, {len(usual.improvements)} better"))
+            for f in usual.regressions:
+                print(clean(f"  worse: {finding_line(f)}"))
     return 0
 
 

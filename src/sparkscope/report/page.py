@@ -10,6 +10,8 @@ from typing import Any, Optional
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from sparkscope.compare.command import figure_text
+from sparkscope.compare.comparison import Comparison
 from sparkscope.report.advice import Advice, human, streaming_lines
 from sparkscope.report.capacity import capacity_advice, connect_users, idle_lines, money, summary_line
 from sparkscope.store.figures import Attributed, Capacity, ConnectAttribution, executor_spans
@@ -256,8 +258,27 @@ ENDINGS = {"NO_END_SEEN": "no end seen (the driver stopped reporting)", "RUNNING
            "FAILED": "failed", "CANCELLED": "cancelled"}
 
 
+def compared_with_usual(usual: Optional[Comparison]) -> str:
+    """The "compared with usual" section: what is worse and better than the job's baseline."""
+    if usual is None:
+        return "<p class='note'>Not compared: the job's earlier runs could not be read.</p>"
+    notes = "".join(f"<p class='note'>{html.escape(n)}</p>" for n in usual.notes)
+    if not usual.baseline:
+        return notes
+    head = (f"<p>Job {html.escape(usual.job)}, against {len(usual.baseline)} earlier run(s): "
+            f"{html.escape(', '.join(r.app_id for r in usual.baseline))}.</p>")
+    rows = [[title, f.kind, f.name + (f" [{f.ident}]" if f.ident and f.kind != "run" else ""), f.metric,
+             figure_text(f.metric, f.value), figure_text(f.metric, f.baseline), figure_text(f.metric, f.limit)]
+            for title, found in (("worse", usual.regressions), ("better", usual.improvements)) for f in found]
+    table = (_table(["", "what", "name", "figure", "this run", "usually (median)", "limit"], rows) if rows
+             else "<p>Nothing worse or better than usual.</p>")
+    changed = [["new in this run", p.kind, f"{p.name} [{p.ident}]"] for p in usual.new]
+    changed += [["in the baseline only", p.kind, f"{p.name} [{p.ident}]"] for p in usual.missing]
+    return head + table + (_table(["", "what", "name"], changed) if changed else "") + notes
+
+
 def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Optional[float],
-           cap: Optional[Capacity] = None) -> str:
+           cap: Optional[Capacity] = None, usual: Optional[Comparison] = None) -> str:
     figures = [memory_over_time(run, heap), peaks_per_stage(run), task_time(run), stragglers(run)]
     if len(runs) > 1:
         figures.append(comparison(runs))
@@ -293,6 +314,7 @@ def render(run: RunFacts, advice: Advice, runs: list[dict[str, Any]], heap: Opti
 <p class="verdict {advice.verdict}">{html.escape(advice.summary)}</p>{containers}
 <h2>Advice</h2>{recs}
 <pre>{html.escape(" ".join(advice.conf_lines()))}</pre>{notes}
+<h2>Compared with usual</h2>{compared_with_usual(usual)}
 <h2>Exact peaks per executor</h2>{sizing}
 <h2>Over time</h2>{plots[0]}
 <h2>Which stage needed it</h2>{plots[1]}

@@ -24,7 +24,8 @@ from sparkscope.errors import SparkscopeError
 from sparkscope.store import influx
 from sparkscope.store.schema import (
     ANNOTATION_MEASUREMENTS, APPLICATION, BLOCK_LATENCY_HIST, BLOCK_OUTLIER, DISKIO_MEASUREMENT, APPLICATION_MEASUREMENT, CONTAINER_MEASUREMENT, EXECUTOR,
-    EXECUTOR_MEASUREMENT, EXECUTOR_PEAKS_MEASUREMENT, JOB_MEASUREMENT, JVM_HEAP_MEMORY, MEMORY_CONF_MEASUREMENT, QUERY_MEASUREMENT,
+    EXECUTOR_MEASUREMENT, EXECUTOR_PEAKS_MEASUREMENT, JOB_KEY, JOB_MEASUREMENT, JVM_HEAP_MEMORY,
+    MEMORY_CONF_MEASUREMENT, QUERY_MEASUREMENT,
     ROLLED_MEASUREMENTS, STAGE_MEASUREMENT, STAGE_PEAKS_MEASUREMENT, STATUS, STREAMING_MEASUREMENT,
     STREAMING_QUERY_MEASUREMENT, THREADPOOL_ACTIVE_TASKS, CONNECT_OPERATION, CONNECT_SESSION, CONNECT_USER,
 )
@@ -52,6 +53,9 @@ class Run:
     # the driver went silent without an end (telegraf.conf, "No end seen").
     ending: str = ""
     duration_ms: Optional[int] = None
+    # The recurring job it is one of (spark.sparkscope.job, else the application
+    # name; the name too for runs stored before the annotator wrote the job).
+    job: str = ""
 
     @property
     def running(self) -> bool:
@@ -74,6 +78,11 @@ def _int(value: Any) -> Optional[int]:
     return None if value is None else int(value)
 
 
+def _job(row: dict[str, Any]) -> str:
+    """A run's job from its sparkscope_application point: the job, else its name, else its id."""
+    return row.get(JOB_KEY) or row.get("app_name") or row.get(APPLICATION) or ""
+
+
 class Reads:
     """What a store answers. Each method's docstring is its contract; InfluxReads
     is the reference implementation."""
@@ -91,6 +100,38 @@ class Reads:
 
     def finished_runs(self, app_name: Optional[str] = None) -> list[Run]:
         """Runs that ended FINISHED, newest first; of one application name if given."""
+        raise NotImplementedError
+
+    def job_runs(self, job: str) -> list[Run]:
+        """Runs of one recurring job (Run.job) that ended FINISHED, newest first."""
+        raise NotImplementedError
+
+    def run_totals(self, app_id: str, counters: tuple[str, ...]) -> dict[str, float]:
+        """Each of Spark's counters (measurement names) over the whole run, summed over
+        the run's JVMs (each JVM's highest value: a counter only grows); a counter
+        the run never reported is left out."""
+        raise NotImplementedError
+
+    # --- what the annotator wrote about a run -------------------------------------------------
+
+    def executor_peaks(self, app_id: str) -> dict[str, dict[str, float]]:
+        """Each executor's exact peaks over the run (Spark's ExecutorMetricType names)."""
+        raise NotImplementedError
+
+    def queries(self, app_id: str) -> list[dict[str, Any]]:
+        """The end points of the run's SQL queries (sparkscope_query's fields)."""
+        raise NotImplementedError
+
+    def jobs(self, app_id: str) -> list[dict[str, Any]]:
+        """The end points of the run's jobs (sparkscope_job's fields)."""
+        raise NotImplementedError
+
+    def stages(self, app_id: str) -> list[dict[str, Any]]:
+        """The end points of the run's stage attempts (sparkscope_stage's fields)."""
+        raise NotImplementedError
+
+    def stage_peaks(self, app_id: str) -> list[dict[str, Any]]:
+        """Each stage attempt's exact peaks over its executors (sparkscope_stage_peaks)."""
         raise NotImplementedError
 
     def last_report_ms(self, app_id: str, executor_id: str = DRIVER) -> Optional[int]:
@@ -148,7 +189,7 @@ class InfluxReads(Reads):
         # Telegraf's NO_END_SEEN) stamped with the same start.
         app, status = influx.identifier(APPLICATION), f"{influx.identifier(STATUS)}::tag"
         source = influx.identifier(APPLICATION_MEASUREMENT)
-        started = self.rows(f'SELECT "app_name", {app} FROM {source} WHERE {status} = {influx.string_literal(RUNNING)} '
+        started = self.rows(f'SELECT "app_name", "{JOB_KEY}", {app} FROM {source} WHERE {status} = {influx.string_literal(RUNNING)} '
                             f"ORDER BY time DESC LIMIT {int(most)}")
         if not started:
             return []
@@ -162,11 +203,12 @@ class InfluxReads(Reads):
             out.append(Run(r[APPLICATION], r.get("app_name") or r[APPLICATION], int(r["time"]),
                            _int(end.get("end_time_ms")) if end else None,
                            str(end.get(STATUS) or "") if end else "",
-                           _int(end.get("duration_ms")) if end else None))
+                           _int(end.get("duration_ms")) if end else None, _job(r)))
         return out
 
     def run(self, app_id: str) -> Optional[Run]:
-        rows = self.rows(f'SELECT "app_name", "end_time_ms", "duration_ms", {influx.identifier(STATUS)}::tag '
+        rows = self.rows(f'SELECT "app_name", "{JOB_KEY}", "end_time_ms", "duration_ms", '
+                         f"{influx.identifier(STATUS)}::tag "
                          f"FROM {influx.identifier(APPLICATION_MEASUREMENT)} WHERE {is_app(app_id)}")
         if not rows:
             first = self.rows(f'SELECT first("value") FROM {influx.identifier(JVM_HEAP_MEMORY)} WHERE {is_app(app_id)}')
@@ -176,11 +218,22 @@ class InfluxReads(Reads):
         return Run(app_id, head.get("app_name") or rows[0].get("app_name") or app_id, int(rows[0]["time"]),
                    _int(head.get("end_time_ms")) if ends else None,
                    str(head.get(STATUS) or "") if ends else "",
-                   _int(head.get("duration_ms")) if ends else None)
+                   _int(head.get("duration_ms")) if ends else None, _job(head) if head.get(JOB_KEY) else _job(rows[0]))
 
     def finished_runs(self, app_name: Optional[str] = None) -> list[Run]:
         where = f' AND "app_name" = {influx.string_literal(app_name)}' if app_name else ""
-        rows = self.rows(f'SELECT "app_name", "end_time_ms", "duration_ms", {influx.identifier(APPLICATION)} '
+        return self._finished(where)
+
+    def job_runs(self, job: str) -> list[Run]:
+        # Runs stored before the annotator wrote the job have their name instead; a
+        # run whose name is the job's but whose job is another belongs to that other.
+        literal = influx.string_literal(job)
+        return [r for r in self._finished(f' AND ("{JOB_KEY}" = {literal} OR "app_name" = {literal})')
+                if r.job == job]
+
+    def _finished(self, where: str) -> list[Run]:
+        rows = self.rows(f'SELECT "app_name", "{JOB_KEY}", "end_time_ms", "duration_ms", '
+                         f"{influx.identifier(APPLICATION)} "
                          f"FROM {influx.identifier(APPLICATION_MEASUREMENT)} WHERE "
                          f"{influx.identifier(STATUS)}::tag = {influx.string_literal(FINISHED)}{where} "
                          f"ORDER BY time DESC LIMIT {MOST_FINISHED_RUNS}")
@@ -188,7 +241,18 @@ class InfluxReads(Reads):
         for r in sorted(rows, key=lambda r: r["time"], reverse=True):
             newest.setdefault(r[APPLICATION], r)
         return [Run(r[APPLICATION], r.get("app_name") or r[APPLICATION], int(r["time"]), _int(r.get("end_time_ms")),
-                    FINISHED, _int(r.get("duration_ms"))) for r in newest.values()]
+                    FINISHED, _int(r.get("duration_ms")), _job(r)) for r in newest.values()]
+
+    def run_totals(self, app_id: str, counters: tuple[str, ...]) -> dict[str, float]:
+        if not counters:
+            return {}
+        out: dict[str, float] = {}
+        # Named one by one in one FROM, never a measurement regex (see schema.OLD_GEN_POOLS).
+        for row in self.rows(f'SELECT max("value") FROM {",".join(influx.identifier(c) for c in counters)} '
+                             f"WHERE {is_app(app_id)} GROUP BY {influx.identifier(EXECUTOR)}"):
+            if row.get("max") is not None:
+                out[row["_measurement"]] = out.get(row["_measurement"], 0.0) + float(row["max"])
+        return out
 
     def last_report_ms(self, app_id: str, executor_id: str = DRIVER) -> Optional[int]:
         last = self.rows(f'SELECT last("value") FROM {influx.identifier(JVM_HEAP_MEMORY)} WHERE {is_app(app_id)} '
@@ -258,6 +322,9 @@ class InfluxReads(Reads):
 
     def queries(self, app_id: str) -> list[dict[str, Any]]:
         return self.ended(QUERY_MEASUREMENT, app_id)
+
+    def jobs(self, app_id: str) -> list[dict[str, Any]]:
+        return self.ended(JOB_MEASUREMENT, app_id)
 
     def stage_peaks(self, app_id: str, most: int = MOST_ENTITIES) -> list[dict[str, Any]]:
         rows = self.rows(f"SELECT * FROM {influx.identifier(STAGE_PEAKS_MEASUREMENT)} WHERE {is_app(app_id)} "

@@ -207,6 +207,12 @@ _SPARK_UNREAD_COUNTERS = (TOTAL_GC_TIME, "G1-Young-Generation.count", "G1-Young-
 # --- sparkscope's own writers -----------------------------------------------------------------
 
 APPLICATION_MEASUREMENT = "sparkscope_application"  # a run's start and end (status, name, end_time_ms)
+# The tag of sparkscope_application naming the recurring job a run belongs to:
+# spark.sparkscope.job when set, else the application name; alerts and the
+# summary dashboard group runs by it. A tag beside the run's applicationid, of
+# which it is a function: it adds no series (one run, one job), and its values
+# are as many as the recurring jobs (one per spark.sparkscope.job a user names).
+JOB_KEY = "job"
 QUERY_MEASUREMENT = "sparkscope_query"  # SQL executions
 JOB_MEASUREMENT = "sparkscope_job"
 STAGE_MEASUREMENT = "sparkscope_stage"  # stage attempts, with task statistics and the straggler verdict
@@ -282,7 +288,9 @@ MEASUREMENTS: tuple[Measurement, ...] = (
     # The annotator (annotator/src/main/java/dev/sparkscope/annotator/): tags and
     # fields as its Point calls write them (AnnotationRecorder, ExecutorPeaks,
     # CgroupMemory, StreamingQueries, TaskTimeTotals, ProfileLines).
-    Measurement(APPLICATION_MEASUREMENT, ANNOTATOR, EVENT, tags=_RUN_TAGS,
+    # job: the recurring job's stable key (spark.sparkscope.job, else the
+    # application name), which comparisons, alerts and boards group runs by.
+    Measurement(APPLICATION_MEASUREMENT, ANNOTATOR, EVENT, tags=(*_RUN_TAGS, JOB_KEY),
                 fields=_f(STRING, "app_name", "spark_user", "spark_version", "text")
                 + _f(INTEGER, "end_time_ms", "duration_ms", "exit_code"),
                 also_written_by=(TELEGRAF,)),

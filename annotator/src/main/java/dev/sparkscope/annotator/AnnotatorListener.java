@@ -360,7 +360,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
         } else if (event instanceof SparkListenerApplicationStart) {
             SparkListenerApplicationStart e = (SparkListenerApplicationStart) event;
             applicationIdFromEvent = ScalaOption.string(e.appId());
-            r.applicationStarted(e.time(), e.appName(), e.sparkUser(), sparkVersion());
+            r.applicationStarted(e.time(), e.appName(), running.config.events.job, e.sparkUser(), sparkVersion());
         } else if (event instanceof SparkListenerApplicationEnd) {
             onApplicationEnd((SparkListenerApplicationEnd) event, r);
         } else if (!running.sql.handle(event, r) && !running.connect.handle(event)) {

@@ -174,6 +174,8 @@ public final class Schema {
         public static final String APPLICATIONID = "applicationid";
         /** tag */
         public static final String STATUS = "status";
+        /** tag */
+        public static final String JOB = "job";
         /** string field */
         public static final String APP_NAME = "app_name";
         /** string field */

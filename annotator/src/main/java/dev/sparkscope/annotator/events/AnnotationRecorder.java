@@ -109,6 +109,7 @@ public final class AnnotationRecorder {
 
     private Long appStartMs;
     private String appName;
+    private String job;
     private String sparkUser;
     private String sparkVersion;
 
@@ -126,13 +127,25 @@ public final class AnnotationRecorder {
     // ---- application ----
 
     public void applicationStarted(long timeMs, String name, String user, String version) {
+        applicationStarted(timeMs, name, null, user, version);
+    }
+
+    /**
+     * job: the recurring job this run is one of (spark.sparkscope.job); null
+     * or blank takes the application's name, so that runs of one name compare.
+     * Written as a tag (alerts and boards group by it) on one line, clipped.
+     */
+    public void applicationStarted(long timeMs, String name, String job, String user, String version) {
         appStartMs = timeMs;
         appName = name;
+        String key = isBlank(job) ? name : job;
+        this.job = isBlank(key) ? null : oneLine(key);
         sparkUser = user;
         sparkVersion = version;
         if (runningPoints) {
             emit(point(APPLICATION, RUNNING, timeMs, 0)
                     .field(Schema.Application.APP_NAME, name)
+                    .tag(Schema.Application.JOB, this.job)
                     .field(Schema.Application.SPARK_USER, user)
                     .field(Schema.Application.SPARK_VERSION, version)
                     .field(Schema.Application.TEXT, "application " + oneLine(name) + " started"));
@@ -163,6 +176,7 @@ public final class AnnotationRecorder {
                 + (duration != null ? " after " + DurationText.of(duration) : "")
                 + (exitCode != null && exitCode != 0 ? " with exit code " + exitCode : "");
         emit(point(APPLICATION, FINISHED, start, 0)
+                .tag(Schema.Application.JOB, job)
                 .field(Schema.Application.APP_NAME, appName)
                 .field(Schema.Application.SPARK_USER, sparkUser)
                 .field(Schema.Application.SPARK_VERSION, sparkVersion)

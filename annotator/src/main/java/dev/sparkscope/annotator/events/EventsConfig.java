@@ -20,16 +20,21 @@ public final class EventsConfig {
     public static final String STRAGGLER_RATIO = ConfigKeys.PREFIX + "straggler.ratio";
     public static final String STRAGGLER_MIN_TASKS = ConfigKeys.PREFIX + "straggler.minTasks";
     public static final String STRAGGLER_MIN_EXCESS_MS = ConfigKeys.PREFIX + "straggler.minExcessMs";
+    /** The recurring job a run belongs to, for comparing it with its earlier runs (default: the app name). */
+    public static final String JOB = ConfigKeys.PREFIX + "job";
 
     public static final List<String> KEYS = Collections.unmodifiableList(Arrays.asList(RUNNING_POINTS,
-            MAX_TRACKED_STAGES, STRAGGLER_RATIO, STRAGGLER_MIN_TASKS, STRAGGLER_MIN_EXCESS_MS));
+            MAX_TRACKED_STAGES, STRAGGLER_RATIO, STRAGGLER_MIN_TASKS, STRAGGLER_MIN_EXCESS_MS, JOB));
 
     public final boolean runningPoints;
     public final int maxTrackedStages;
     public final StragglerRule straggler;
+    /** spark.sparkscope.job, or null when unset (the application's name stands in). */
+    public final String job;
 
     private EventsConfig(SettingsReader r) {
         runningPoints = r.bool(RUNNING_POINTS, true);
+        job = r.optional(JOB);
         maxTrackedStages = (int) r.number(MAX_TRACKED_STAGES, 500, 1, 1_000_000);
         straggler = new StragglerRule(
                 r.decimal(STRAGGLER_RATIO, StragglerRule.DEFAULT_RATIO, 1.0),

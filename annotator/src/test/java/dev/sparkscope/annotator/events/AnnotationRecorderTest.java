@@ -347,10 +347,31 @@ class AnnotationRecorderTest {
         r.applicationStarted(1_000, "etl nightly", "alice", "3.5.9");
         r.applicationEnded(64_000, null);
         String app = "app_name=\"etl nightly\",spark_user=\"alice\",spark_version=\"3.5.9\",";
-        assertLine(0, "sparkscope_application", "status=RUNNING", app + "text=\"application etl nightly started\"",
-                1000 * MS);
-        assertLine(1, "sparkscope_application", "status=FINISHED", app + "end_time_ms=64000i,duration_ms=63000i,"
+        assertLine(0, "sparkscope_application", "job=etl\\ nightly,status=RUNNING",
+                app + "text=\"application etl nightly started\"", 1000 * MS);
+        assertLine(1, "sparkscope_application", "job=etl\\ nightly,status=FINISHED", app + "end_time_ms=64000i,duration_ms=63000i,"
                 + "text=\"application etl nightly finished after 1 min 3 s\"", 1000 * MS);
+    }
+
+    @Test
+    void the_job_named_in_the_settings_is_the_tag_of_both_points_of_the_run_on_one_line() {
+        AnnotationRecorder r = recorder(true, 10);
+        r.applicationStarted(1_000, "etl 2026-11-27", "etl,nightly\n =x", "alice", "3.5.9");
+        r.applicationEnded(2_000, null);
+        for (String line : lines) {
+            assertTrue(line.startsWith("sparkscope_application,applicationid=" + APP_ID
+                    + ",job=etl\\,nightly\\ \\=x,status="), line);
+            assertTrue(line.contains("app_name=\"etl 2026-11-27\""), line);
+        }
+    }
+
+    @Test
+    void without_a_job_set_the_application_name_is_the_job() {
+        AnnotationRecorder r = recorder(true, 10);
+        r.applicationStarted(1_000, "etl nightly", null, "alice", "3.5.9");
+        r.applicationStarted(1_000, "etl nightly", "  ", "alice", "3.5.9");
+        assertTrue(lines.get(0).contains(",job=etl\\ nightly,status=RUNNING "), lines.get(0));
+        assertTrue(lines.get(1).contains(",job=etl\\ nightly,status=RUNNING "), lines.get(1));
     }
 
     @Test
