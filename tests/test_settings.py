@@ -39,6 +39,18 @@ def test_dot_env_overrides_example_and_environment_overrides_dot_env(root):
     assert load_settings(root, {"GRAFANA_PORT": "3400"}).grafana_port == 3400
 
 
+def test_the_suite_s_own_stacks_take_nothing_from_the_developer_s_env(root, tmp_path, monkeypatch):
+    """A developer who exposes their stack (INFLUXDB_BIND=0.0.0.0 in the checkout's .env)
+    must not get test InfluxDBs listening on every interface."""
+    from sparkscope_testkit import sandbox
+    (root / ".env").write_text("INFLUXDB_BIND=0.0.0.0\nALERT_SLACK_URL=https://hooks.example/dev\n")
+    assert load_settings(root, {}).influxdb_bind == "0.0.0.0"  # what up on that checkout does
+    monkeypatch.setattr(sandbox, "ROOT", root)
+    isolated = sandbox.isolated_settings(tmp_path / "state")
+    assert isolated.influxdb_bind == "127.0.0.1"
+    assert "hooks.example" not in str(isolated.as_env())
+
+
 @pytest.mark.parametrize("key,value,message", [
     ("GRAFANA_PORT", "70000", "GRAFANA_PORT"),
     ("INFLUXDB_PORT", "http", "INFLUXDB_PORT"),

@@ -339,7 +339,11 @@ def shipped_defaults() -> dict[str, str]:
     return read_env_file(ROOT / ".env.example")
 
 
-def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> Settings:
+def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None, *, dotenv: bool = True) -> Settings:
+    """The settings of the stack in root, from environ (else the process's
+    environment) over root's .env over the shipped defaults. dotenv=False
+    leaves root's .env out: a stack of its own (the test suite's) must not
+    take a developer's settings, such as INFLUXDB_BIND=0.0.0.0."""
     env = dict(os.environ if environ is None else environ)
     # Every default is the shipped .env.example's (the one place they are
     # written; compose, telegraf.conf and the probes are checked against it
@@ -347,7 +351,8 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None) -> S
     defaults = shipped_defaults()
     values = dict(defaults)
     values.update(read_env_file(root / ".env.example"))
-    values.update(read_env_file(root / ".env"))
+    if dotenv:
+        values.update(read_env_file(root / ".env"))
     values.update({k: v for k, v in env.items() if k in values or k.startswith("SPARKSCOPE_")})
 
     database = values["SPARKSCOPE_DB"]

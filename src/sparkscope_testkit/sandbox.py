@@ -66,7 +66,8 @@ def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings:
     if os.environ.get("SPARKSCOPE_CACHE_DIR"):
         env["SPARKSCOPE_CACHE_DIR"] = os.environ["SPARKSCOPE_CACHE_DIR"]
     env.update(settings)  # the caller's keys win, the cache dir among them
-    return load_settings(ROOT, env)
+    # Not the checkout's .env: a developer's INFLUXDB_BIND=0.0.0.0 or alert contacts are not the test's.
+    return load_settings(ROOT, env, dotenv=False)
 
 
 def reader_http(settings):
