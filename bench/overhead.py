@@ -57,6 +57,7 @@ the baseline's Spark CPU, follow the table. The processor's hardware counters
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import random
@@ -68,6 +69,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Optional
 from pathlib import Path
 
 from sparkscope.probes import procstat
@@ -102,7 +104,8 @@ class Run:
     cpu_s: float = 0.0  # all Spark processes (driver, executors, Python workers)
     stack_cpu_s: float = 0.0  # Telegraf and InfluxDB
     other_cores: float = 0.0  # everything else on the machine, mean cores busy during the run
-    forks: int = 0  # processes started on the machine during the run (Spark's own, mostly)
+    forks: int = 0  # processes started on the machine during the run (Spark's own, mostly); see TaskCounter
+    threads: Optional[int] = None  # threads started, when TaskCounter tells them apart (else in forks)
     part_s: dict[str, float] = field(default_factory=dict)  # CPU seconds by THREAD_PARTS (ThreadCpu)
 
     @property
@@ -181,11 +184,94 @@ def busy_seconds() -> float:
 
 
 def processes_started() -> int:
-    """Processes forked on the machine since boot (/proc/stat), e.g. Spark's pgrep calls."""
+    """Tasks the kernel made on the machine since boot (/proc/stat's "processes"):
+    every fork and every thread, e.g. Spark's pgrep calls and the JVMs' new threads."""
     for line in Path("/proc/stat").read_text().splitlines():
         if line.startswith("processes "):
             return int(line.split()[1])
     return 0
+
+
+def parse_task_counts(line: str, counts: dict[str, int]) -> bool:
+    """One line of bench/forks.bt's output into counts ("processes", "threads");
+    True when it was a count."""
+    for key in ("processes", "threads"):
+        if line.startswith(f"@{key}:"):
+            try:
+                counts[key] = int(line.split(":", 1)[1])
+            except ValueError:
+                return False
+            return True
+    return False
+
+
+class TaskCounter:
+    """Processes and threads started on the machine, apart: bench/forks.bt under
+    bpftrace (root), whose cumulative counts come every second. /proc/stat counts
+    both together, so a JVM's new threads would read as processes started;
+    without bpftrace that is what is counted, and said."""
+
+    def __init__(self) -> None:
+        self.proc: Optional[subprocess.Popen] = None
+        self.counts = {"processes": 0, "threads": 0}
+        self.seen = 0  # counts lines read: a reading is fresh once it grew
+        self.lock = threading.Condition()
+
+    def start(self) -> Optional[str]:
+        """Starts counting; None, or why it counts processes and threads together."""
+        if os.geteuid() != 0:
+            return "not root"
+        try:
+            self.proc = subprocess.Popen(["bpftrace", str(ROOT / "bench" / "forks.bt")], stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+        except OSError as err:
+            return f"no bpftrace ({err.strerror})"
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._fresh(15):
+            self.stop()
+            return "bpftrace gave no count within 15 s"
+        return None
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self.lock:
+                if parse_task_counts(line.strip(), self.counts):
+                    self.seen += 1
+                    self.lock.notify_all()
+
+    def _fresh(self, timeout: float) -> bool:
+        """Waits for the counts printed after this moment (both of them)."""
+        with self.lock:
+            target = self.seen + 2
+            return self.lock.wait_for(lambda: self.seen >= target, timeout)
+
+    def now(self) -> tuple[int, Optional[int]]:
+        """(processes, threads) started so far; (both together, None) when not counting apart."""
+        if self.proc is None or not self._fresh(5):
+            return processes_started(), None
+        with self.lock:
+            return self.counts["processes"], self.counts["threads"]
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+
+TASKS = TaskCounter()
+
+
+def started_text(runs: list[Run]) -> str:
+    """What the runs started (medians): processes and threads apart where counted apart."""
+    forks = statistics.median(r.forks for r in runs)
+    if all(r.threads is not None for r in runs):
+        return f"{forks:.0f} processes and {statistics.median(r.threads for r in runs):.0f} threads started"
+    return f"{forks:.0f} processes and threads started"
 
 
 def process_cpu_seconds(pids: list[int]) -> float:
@@ -335,7 +421,7 @@ def run_once(run: Run, conf: dict[str, str], workload: tuple[Path, list[str]], l
     argv = submit_argv(script, MASTER, conf, script_args)
     spark_before, self_before = own_cpu_seconds()
     stack_before, busy_before = process_cpu_seconds(stack_pids), busy_seconds()
-    forks_before = processes_started()
+    forks_before, threads_before = TASKS.now()
     started = time.monotonic()
     pass_s: dict[int, float] = {}
     profiler = None
@@ -380,7 +466,10 @@ def run_once(run: Run, conf: dict[str, str], workload: tuple[Path, list[str]], l
         profiler.kill()
         profiler.wait()
     run.wall_s = time.monotonic() - started
-    run.forks = processes_started() - forks_before
+    forks_after, threads_after = TASKS.now()
+    run.forks = forks_after - forks_before
+    if threads_before is not None and threads_after is not None:
+        run.threads = threads_after - threads_before
     spark_after, self_after = own_cpu_seconds()
     run.cpu_s = spark_after - spark_before
     run.stack_cpu_s = process_cpu_seconds(stack_pids) - stack_before
@@ -412,7 +501,9 @@ def compare(runs: list[Run], arms: list[str], label: str) -> None:
                                                [getattr(r, attr) for r in by_arm[arm]])
             cells.append(f"{what} {(point - 1) * 100:+5.1f} % [{(low - 1) * 100:+.1f}, {(high - 1) * 100:+.1f}]")
         forks = statistics.median(r.forks for r in by_arm[arm]) - statistics.median(r.forks for r in by_arm[base])
-        print(f"    {arm:10} " + "   ".join(cells) + f"   processes {forks:+.0f}")
+        split = all(r.threads is not None for r in by_arm[arm] + by_arm[base])
+        print(f"    {arm:10} " + "   ".join(cells) + f"   {'processes' if split else 'processes and threads'} "
+              f"{forks:+.0f}")
 
 
 def bootstrap_difference(base: list[float], other: list[float], resamples: int = 2000,
@@ -474,7 +565,7 @@ def report(runs: list[Run], arms: list[str], queries: list[str], args: argparse.
     for arm, rs in by_arm.items():
         print(f"  {arm:10} median query time {statistics.median(r.total_s for r in rs):7.2f} s, Spark CPU "
               f"{statistics.median(r.cpu_s for r in rs):6.1f} s, spark-submit {statistics.median(r.wall_s for r in rs):5.1f} s, "
-              f"processes started {statistics.median(r.forks for r in rs):.0f}, "
+              f"{started_text(rs)}, "
               f"Telegraf + InfluxDB {statistics.median(r.stack_cpu_s for r in rs):.1f} s CPU")
     compare(runs, arms, "all rounds")
     parts(by_arm, arms)
@@ -550,6 +641,10 @@ def main() -> int:
         else:
             workload = (ROOT / "bench" / "jobs" / "many_tasks.py", [str(args.tasks)])
         stack_pids = [PidFile(settings.state_dir, n).running_pid() for n in ("influxdb", "telegraf")]
+        why = TASKS.start()
+        atexit.register(TASKS.stop)  # bpftrace runs in a session of its own: never left behind
+        print("processes and threads are counted apart (bench/forks.bt)" if why is None else
+              f"processes and threads are counted together (/proc/stat): {why}", flush=True)
         print(f"stack: InfluxDB {settings.influx_url}, Graphite {settings.graphite_host}:"
               f"{settings.graphite_port}; Spark logs in {tmp}", flush=True)
         for n in range(1, args.rounds + 1):
@@ -565,8 +660,9 @@ def main() -> int:
                          args.thread_sample)
                 runs.append(run)
                 print(f"      queries {run.total_s:6.2f} s, spark-submit {run.wall_s:5.1f} s, Spark CPU "
-                      f"{run.cpu_s:5.1f} s, {run.forks} processes started, other work {run.other_cores:4.2f} cores"
+                      f"{run.cpu_s:5.1f} s, {started_text([run])}, other work {run.other_cores:4.2f} cores"
                       f"{' (disturbed)' if run.disturbed else ''}  ({run.app_id})", flush=True)
+    TASKS.stop()
     report(runs, arms, names, args)
     if args.json:
         args.json.write_text(json.dumps([vars(r) for r in runs], indent=1))

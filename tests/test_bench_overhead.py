@@ -75,3 +75,44 @@ def test_a_thread_is_put_where_its_name_says():
     assert overhead.thread_part("executor-metri") == "metrics polling"
     assert overhead.thread_part("G1 Conc#0") == "GC"
     assert overhead.thread_part("Finalizer") == "other JVM threads"
+
+
+def test_bpftrace_s_counts_are_read_and_anything_else_is_not():
+    overhead = load_overhead()
+    counts = {"processes": 0, "threads": 0}
+    assert overhead.parse_task_counts("@processes: 17", counts) and overhead.parse_task_counts("@threads: 940", counts)
+    assert counts == {"processes": 17, "threads": 940}
+    for other in ("22:01:05", "Attaching 3 probes...", "@processes: many", "@other: 3"):
+        assert not overhead.parse_task_counts(other, counts)
+    assert counts == {"processes": 17, "threads": 940}
+
+
+def test_threads_started_are_not_counted_as_processes_started():
+    """/proc/stat counts a thread as a process started; the bench's counter tells them
+    apart, so a JVM's new threads no longer read as forks (pgrep) in its figures."""
+    import os
+    import shutil
+    import subprocess
+    import threading
+    import pytest
+    if os.geteuid() != 0 or not shutil.which("bpftrace"):
+        pytest.skip("needs root and bpftrace (the suite installs bpftrace from apt)")
+    overhead = load_overhead()
+    counter = overhead.TaskCounter()
+    why = counter.start()
+    assert why is None, why
+    try:
+        processes, threads = counter.now()
+        for _ in range(3):
+            subprocess.run(["true"], check=True)
+        made = [threading.Thread(target=lambda: None) for _ in range(500)]
+        for t in made:
+            t.start()
+            t.join()
+        processes2, threads2 = counter.now()
+        assert processes2 - processes >= 3
+        assert threads2 - threads >= 500
+        assert processes2 - processes < 500, "threads counted as processes"
+    finally:
+        counter.stop()
+    assert counter.proc is None
