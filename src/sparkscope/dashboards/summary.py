@@ -84,6 +84,13 @@ BYTES_COLUMNS = [
 ]
 
 
+
+def _held_run_deserialize() -> list:
+    """A: slot-seconds held; B, C: the tasks' run and deserialize seconds (used = B + C), the
+    queries both capacity stats compute from."""
+    return [slot_seconds_held("held"), total(RUN_TIME_COUNT, "run", scale=" / 1000"),
+            total(DESERIALIZE_TIME_COUNT, "deserialize", scale=" / 1000")]
+
 def app_row() -> Row:
     return Row("The application", [
         Panel("Run time",
@@ -112,8 +119,7 @@ def app_row() -> Row:
               "the time tasks held a slot, summed over tasks (Spark's runTime + deserializeTime). The report "
               "counts held from the executors' added and removed events to the second (./sparkscope report: "
               "Capacity). " + NEEDS_SINK + " " + NEEDS_ANNOTATOR,
-              [slot_seconds_held("held"), total(RUN_TIME_COUNT, "run", scale=" / 1000"),
-               total(DESERIALIZE_TIME_COUNT, "deserialize", scale=" / 1000"), math("$B + $C")],
+              [*_held_run_deserialize(), math("$B + $C")],
               "s", kind="stat", width=5, height=4, hidden_refs=("B", "C"),
               overrides=[{"matcher": {"id": "byFrameRefID", "options": "D"},
                           "properties": [{"id": "displayName", "value": "used"}]}]),
@@ -122,8 +128,7 @@ def app_row() -> Row:
               "which no task ran. High: executors waited between jobs, or more slots than tasks; the "
               "report's Capacity section says which and what to change (dynamic allocation, fewer "
               "executors or cores). " + NEEDS_SINK + " " + NEEDS_ANNOTATOR,
-              [slot_seconds_held("held"), total(RUN_TIME_COUNT, "run", scale=" / 1000"),
-               total(DESERIALIZE_TIME_COUNT, "deserialize", scale=" / 1000"), math("1 - ($B + $C) / $A")],
+              [*_held_run_deserialize(), math("1 - ($B + $C) / $A")],
               "percentunit", kind="stat", width=3, height=4, hidden_refs=("A", "B", "C"), decimals=0,
               display_name="idle share"),
         Panel("Peak memory",
