@@ -318,6 +318,14 @@ def thanos_service(settings: Settings, name: str, progress: Progress) -> Service
 SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
 
 
+def _user_name(uid: int) -> Optional[str]:
+    """The login name of uid, or None where the host has no entry for it (a container's uid)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return None
+
+
 class NativeBackend(Backend):
     name = "native"
     runs_thanos = True
@@ -402,17 +410,12 @@ class NativeBackend(Backend):
         it is and the two ways out instead."""
         if os.geteuid() == 0:
             return
-        owner = directory.stat().st_uid
-        if owner == os.geteuid():
+        owner, uid = directory.stat().st_uid, os.geteuid()
+        if owner == uid:
             return
-        try:
-            who = pwd.getpwuid(owner).pw_name
-        except KeyError:
-            who = f"uid {owner}"
-        try:
-            me = pwd.getpwuid(os.geteuid()).pw_name + ":"
-        except KeyError:
-            me = str(os.geteuid())
+        who, mine = _user_name(owner), _user_name(uid)
+        who = who or f"uid {owner}"
+        me = f"{mine}:" if mine else str(uid)
         raise StackError(f"{name} not started: its data in {directory} belongs to {who}, not to you (a root "
                          f"`up` runs the services as SPARKSCOPE_SERVICE_USER, and hands their data to it). "
                          f"Run `sudo ./sparkscope up` as before, or take the data over: "
