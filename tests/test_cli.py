@@ -164,6 +164,13 @@ def test_influxdb_refusing_telegraf_s_writes_is_read_from_telegraf_s_log_within_
     unreachable = ('2026-11-27T09:59:50Z E! [outputs.influxdb] When writing to [http://127.0.0.1:8086]: failed doing '
                    'req: Post "http://127.0.0.1:8086/write?db=spark": dial tcp 127.0.0.1:8086: connect: connection refused')
     assert telegraf_refusal([unreachable], now) is None
+    # Nor is a write that met an InfluxDB still opening its files (the relay's queue, then
+    # Telegraf's own timeout) or a connection cut: only an answer with an HTTP status refuses.
+    for cause in ('context deadline exceeded (Client.Timeout exceeded while awaiting headers)', 'EOF'):
+        assert telegraf_refusal([unreachable.replace("dial tcp 127.0.0.1:8086: connect: connection refused",
+                                                     cause)], now) is None
+    assert telegraf_refusal([REFUSED.format(at="2026-11-27T09:59:50Z").replace("500 Internal Server Error",
+                                                                               "503 Service Unavailable")], now)
 
 
 def test_status_reports_a_refusing_influxdb_from_telegraf_s_log_and_writes_nothing(tmp_path, monkeypatch):

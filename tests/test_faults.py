@@ -393,7 +393,8 @@ def test_full_disk_under_influxdb_is_reported_by_status_and_spark_runs_on(tmp_pa
             with contextlib.redirect_stdout(io.StringIO()):
                 assert cli.main(["down", "influxdb"]) == 0
                 assert cli.main(["up", "influxdb"]) == 0
-            assert status_of(settings, "influxdb")[0] == "up"
+            after = status_of(settings, "influxdb")
+            assert after[0] == "up", after
             influx.write(settings.influx_writer, settings.database, f"after_disk_full ok=1i {int(time.time())}")
             assert stack.influx('SELECT count("ok") FROM "after_disk_full"')[0]["values"][0][1] == 1
 

@@ -124,17 +124,19 @@ REFUSAL_WINDOW_S = 60
 _TELEGRAF_WRITE_ERROR = re.compile(r"^(\S+)\s+E! \[outputs\.influxdb\] When writing to \[[^]]*\]: (.*)$")
 
 
-# Telegraf could not reach InfluxDB at all: that InfluxDB was down is what its
-# own health check says now, not a refusal of what it was sent.
-_NOT_REACHED = ("connection refused", "dial tcp", "no such host", "i/o timeout", "connection reset")
+# A refusal is InfluxDB's answer, which Telegraf logs from its HTTP status on
+# ("500 Internal Server Error: ..."). Everything else ("failed doing req: ...:
+# connection refused", "EOF", a client timeout) is Telegraf not reaching an
+# InfluxDB that was down or starting: its own health check says that, now.
+_ANSWERED = re.compile(r"^[1-5]\d\d ")
 
 
 def telegraf_refusal(log_lines: Iterable[str], now: Optional[datetime] = None,
                      window_s: float = REFUSAL_WINDOW_S, since: Optional[datetime] = None) -> Optional[str]:
     """What InfluxDB answered the newest write Telegraf logged as failed within
     window_s (and after `since`, the current InfluxDB's start: a refusal of the
-    process before a restart is not this one's), or None. Failures to reach
-    InfluxDB are not refusals. Lines are Telegraf's (`2026-11-27T10:00:02Z E!
+    process before a restart is not this one's), or None. Only InfluxDB's
+    answers (an HTTP status) are refusals: failing to reach it is not. Lines are Telegraf's (`2026-11-27T10:00:02Z E!
     [outputs.influxdb] When writing to [http://...]: 500 Internal Server Error:
     ... no space left on device`), with or without compose's `telegraf-1  | ` prefix."""
     now = now or datetime.now(timezone.utc)
@@ -149,7 +151,7 @@ def telegraf_refusal(log_lines: Iterable[str], now: Optional[datetime] = None,
             continue
         if (now - at).total_seconds() > window_s or (since is not None and at <= since):
             continue
-        if not any(marker in match.group(2).lower() for marker in _NOT_REACHED):
+        if _ANSWERED.match(match.group(2)):
             found = match.group(2)
     return found
 
