@@ -56,6 +56,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         query = thanos_layout(settings).query
         print(f"Thanos   {query.http_url}  PromQL (Thanos Query; user sparkscope, password in "
               f"{settings.state_dir / 'thanos' / 'password'}); events stay in InfluxDB (docs/scale.md)")
+    elif settings.metrics_store == "remote":
+        print(f"Metrics  {settings.remote_write_url} (remote write); PromQL at {settings.remote_query_url}; "
+              f"events stay in InfluxDB (docs/scale.md)")
     print(f"Graphite {settings.graphite_host}:{settings.graphite_port}  <- Spark sends here")
     print(f"\nStack    {stack.name} backend; ./sparkscope status, ./sparkscope down")
     if stack.name == "compose":
