@@ -6,11 +6,12 @@ from typing import Any
 
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
+from sparkscope.dashboards.reads import ExecutorGauge, ExecutorRate
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
                                            NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await,
-                                           disk_rate, gauge,
-                                           peaks_executors_and_driver, pressure, rate, raw,
+                                           disk_rate,
+                                           peaks_executors_and_driver, pressure, raw,
                                            recent_per_executor, slots_held, summed_gauge, target, task_threads,
                                            task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
@@ -133,7 +134,8 @@ def tasks_row() -> Row:
               "cores means idle slots; one executor busy while the others idle is skew. SQL query regions "
               "are drawn here, on Task time by component and on the heap graph only, so that a run of a "
               "hundred queries leaves the other graphs readable. " + NEEDS_SINK,
-              [gauge(THREADPOOL_ACTIVE_TASKS)], "none", decimals=1, annotated=True, height=TASK_ROW_HEIGHT),
+              [ExecutorGauge(THREADPOOL_ACTIVE_TASKS)], "none", decimals=1, annotated=True,
+              height=TASK_ROW_HEIGHT),
         Panel("Slots busy vs held",
               "Task slots in use against task slots held, summed over the picked executors: busy is the "
               "mean of each executor's running tasks (threadpool.activeTasks) in the interval; held is the "
@@ -148,7 +150,7 @@ def tasks_row() -> Row:
         Panel("Executor CPU",
               "CPU used by each executor JVM, in cores (rate of JVMCPU jvmCpuTime): all threads, tasks, "
               "GC and JIT included. Near spark.executor.cores = CPU-bound. " + NEEDS_SINK,
-              [rate(JVM_CPU_TIME, scale=" / 1000000000")], "suffix: cores"),
+              [ExecutorRate(JVM_CPU_TIME, divisor=1_000_000_000)], "suffix: cores"),
         _task_thread_waits(),
         Panel("Task time by component",
               "Where task time goes, summed over the selected executors, in seconds per second (2 = two "
@@ -220,28 +222,28 @@ def memory_row() -> Row:
               "spark.executor.metrics.pollingInterval) and the heap limit (jvm heap.max, about "
               "spark.executor.memory). Used touching max with rising GC time means the executor is short "
               "of memory. " + NEEDS_EXECUTOR_METRICS,
-              [gauge(JVM_HEAP_MEMORY, "$tag_executorid used", agg="max"),
-               gauge(HEAP_MAX, "$tag_executorid max", agg="max")], "bytes", annotated=True),
+              [ExecutorGauge(JVM_HEAP_MEMORY, "$tag_executorid used", agg="max"),
+               ExecutorGauge(HEAP_MAX, "$tag_executorid max", agg="max")], "bytes", annotated=True),
         Panel("Process RSS: JVM, Python, other",
               "Resident memory of each executor's process tree, the highest sample of each interval: the "
               "JVM, its Python workers (PySpark UDFs) "
               "and any other children. This is what YARN and Kubernetes count against "
               "spark.executor.memory + memoryOverhead. " + NEEDS_PROCESS_TREE,
-              [gauge(PROCESS_TREE_JVM_RSS_MEMORY, "$tag_executorid JVM", agg="max"),
-               gauge(PROCESS_TREE_PYTHON_RSS_MEMORY, "$tag_executorid Python", agg="max"),
-               gauge(PROCESS_TREE_OTHER_RSS_MEMORY, "$tag_executorid other", agg="max")], "bytes"),
+              [ExecutorGauge(PROCESS_TREE_JVM_RSS_MEMORY, "$tag_executorid JVM", agg="max"),
+               ExecutorGauge(PROCESS_TREE_PYTHON_RSS_MEMORY, "$tag_executorid Python", agg="max"),
+               ExecutorGauge(PROCESS_TREE_OTHER_RSS_MEMORY, "$tag_executorid other", agg="max")], "bytes"),
         Panel("Unified memory, on-heap: execution + storage",
               "Spark's unified memory region on the heap, the highest sample of each interval: execution "
               "(joins, sorts, aggregations) and storage "
               "(cached blocks, broadcasts). Its size is (heap - 300 MB) x spark.memory.fraction; execution "
               "can evict storage down to spark.memory.storageFraction. " + NEEDS_EXECUTOR_METRICS,
-              [gauge(ON_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
-               gauge(ON_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
+              [ExecutorGauge(ON_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
+               ExecutorGauge(ON_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
         Panel("Unified memory, off-heap: execution + storage",
               "The same region off the heap; zero unless spark.memory.offHeap.enabled=true with "
               "spark.memory.offHeap.size. " + NEEDS_EXECUTOR_METRICS,
-              [gauge(OFF_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
-               gauge(OFF_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
+              [ExecutorGauge(OFF_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
+               ExecutorGauge(OFF_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
     ])
 
 
@@ -251,13 +253,13 @@ def gc_row() -> Row:
               "Share of wall-clock time each JVM spent in minor (young) and major (old) collections "
               "(rate of ExecutorMetrics MinorGCTime, MajorGCTime). Major GC above a few percent, or minor "
               "above 10%, slows every task on the executor. " + NEEDS_EXECUTOR_METRICS,
-              [rate(MINOR_GC_TIME, "$tag_executorid minor", scale=" / 1000"),
-               rate(MAJOR_GC_TIME, "$tag_executorid major", scale=" / 1000")], "percentunit"),
+              [ExecutorRate(MINOR_GC_TIME, "$tag_executorid minor", divisor=1000),
+               ExecutorRate(MAJOR_GC_TIME, "$tag_executorid major", divisor=1000)], "percentunit"),
         Panel("GC count",
               "Collections per minute, minor and major, per executor (rate of MinorGCCount, MajorGCCount). "
               + NEEDS_EXECUTOR_METRICS,
-              [rate(MINOR_GC_COUNT, "$tag_executorid minor", per="1m"),
-               rate(MAJOR_GC_COUNT, "$tag_executorid major", per="1m")], "cpm"),
+              [ExecutorRate(MINOR_GC_COUNT, "$tag_executorid minor", per="1m"),
+               ExecutorRate(MAJOR_GC_COUNT, "$tag_executorid major", per="1m")], "cpm"),
     ])
 
 
@@ -267,33 +269,35 @@ def shuffle_row() -> Row:
               "Shuffle bytes read per second by each executor's tasks, from its own host (local) and from "
               "other executors over the network (remote). High remote reads with high fetch wait above "
               "point at the network or at spark.reducer.maxSizeInFlight." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate(SHUFFLE_LOCAL_BYTES_READ_COUNT, "$tag_executorid local"),
-               rate(SHUFFLE_REMOTE_BYTES_READ_COUNT, "$tag_executorid remote")], "Bps"),
+              [ExecutorRate(SHUFFLE_LOCAL_BYTES_READ_COUNT, "$tag_executorid local"),
+               ExecutorRate(SHUFFLE_REMOTE_BYTES_READ_COUNT, "$tag_executorid remote")], "Bps"),
         Panel("Shuffle write",
               "Shuffle bytes written per second by each executor's map tasks." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate(SHUFFLE_BYTES_WRITTEN_COUNT)], "Bps"),
+              [ExecutorRate(SHUFFLE_BYTES_WRITTEN_COUNT)], "Bps"),
         Panel("Spill",
               "Bytes spilled per second: memory = size of the spilled data in memory, disk = what reached "
               "disk. Any spill means execution memory ran short: more partitions "
               "(spark.sql.shuffle.partitions) or more memory per task." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate(MEMORY_BYTES_SPILLED_COUNT, "$tag_executorid memory"),
-               rate(DISK_BYTES_SPILLED_COUNT, "$tag_executorid disk")], "Bps"),
+              [ExecutorRate(MEMORY_BYTES_SPILLED_COUNT, "$tag_executorid memory"),
+               ExecutorRate(DISK_BYTES_SPILLED_COUNT, "$tag_executorid disk")], "Bps"),
         Panel("File system read",
               "Bytes read per second by each executor's tasks from any storage (executor bytesRead, counted "
               "at task end) and, while they run, per Hadoop file system scheme (file, hdfs, s3a, gs, abfs). "
               "Spark reports schemes only for those in spark.executor.metrics.fileSystemSchemes (default "
               "file,hdfs): add s3a, gs or abfs there to see cloud storage by scheme." + ENDS_AT_TASK_END
               + NEEDS_SINK,
-              [rate(BYTES_READ_COUNT, "$tag_executorid all storage"),
-               *(rate(f"filesystem.{scheme}.read_bytes", f"$tag_executorid {scheme}") for scheme in FS_SCHEMES)],
+              [ExecutorRate(BYTES_READ_COUNT, "$tag_executorid all storage"),
+               *(ExecutorRate(f"filesystem.{scheme}.read_bytes", f"$tag_executorid {scheme}")
+                 for scheme in FS_SCHEMES)],
               "Bps"),
         Panel("File system write",
               "Bytes written per second by each executor's tasks to any storage (executor bytesWritten, "
               "counted at task end) and per Hadoop file system scheme in "
               "spark.executor.metrics.fileSystemSchemes (default file,hdfs; add s3a, gs or abfs for cloud "
               "storage)." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate(BYTES_WRITTEN_COUNT, "$tag_executorid all storage"),
-               *(rate(f"filesystem.{scheme}.write_bytes", f"$tag_executorid {scheme}") for scheme in FS_SCHEMES)],
+              [ExecutorRate(BYTES_WRITTEN_COUNT, "$tag_executorid all storage"),
+               *(ExecutorRate(f"filesystem.{scheme}.write_bytes", f"$tag_executorid {scheme}")
+                 for scheme in FS_SCHEMES)],
               "Bps"),
     ])
 
