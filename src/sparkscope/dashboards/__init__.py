@@ -31,6 +31,11 @@ from sparkscope.dashboards.uids import LIVE_UID, PROFILES_UID, SUMMARY_UID
 from sparkscope.settings import ROOT
 
 DASHBOARDS_DIR = ROOT / "dashboards"
+# The PromQL dashboards (prometheus.py), for the Thanos store only: a folder
+# of their own, since Grafana's file provider loads every JSON under a path,
+# subfolders too, and these need the Prometheus datasource only that store
+# provisions (grafana/thanos/).
+PROMETHEUS_DIR = "dashboards-prometheus"
 
 
 def build() -> dict[str, dict[str, Any]]:
@@ -57,6 +62,12 @@ def build() -> dict[str, dict[str, Any]]:
     }
 
 
+def build_prometheus() -> dict[str, dict[str, Any]]:
+    """File name in dashboards-prometheus/ -> dashboard JSON."""
+    from sparkscope.dashboards import prometheus
+    return {"spark-executors.json": prometheus.build()}
+
+
 def summary_rows() -> list:
     """The summary's graphs and totals read raw samples only: it is opened on
     a run that often ended minutes ago, before the rollups of its range exist
@@ -76,5 +87,10 @@ def main(argv: list[str]) -> int:
     for name, board in build().items():
         (out / name).write_text(render(board))
         print(f"wrote {out / name}")
+    prometheus_out = out.parent / PROMETHEUS_DIR
+    prometheus_out.mkdir(exist_ok=True)
+    for name, board in build_prometheus().items():
+        (prometheus_out / name).write_text(render(board))
+        print(f"wrote {prometheus_out / name}")
     return 0
 
