@@ -34,8 +34,8 @@ from sparkscope.store.prometheus import series_name
 from sparkscope.store.schema import JVM_CPU_TIME, JVM_HEAP_MEMORY, MINOR_GC_COUNT, SHUFFLE_BYTES_WRITTEN_COUNT
 from sparkscope_testkit.grafana12 import ModelError
 from sparkscope_testkit.grafana13 import conversion_losses
-from sparkscope_testkit.prometheus12 import (CLASSIC, SPECIAL_CHARS, PrometheusDashboard, check_substitution,
-                                             decode_string, go_duration, literal_alternatives)
+from sparkscope_testkit.prometheus12 import (CLASSIC, RULE_SETS, SPECIAL_CHARS, PrometheusDashboard,
+                                             check_substitution, decode_string, go_duration, literal_alternatives)
 
 BOARDS = {path.name: json.loads(path.read_text())
           for path in sorted((ROOT / dashboards.PROMETHEUS_DIR).glob("*.json"))}
@@ -75,10 +75,14 @@ class FakeProm:
 
 
 def opened(board: dict, labels: dict[str, list[str]] | None = None, range_ms: int = 30 * MINUTE,
-           **options) -> PrometheusDashboard:
+           rules=PrometheusDashboard, **options) -> PrometheusDashboard:
     labels = labels or {"applicationid": ["app-20261127000000-0000"], "executorid": ["driver", "0", "1"]}
-    return PrometheusDashboard(board, FakeProm(labels), NOW - range_ms, NOW, influx=lambda q, rp=None: [],
-                               **options)
+    return rules(board, FakeProm(labels), NOW - range_ms, NOW, influx=lambda q, rp=None: [], **options)
+
+
+@pytest.fixture(params=sorted(RULE_SETS), ids=sorted(RULE_SETS))
+def rules(request):
+    return RULE_SETS[request.param]
 
 
 def one_panel_board(expr: str, *variables: dict) -> dict:
@@ -132,14 +136,23 @@ def test_a_counter_cannot_be_declared_as_a_gauge_nor_a_gauge_as_a_counter():
         prometheus_legend("$tag_host")
 
 
+# What may read a stored series directly (the function around its selector): a counter only grows
+# while its executor lives, so its rate, increase or highest (its last) value; never an average or a
+# sum of its samples. A gauge: its samples' mean, highest, lowest or last; never a rate.
+COUNTER_READS = {"rate", "irate", "increase", "max_over_time", "last_over_time"}
+GAUGE_READS = {"avg_over_time", "max_over_time", "min_over_time", "last_over_time"}
+
+
 def counter_read_wrong(expr: str) -> str | None:
-    """Why a PromQL expression reads its series against its kind (None: it does not)."""
-    name = re.search(r"(\w+)\{", expr).group(1)
-    counter = queries.is_counter(BY_SERIES[name])
-    if counter and (re.search(r"\b(avg|max|min|sum|last)_over_time\(", expr) or "rate(" not in expr):
-        return f"counter {name} not read as a rate: {expr}"
-    if not counter and re.search(r"\b(rate|irate|increase|deriv|delta|idelta)\(", expr):
-        return f"gauge {name} rated: {expr}"
+    """Why a PromQL expression reads a series against its kind (None: it does not)."""
+    found = re.findall(r"(\w+)\((\w+)\{", expr)
+    if not found:
+        return f"no function reads a series directly: {expr}"
+    for function, name in found:
+        counter = queries.is_counter(BY_SERIES[name])
+        allowed = COUNTER_READS if counter else GAUGE_READS
+        if function not in allowed:
+            return f"{'counter' if counter else 'gauge'} {name} read with {function}: {expr}"
     return None
 
 
@@ -150,9 +163,13 @@ def test_counters_are_rated_never_averaged_and_gauges_never_rated(name):
 
 
 def test_the_kind_check_fails_on_an_averaged_counter_and_a_rated_gauge():
-    assert "not read as a rate" in counter_read_wrong(
+    assert "counter MinorGCCount_value read with avg_over_time" in counter_read_wrong(
         'avg by (executorid) (avg_over_time(MinorGCCount_value{a="b"}[$__interval]))')
-    assert "rated" in counter_read_wrong('sum by (executorid) (rate(JVMHeapMemory_value{a="b"}[$__rate_interval]))')
+    assert "read with sum_over_time" in counter_read_wrong('sum(sum_over_time(runTime_count_value{a="b"}[1h]))')
+    assert "gauge JVMHeapMemory_value read with rate" in counter_read_wrong(
+        'sum by (executorid) (rate(JVMHeapMemory_value{a="b"}[$__rate_interval]))')
+    assert "read with sum" in counter_read_wrong('sum(runTime_count_value{a="b"})')  # summed samples
+    assert "no function" in counter_read_wrong('runTime_count_value{a="b"}')
 
 
 def test_the_checked_in_prometheus_dashboards_are_what_the_builder_writes():
@@ -165,8 +182,9 @@ def test_the_checked_in_prometheus_dashboards_are_what_the_builder_writes():
 def test_the_prometheus_live_dashboard_has_the_per_executor_graphs_and_the_influxdb_events():
     board = BOARDS["spark-executors.json"]
     titles = [p["title"] for p in panels(board)]
-    for title in ("Active tasks", "Executor CPU", "JVM heap used vs max", "GC time share", "Shuffle write",
-                  "Spill", "File system read"):
+    for title in ("Active tasks now", "Executors alive", "Task time", "Failed tasks and stages", "Peak heap",
+                  "Peak RSS", "Active tasks", "Executor CPU", "JVM heap used vs max", "GC time share",
+                  "Shuffle write", "Spill", "File system read"):
         assert title in titles
     assert board["uid"] != json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())["uid"]
     assert {p["datasource"]["type"] for p in panels(board)} == {"prometheus"}
@@ -174,7 +192,8 @@ def test_the_prometheus_live_dashboard_has_the_per_executor_graphs_and_the_influ
     annotated = board["annotations"]["list"][0]["filter"]["ids"]
     assert {p["title"] for p in panels(board) if p["id"] in annotated} == {"Active tasks", "JVM heap used vs max"}
     # Whatever is not rendered is listed, and nothing is both.
-    assert set(prometheus.not_yet()).isdisjoint(titles) and "Task time by component" in prometheus.not_yet()
+    assert set(prometheus.not_yet()).isdisjoint(titles)
+    assert {"Task time by component", "GC share of task time", "Applications"} <= set(prometheus.not_yet())
 
 
 # ------------------------------------------------------------------ the model: escaping
@@ -258,14 +277,14 @@ def test_a_check_passes_a_right_substitution_and_fails_each_wrong_one():
 # ------------------------------------------------------------------ our dashboard and hostile run ids
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
-def test_a_hostile_run_id_in_the_store_is_not_offered_and_a_regex_looking_one_matches_only_itself(name):
+def test_a_hostile_run_id_in_the_store_is_not_offered_and_a_regex_looking_one_matches_only_itself(name, rules):
     labels = {"applicationid": [BREAKS_OUT, REGEX_LOOKING, "it's", "back\\slash"], "executorid": ["0", "1"]}
-    dash = opened(BOARDS[name], labels)
+    dash = opened(BOARDS[name], labels, rules=rules)
     offered = dash.variables["applicationid"].options_values()
     assert BREAKS_OUT not in offered and "it's" not in offered
     assert sorted(offered) == sorted([REGEX_LOOKING, "back\\slash"])
     for picked in offered:
-        dash = opened(BOARDS[name], labels, url_vars={"applicationid": picked})
+        dash = opened(BOARDS[name], labels, rules=rules, url_vars={"applicationid": picked})
         assert dash.variables["applicationid"].current == [picked]
         for panel in panels(BOARDS[name]):
             for request in dash.panel_requests(panel):  # each checked under both escapings
@@ -346,12 +365,13 @@ def thanos_run(thanos_stack, tmp_path_factory):
     return run
 
 
-def open_on_thanos(settings, run, board: dict) -> PrometheusDashboard:
+def open_on_thanos(settings, run, board: dict, end_ms: int | None = None,
+                   rules=PrometheusDashboard) -> PrometheusDashboard:
     from sparkscope_testkit.sandbox import reader_http
     query = Query(settings)
-    return PrometheusDashboard(board, lambda path, params: query.get(path, **params),
-                               run.started_ms - MINUTE, run.ended_ms + MINUTE, influx=reader_http(settings),
-                               url_vars={"applicationid": run.app_id})
+    return rules(board, lambda path, params: query.get(path, **params),
+                               run.started_ms - MINUTE, end_ms or run.ended_ms + MINUTE,
+                               influx=reader_http(settings), url_vars={"applicationid": run.app_id})
 
 
 def executors_sending(query: Query, expr: str, app_id: str) -> set[str]:
@@ -360,20 +380,34 @@ def executors_sending(query: Query, expr: str, app_id: str) -> set[str]:
                          **{"match[]": f'{name}{{applicationid="{app_id}"}}'})["data"])
 
 
+def reads_the_end(panel: dict) -> bool:
+    """A stat of what reports at the end of the range ("now"): opened mid-run, as the InfluxDB test does."""
+    return any("last_over_time" in t["expr"] for t in panel["targets"])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BOARDS))
-def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_stack, thanos_run, name):
+def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_stack, thanos_run, name, rules):
     board = BOARDS[name]
-    dash = open_on_thanos(thanos_stack, thanos_run, board)
+    dash = open_on_thanos(thanos_stack, thanos_run, board, rules=rules)
+    mid_run = open_on_thanos(thanos_stack, thanos_run, board, (thanos_run.started_ms + thanos_run.ended_ms) // 2,
+                             rules=rules)
     assert dash.variables["applicationid"].current == [thanos_run.app_id]
     assert thanos_run.app_id in dash.variables["applicationid"].options_values()  # offered, not only from the URL
     assert set(dash.variables["executorid"].options_values()) >= {"driver", "0", "1"}
     query = Query(thanos_stack)
     checked = []
     for panel in panels(board):
-        results = dash.run_panel(panel)
-        for request in dash.panel_requests(panel):
+        opened_ = mid_run if reads_the_end(panel) else dash
+        results = opened_.run_panel(panel)
+        for request in opened_.panel_requests(panel):
             got = results[request.ref_id]
+            if request.instant:
+                assert len(got) == 1 and float(got[0]["value"][1]) >= 0, (panel["title"], request.legend, got)
+                if panel["title"] in ("Active tasks now", "Executors alive", "Task time", "Peak heap"):
+                    assert float(got[0]["value"][1]) > 0, (panel["title"], request.legend, got)
+                checked.append((panel["title"], request.legend))
+                continue
             points = [v for series in got for _, v in series["values"]]
             if (panel["title"], request.legend) in EMPTY_WITHOUT:
                 continue
@@ -383,10 +417,10 @@ def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_
             expected = executors_sending(query, request.expr, thanos_run.app_id)
             assert expected >= {"0", "1"}, f"{request.expr}: executors 0 and 1 sent nothing: {expected}"
             assert {s["metric"].get("executorid") for s in got} == expected, (panel["title"], request.legend)
-            names = dash.series_names(request, got)
+            names = opened_.series_names(request, got)
             assert len(set(names)) == len(names) and all(n.split(" ")[0] in expected for n in names), names
             checked.append((panel["title"], request.legend))
-    assert len(checked) >= 20, checked
+    assert len(checked) >= 30, checked
     # The events, from InfluxDB, on the same run.
     for annotation in board["annotations"]["list"]:
         events = dash.annotation_events(annotation)
@@ -395,21 +429,39 @@ def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_
 
 
 @pytest.mark.slow
-def test_the_heap_graph_through_thanos_peaks_where_influxdb_does(thanos_stack, thanos_run):
-    """The same declaration read from both stores: each executor's highest heap sample of the run
-    (Telegraf wrote the same samples to both)."""
+def test_the_same_declarations_read_the_same_figures_from_thanos_and_influxdb(thanos_stack, thanos_run):
+    """Telegraf wrote the same samples to both stores: each executor's highest heap sample in the
+    heap graph, the run's task time total and its peak heap stat agree between the PromQL dashboard on
+    Thanos and the InfluxDB one."""
     from conftest import Stack
+    from sparkscope_testkit.grafana12 import Dashboard12
     board = BOARDS["spark-executors.json"]
-    dash = open_on_thanos(thanos_stack, thanos_run, board)
+    influx_board = json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())
+    on_thanos = open_on_thanos(thanos_stack, thanos_run, board)
+    on_influx = Stack(thanos_stack).open_dashboard(influx_board, on_thanos.time_from_ms, on_thanos.time_to_ms,
+                                                   rules=Dashboard12, url_vars={"applicationid": thanos_run.app_id})
+
     heap = next(p for p in panels(board) if p["title"] == "JVM heap used vs max")
-    [used, _] = dash.panel_requests(heap)
-    got = dash.run_panel(heap)[used.ref_id]
+    [used, _] = on_thanos.panel_requests(heap)
+    got = on_thanos.run_panel(heap)[used.ref_id]
     from_thanos = {s["metric"]["executorid"]: max(float(v) for _, v in s["values"]) for s in got}
     stored = Stack(thanos_stack).influx(
         f'SELECT max("value") FROM "{JVM_HEAP_MEMORY}" WHERE "applicationid" = \'{thanos_run.app_id}\' '
         'GROUP BY "executorid"')
     from_influx = {s["tags"]["executorid"]: s["values"][0][1] for s in stored}
     assert from_thanos == pytest.approx(from_influx), (from_thanos, from_influx)
+
+    def stat(dash, dashboard: dict, title: str) -> list[float]:
+        panel = next(p for p in panels(dashboard) if p["title"] == title)
+        results = dash.run_panel(panel)
+        if dash is on_thanos:
+            return [float(results[ref][0]["value"][1]) for ref in sorted(results)]
+        return [next(v for row in results[ref][0]["values"] for v in row[1:] if v is not None)
+                for ref in sorted(results)]
+
+    for title in ("Task time", "Peak heap", "Peak RSS"):
+        thanos_figures, influx_figures = stat(on_thanos, board, title), stat(on_influx, influx_board, title)
+        assert thanos_figures == pytest.approx(influx_figures), (title, thanos_figures, influx_figures)
 
 
 # ------------------------------------------------------------------ provisioned with the Thanos store only

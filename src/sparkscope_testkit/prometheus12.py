@@ -23,7 +23,8 @@ the Prometheus datasource's own rules where they differ:
   Dashboard12.interval, the datasource's scrape interval as its least),
   $__rate_interval max($__interval + scrape, 4 x scrape) as a Go duration,
   $__range the range in whole seconds; the step of a range query is the
-  interval, start and end floored to it.
+  interval, start and end floored to it; an instant query (stat panels) is
+  evaluated at the end of the range.
 
 "Means what the template says" (check_substitution): the query lexes as
 PromQL with the same tokens as its template (a value cannot end its string
@@ -51,9 +52,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple, Union
 
-from sparkscope_testkit.grafana12 import (ALL, Dashboard12, ModelError, Variable, _CustomAll, _VARIABLE,
+from sparkscope_testkit.grafana12 import (Dashboard12, ModelError, Variable, _CustomAll, _VARIABLE,
                                           apply_format, calculate_interval, interval_to_ms, options_from_texts,
                                           round_interval)
+from sparkscope_testkit.grafana13 import Dashboard13
 
 # send(path, params) -> the JSON body of a GET to the Prometheus HTTP API.
 PromSend = Callable[[str, dict], dict]
@@ -443,7 +445,9 @@ class PrometheusDashboard(Dashboard12):
             _, step_ms = self.step(panel)
             step = step_ms // 1000 or 1
             end = math.floor(self.time_to_ms / 1000 / step) * step
-            params = {"query": expr, "time": str(end)} if instant else {
+            # An instant query is evaluated at the end of the range as it is; a range query's
+            # start and end are floored to its step.
+            params = {"query": expr, "time": str(self.time_to_ms / 1000)} if instant else {
                 "query": expr, "start": str(math.floor(self.time_from_ms / 1000 / step) * step),
                 "end": str(end), "step": str(step)}
             requests.append(PromRequest(ref_id, expr, target.get("legendFormat") or "", bool(target.get("hide")),
@@ -461,5 +465,11 @@ class PrometheusDashboard(Dashboard12):
                 for one in result]
 
 
-def is_all(var: Variable) -> bool:
-    return var.value == ALL or var.value == [ALL]
+
+class PrometheusDashboard13(PrometheusDashboard, Dashboard13):
+    """Grafana 13: the Prometheus datasource as in 12.4 (built in to both, the same code); the v2
+    conversion's losses refused and the InfluxDB annotations read by the grafana-influxdb-datasource
+    plugin's rules (grafana13.py)."""
+
+
+RULE_SETS = {"grafana12.4": PrometheusDashboard, "grafana13": PrometheusDashboard13}

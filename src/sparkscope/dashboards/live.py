@@ -6,13 +6,12 @@ from typing import Any
 
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
-from sparkscope.dashboards.reads import ExecutorGauge, ExecutorRate
+from sparkscope.dashboards.reads import ExecutorGauge, ExecutorRate, Recent, peaks_executors_and_driver
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
                                            NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await,
                                            disk_rate,
-                                           peaks_executors_and_driver, pressure, raw,
-                                           recent_per_executor, slots_held, summed_gauge, target, task_threads,
+                                           pressure, raw, slots_held, summed_gauge, target, task_threads,
                                            task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 from sparkscope.store.schema import (APPLICATION_MEASUREMENT, BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER,
@@ -91,13 +90,13 @@ def summary_row() -> Row:
               "Tasks running at the end of the time range (now, when it ends now): each executor's latest "
               "report of the last 20 s, summed; an executor that stopped reporting drops out, and 0 means "
               "nothing runs. Compare with executors x spark.executor.cores. " + NEEDS_SINK,
-              [recent_per_executor(THREADPOOL_ACTIVE_TASKS, "sum", "active tasks")],
+              [Recent(THREADPOOL_ACTIVE_TASKS, "sum", "active tasks")],
               "none", kind="stat", width=3, height=4, decimals=0, no_value="0"),
         Panel("Executors alive",
               "Executors that reported in the last 20 s of the time range (the ones running tasks: the "
               "driver counts only in local mode, where it runs them). A drop means executors were lost or "
               "released (dynamic allocation). " + NEEDS_SINK,
-              [recent_per_executor(THREADPOOL_ACTIVE_TASKS, "count", "executors")],
+              [Recent(THREADPOOL_ACTIVE_TASKS, "count", "executors")],
               "none", kind="stat", width=3, height=4, decimals=0, no_value="0"),
         shared.task_time(
             "Total time tasks ran and, of it, CPU time, summed over all executors since they started "

@@ -3,11 +3,14 @@ the InfluxDB one (live.py), rendered to PromQL for Grafana's Prometheus
 datasource (reads.py), with the events still read from InfluxDB as
 annotations (they are strings, which a Prometheus store does not hold).
 
-Only the panels whose every line is a declared read (reads.ExecutorGauge,
-ExecutorRate) are rendered: the per-executor graphs of tasks, CPU, memory,
-GC, shuffle, spill and file system I/O. The rest of the live dashboard
-(stats, tables, task time by component, task threads, containers,
-streaming, the host) is InfluxQL only so far: NOT_YET lists it.
+Only the panels whose every target is a declared read (reads.py) are
+rendered: the summary's stats (active tasks now, executors alive, task
+time, failed tasks and stages, peak heap and RSS) and the per-executor
+graphs of tasks, CPU, memory, GC, shuffle, spill and file system I/O. The
+rest of the live dashboard is InfluxQL only so far (not_yet() lists it):
+the GC share (a Grafana math expression over two queries), the
+applications table (strings: InfluxDB only), slots held, task time by
+component, task threads, containers, streaming and the host.
 
 Variables are Grafana's label_values() of the Prometheus names
 (store/prometheus.py). The run picker lists the runs whose driver sends

@@ -200,14 +200,6 @@ def peak(measurement: str, alias: str, where: str = NOT_DRIVER) -> dict[str, Any
     return target(f'SELECT max("v") FROM {range_max(measurement, where)}', alias)
 
 
-def peaks_executors_and_driver(measurement: str, what: str) -> list[dict[str, Any]]:
-    """The highest sample over the executors and, apart, the driver's. In local
-    mode there are no executors but the driver, and only its value shows.
-    Named "sampled": the annotator's exact peaks (exact_peaks) can be higher."""
-    return [peak(measurement, f"{what}, executors (sampled)"),
-            peak(measurement, f"{what}, driver (sampled)", where=f"{APP} AND \"executorid\" = 'driver'")]
-
-
 EXECUTOR_PEAKS = EXECUTOR_PEAKS_MEASUREMENT
 
 

@@ -1,22 +1,32 @@
-"""What a graph reads, declared once and rendered for either metrics store.
+"""What a panel reads, declared once and rendered for either metrics store.
 
-A panel's line is declared as what it means: one stored series
-(measurement and field), whether it is a gauge or a counter (from the
-schema: queries.is_counter, never by hand), per executor, and how an
-interval is read (a gauge's mean or highest value; a counter's rate). The
-same declaration renders to
+A panel's line or number is declared as what it means: one stored series
+(a measurement's value), whether it is a gauge or a counter (from the
+schema: queries.is_counter, never by hand), per executor or over the
+application, and how it is read:
 
-- InfluxQL for the InfluxDB dashboards: through queries.gauge and
-  queries.rate, so their text is what it always was (generate --check);
+- ExecutorGauge: a line per executor, each interval's mean or highest;
+- ExecutorRate: a line per executor, a counter's increase per second or minute;
+- Recent: executors reporting at the end of the range, counted or added up;
+- Total: a counter's total over the run (each executor's highest, added up);
+- Highest: the highest value of the run's series (a driver's count so far);
+- Peak: a gauge's highest sample of the executors, or of the driver.
+
+The same declaration renders to
+
+- InfluxQL for the InfluxDB dashboards: through queries.py's functions, so
+  their text is what it always was (generate --check);
 - PromQL for the Prometheus-datasource dashboards (the Thanos store): names
-  from store/prometheus.py, a gauge read with <agg>_over_time over
+  from store/prometheus.py; a gauge read with <agg>_over_time over
   $__interval, a counter with rate() over $__rate_interval (Grafana's
-  window that always holds two samples), the application and executor
-  pickers as label matchers (APP_MATCHER, EXECUTOR_MATCHER below).
+  window that always holds two samples) or, for a total, its highest value
+  over $__range; a stat as an instant query at the end of the range; the
+  application and executor pickers as label matchers (APP_MATCHER,
+  EXECUTOR_MATCHER below).
 
 A counter is never averaged and a gauge never rated in either dialect: the
-kind comes from the schema, and ExecutorGauge refuses a counter,
-ExecutorRate a gauge.
+kind comes from the schema, and a declaration refuses the other kind
+(ExecutorGauge and Peak a counter; ExecutorRate and Total a gauge).
 """
 
 from __future__ import annotations
@@ -94,10 +104,6 @@ class ExecutorGauge:
         if self.agg not in ("mean", "max"):
             raise ValueError(f"agg {self.agg!r}: mean or max")
 
-    @property
-    def counter(self) -> bool:
-        return False
-
     def render(self, dialect: str) -> dict[str, Any]:
         if dialect == INFLUXQL:
             with _reading(self.read_from):
@@ -124,10 +130,6 @@ class ExecutorRate:
         if self.per not in _PER:
             raise ValueError(f"per {self.per!r}: one of {sorted(_PER)}")
 
-    @property
-    def counter(self) -> bool:
-        return True
-
     def render(self, dialect: str) -> dict[str, Any]:
         if dialect == INFLUXQL:
             scale = f" / {self.divisor}" if self.divisor != 1 else ""
@@ -143,7 +145,98 @@ class ExecutorRate:
         return _prometheus_target(expr, self.alias)
 
 
-Read = (ExecutorGauge, ExecutorRate)
+def _instant_target(expr: str, legend: str) -> dict[str, Any]:
+    # instant: one number at the end of the range (stat panels).
+    return {"datasource": PROMETHEUS_DATASOURCE, "editorMode": "code", "expr": expr,
+            "legendFormat": prometheus_legend(legend), "range": False, "instant": True}
+
+
+def _app_selector(measurement: str, executor: str = "") -> str:
+    return f"{series_name(measurement, 'value')}{{{APP_MATCHER}{executor}}}"
+
+
+@dataclass(frozen=True)
+class Recent:
+    """How many executors report (count), or their values added up (sum), at
+    the end of the range: each executor's latest value of the last `window`;
+    one that stopped reporting drops out."""
+    measurement: str
+    agg: str  # sum | count
+    alias: str
+    window: str = "20s"
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        if dialect == INFLUXQL:
+            return queries.recent_per_executor(self.measurement, self.agg, self.alias, self.window)
+        return _instant_target(f"{self.agg}(max by ({EXECUTOR_LABEL}) (last_over_time("
+                               f"{_app_selector(self.measurement)}[{self.window}])))", self.alias)
+
+
+@dataclass(frozen=True)
+class Total:
+    """A counter's total over the application: each executor's highest value
+    in the range (a counter's last), added up, divided by `divisor`."""
+    measurement: str
+    alias: str
+    divisor: int = 1
+
+    def __post_init__(self) -> None:
+        if not queries.is_counter(self.measurement):
+            raise ValueError(f"{self.measurement} is a gauge: its values do not add up to a total")
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        if dialect == INFLUXQL:
+            return queries.total(self.measurement, self.alias,
+                                 scale=f" / {self.divisor}" if self.divisor != 1 else "")
+        expr = f"sum(max_over_time({_app_selector(self.measurement)}[$__range]))"
+        return _instant_target(expr + (f" / {self.divisor}" if self.divisor != 1 else ""), self.alias)
+
+
+@dataclass(frozen=True)
+class Highest:
+    """The highest value of the application's series over the range (of a
+    counter the driver keeps, e.g. failed tasks: its count so far)."""
+    measurement: str
+    alias: str
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        if dialect == INFLUXQL:
+            return queries.target(f'SELECT max("value") FROM "{self.measurement}" WHERE {queries.APP} '
+                                  'AND $timeFilter', self.alias)
+        return _instant_target(f"max(max_over_time({_app_selector(self.measurement)}[$__range]))", self.alias)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A gauge's highest sample over the range: of the executors, or of the driver."""
+    measurement: str
+    alias: str
+    driver: bool = False
+
+    def __post_init__(self) -> None:
+        if queries.is_counter(self.measurement):
+            raise ValueError(f"{self.measurement} is a counter: its peak is its total (Total)")
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        if dialect == INFLUXQL:
+            if self.driver:
+                return queries.peak(self.measurement, self.alias,
+                                    where=f"{queries.APP} AND \"{EXECUTOR}\" = 'driver'")
+            return queries.peak(self.measurement, self.alias)
+        executor = f', {EXECUTOR_LABEL}{"=" if self.driver else "!="}"driver"'
+        return _instant_target(f"max(max_over_time({_app_selector(self.measurement, executor)}[$__range]))",
+                               self.alias)
+
+
+def peaks_executors_and_driver(measurement: str, what: str) -> list[Peak]:
+    """The highest sample over the executors and, apart, the driver's. In local
+    mode there are no executors but the driver, and only its value shows.
+    Named "sampled": the annotator's exact peaks (queries.exact_peaks) can be higher."""
+    return [Peak(measurement, f"{what}, executors (sampled)"),
+            Peak(measurement, f"{what}, driver (sampled)", driver=True)]
+
+
+Read = (ExecutorGauge, ExecutorRate, Recent, Total, Highest, Peak)
 
 
 def is_read(target: Any) -> bool:
