@@ -44,10 +44,16 @@ MINUTE = 60_000
 SPARK_MEASUREMENTS = sorted({line.split(".", 4)[4] for line in
                              (ROOT / "tests" / "data" / "spark-3.5.9-metric-names.txt").read_text().split()
                              if line.count(".") >= 4})
-BY_SERIES = {series_name(m, "value"): m for m in SPARK_MEASUREMENTS}
+# Prometheus name -> (measurement, field), for every series a dashboard may read.
+BY_SERIES = {series_name(m, "value"): (m, "value") for m in SPARK_MEASUREMENTS}
 # Hadoop file system schemes a run reports only when spark.executor.metrics.fileSystemSchemes names them.
-BY_SERIES.update({series_name(m, "value"): m for m in (f"filesystem.{scheme}.{way}_bytes"
-                                                      for scheme in live.FS_SCHEMES for way in ("read", "write"))})
+BY_SERIES.update({series_name(m, "value"): (m, "value") for m in (
+    f"filesystem.{scheme}.{way}_bytes" for scheme in live.FS_SCHEMES for way in ("read", "write"))})
+# Telegraf's host inputs the host row reads.
+BY_SERIES.update({series_name(m, f): (m, f) for m, fields in (
+    ("cpu", [f"usage_{s}" for s in ("user", "system", "iowait", "steal")]), ("mem", ["used", "available"]),
+    ("net", ["bytes_recv", "bytes_sent"]), ("pressure", ["total"]),
+    ("diskio", ["io_time", "reads", "writes", "read_bytes", "write_bytes", "weighted_io_time"])) for f in fields})
 # A run id written by whoever reaches Telegraf: it ends the string it lands in and adds a series.
 BREAKS_OUT = 'x"} or vector(1) or {a="'
 # A run id full of regex characters, none of which ends a string: it must match itself only.
@@ -133,7 +139,7 @@ def test_a_counter_cannot_be_declared_as_a_gauge_nor_a_gauge_as_a_counter():
     with pytest.raises(ValueError, match="gauge"):
         ExecutorRate(JVM_HEAP_MEMORY)
     with pytest.raises(ValueError, match="Prometheus legend"):
-        prometheus_legend("$tag_host")
+        prometheus_legend("$col")  # an InfluxDB alias pattern with no label behind it
 
 
 # What may read a stored series directly (the function around its selector): a counter only grows
@@ -145,11 +151,11 @@ GAUGE_READS = {"avg_over_time", "max_over_time", "min_over_time", "last_over_tim
 
 def counter_read_wrong(expr: str) -> str | None:
     """Why a PromQL expression reads a series against its kind (None: it does not)."""
-    found = re.findall(r"(\w+)\((\w+)\{", expr)
+    found = re.findall(r"(\w+)\((\w+)[{\[]", expr)
     if not found:
         return f"no function reads a series directly: {expr}"
     for function, name in found:
-        counter = queries.is_counter(BY_SERIES[name])
+        counter = queries.is_counter(*BY_SERIES[name])
         allowed = COUNTER_READS if counter else GAUGE_READS
         if function not in allowed:
             return f"{'counter' if counter else 'gauge'} {name} read with {function}: {expr}"
@@ -169,6 +175,7 @@ def test_the_kind_check_fails_on_an_averaged_counter_and_a_rated_gauge():
     assert "gauge JVMHeapMemory_value read with rate" in counter_read_wrong(
         'sum by (executorid) (rate(JVMHeapMemory_value{a="b"}[$__rate_interval]))')
     assert "read with sum" in counter_read_wrong('sum(runTime_count_value{a="b"})')  # summed samples
+    assert "gauge mem_used read with increase" in counter_read_wrong("sum(increase(mem_used[1m]))")
     assert "no function" in counter_read_wrong('runTime_count_value{a="b"}')
 
 
@@ -188,12 +195,14 @@ def test_the_prometheus_live_dashboard_has_the_per_executor_graphs_and_the_influ
         assert title in titles
     assert board["uid"] != json.loads((ROOT / "dashboards" / "spark-executors.json").read_text())["uid"]
     assert {p["datasource"]["type"] for p in panels(board)} == {"prometheus"}
-    assert [a["datasource"]["type"] for a in board["annotations"]["list"]] == ["influxdb"] * 6
+    assert [a["datasource"]["type"] for a in board["annotations"]["list"]] == ["influxdb"] * 7
     annotated = board["annotations"]["list"][0]["filter"]["ids"]
     assert {p["title"] for p in panels(board) if p["id"] in annotated} == {"Active tasks", "JVM heap used vs max"}
     # Whatever is not rendered is listed, and nothing is both.
     assert set(prometheus.not_yet()).isdisjoint(titles)
-    assert {"Task time by component", "GC share of task time", "Applications"} <= set(prometheus.not_yet())
+    assert {"Task time by component", "GC share of task time", "Applications", "Disk await: read and write",
+            "Block I/O outliers"} <= set(prometheus.not_yet())
+    assert {"CPU busy", "Network", "Disk busy", "Disk IOPS: read and write"} <= set(titles)
 
 
 # ------------------------------------------------------------------ the model: escaping
@@ -413,6 +422,12 @@ def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_
                 continue
             assert points, f"{panel['title']} {request.ref_id}: no data: {request.expr}"
             assert all(float(v) >= 0 for v in points), f"{panel['title']}: a negative rate or size"
+            if "by (executorid)" not in request.expr:  # the host's: a line per host and device or interface
+                assert all(s["metric"].get("host") for s in got), got[:1]
+                names = opened_.series_names(request, got)
+                assert len(set(names)) == len(names) and all(names), names
+                checked.append((panel["title"], request.legend))
+                continue
             # A line per executor that sent the metric, and none for another run.
             expected = executors_sending(query, request.expr, thanos_run.app_id)
             assert expected >= {"0", "1"}, f"{request.expr}: executors 0 and 1 sent nothing: {expected}"
@@ -420,7 +435,7 @@ def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_
             names = opened_.series_names(request, got)
             assert len(set(names)) == len(names) and all(n.split(" ")[0] in expected for n in names), names
             checked.append((panel["title"], request.legend))
-    assert len(checked) >= 30, checked
+    assert len(checked) >= 45, checked
     # The events, from InfluxDB, on the same run.
     for annotation in board["annotations"]["list"]:
         events = dash.annotation_events(annotation)

@@ -6,15 +6,15 @@ from typing import Any
 
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
-from sparkscope.dashboards.reads import ExecutorGauge, ExecutorRate, Recent, peaks_executors_and_driver
+from sparkscope.dashboards.reads import (DEVICE_TAG, ExecutorGauge, ExecutorRate, HostGauge, HostRate, Recent,
+                                        peaks_executors_and_driver)
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
                                            NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await,
-                                           disk_rate,
-                                           pressure, raw, slots_held, summed_gauge, target, task_threads,
+                                           raw, slots_held, summed_gauge, target, task_threads,
                                            task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
-from sparkscope.store.schema import (APPLICATION_MEASUREMENT, BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER,
+from sparkscope.store.schema import (DISKIO_MEASUREMENT, PRESSURE_MEASUREMENT, APPLICATION_MEASUREMENT, BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER,
                                      BYTES_READ_COUNT, BYTES_WRITTEN_COUNT, CONTAINER_MEASUREMENT, CPU_MEASUREMENT,
                                      CPU_TAG, CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT, DISK_BYTES_SPILLED_COUNT,
                                      HEAP_MAX, JVM_CPU_TIME, JVM_GC_TIME_COUNT, JVM_HEAP_MEMORY, MAJOR_GC_COUNT,
@@ -311,31 +311,31 @@ def _machine_panels() -> list[Panel]:
         Panel("CPU busy",
               "CPU time of the host by state, percent of all cores: user, system, iowait (waiting on disk), "
               "steal (taken by the hypervisor). " + NEEDS_TELEGRAF,
-              [raw(f'SELECT mean("usage_{state}") FROM "{CPU_MEASUREMENT}" WHERE "{CPU_TAG}" = \'cpu-total\' '
-                   'AND $timeFilter GROUP BY time($bucket), "host" fill(none)', f"$tag_host {state}")
+              [HostGauge(CPU_MEASUREMENT, f"usage_{state}", f"$tag_host {state}", where=((CPU_TAG, "cpu-total"),))
                for state in ("user", "system", "iowait", "steal")],
               "percent", width=6, stacked=True),
         Panel("Memory",
               "Host memory used and available (mem used, available). " + NEEDS_TELEGRAF,
-              [raw(f'SELECT mean("used") FROM "{MEM_MEASUREMENT}" WHERE $timeFilter '
-                   'GROUP BY time($bucket), "host" fill(none)',
-                   "$tag_host used"),
-               raw(f'SELECT mean("available") FROM "{MEM_MEASUREMENT}" WHERE $timeFilter '
-                   'GROUP BY time($bucket), "host" fill(none)', "$tag_host available")], "bytes", width=6),
+              [HostGauge(MEM_MEASUREMENT, "used", "$tag_host used"),
+               HostGauge(MEM_MEASUREMENT, "available", "$tag_host available")], "bytes", width=6),
         Panel("Network",
               "Bytes per second received and sent per interface. " + NEEDS_TELEGRAF,
-              [raw(f'SELECT non_negative_derivative(max("bytes_recv"), 1s) FROM "{NET_MEASUREMENT}" WHERE $timeFilter '
-                   'GROUP BY time($bucket), "host", "interface" fill(none)', "$tag_interface in"),
-               raw(f'SELECT non_negative_derivative(max("bytes_sent"), 1s) FROM "{NET_MEASUREMENT}" WHERE $timeFilter '
-                   'GROUP BY time($bucket), "host", "interface" fill(none)', "$tag_interface out")],
+              [HostRate(NET_MEASUREMENT, "bytes_recv", "$tag_interface in", by=("interface",)),
+               HostRate(NET_MEASUREMENT, "bytes_sent", "$tag_interface out", by=("interface",))],
               "Bps", width=6),
         Panel("Pressure stall: CPU, memory, I/O",
               "Share of time some task (some) or every non-idle task at once (full) waited for CPU, "
               "memory or I/O (Linux PSI, /proc/pressure). io some at 30% = for 30% of the time at least "
               "one task waited on storage; full means nothing ran. Executors waiting on spill or shuffle "
               "files show here before anything else. " + NEEDS_TELEGRAF,
-              [pressure()], "percent", width=6),
+              [HostRate(PRESSURE_MEASUREMENT, "total", "$tag_resource $tag_type", by=("resource", "type"),
+                        divisor=10000)], "percent", width=6),
     ]
+
+
+def _disk(field_name: str, alias: str, divisor: int = 1) -> HostRate:
+    """A diskio counter of the picked devices ($device) per second, divided by `divisor`."""
+    return HostRate(DISKIO_MEASUREMENT, field_name, alias, by=(DEVICE_TAG,), divisor=divisor, device=True)
 
 
 def _disk_panels() -> list[Panel]:
@@ -346,20 +346,20 @@ def _disk_panels() -> list[Panel]:
               "iostat). 100% saturates a single disk; SSDs and NVMe serve many I/Os at once and can do more "
               "at 100%: read it with the queue size and await. Shuffle and spill land on spark.local.dir. "
               "Pick devices with the Device variable. " + NEEDS_TELEGRAF,
-              [disk_rate("io_time", "$tag_name", scale=" / 10")], "percent", width=6, io_outliers=True),
+              [_disk("io_time", "$tag_name", divisor=10)], "percent", width=6, io_outliers=True),
         Panel("Disk IOPS: read and write",
               "Completed I/Os per second per device and direction (reads, writes). " + NEEDS_TELEGRAF,
-              [disk_rate("reads", "$tag_name read"), disk_rate("writes", "$tag_name write")], "iops", width=6,
+              [_disk("reads", "$tag_name read"), _disk("writes", "$tag_name write")], "iops", width=6,
               io_outliers=True),
         Panel("Disk throughput: read and write",
               "Bytes per second read and written per device (read_bytes, write_bytes). " + NEEDS_TELEGRAF,
-              [disk_rate("read_bytes", "$tag_name read"), disk_rate("write_bytes", "$tag_name write")], "Bps",
+              [_disk("read_bytes", "$tag_name read"), _disk("write_bytes", "$tag_name write")], "Bps",
               width=6, io_outliers=True),
         Panel("Disk queue size",
               "Average number of I/Os in flight or queued per device (weighted_io_time: ms of I/O time "
               "weighted by the queue length, per ms). Well above 1 on a busy disk means I/Os wait for "
               "each other: the await grows with it. " + NEEDS_TELEGRAF,
-              [disk_rate("weighted_io_time", "$tag_name", scale=" / 1000")], "short", decimals=2, width=6,
+              [_disk("weighted_io_time", "$tag_name", divisor=1000)], "short", decimals=2, width=6,
               io_outliers=True),
         Panel("Disk await: read and write",
               "Average time per completed read and per completed write, queueing included (the r_await "

@@ -5,15 +5,17 @@ annotations (they are strings, which a Prometheus store does not hold).
 
 Only the panels whose every target is a declared read (reads.py) are
 rendered: the summary's stats (active tasks now, executors alive, task
-time, failed tasks and stages, peak heap and RSS) and the per-executor
-graphs of tasks, CPU, memory, GC, shuffle, spill and file system I/O. The
-rest of the live dashboard is InfluxQL only so far (not_yet() lists it):
-the GC share (a Grafana math expression over two queries), the
-applications table (strings: InfluxDB only), slots held, task time by
-component, task threads, containers, streaming and the host.
+time, failed tasks and stages, peak heap and RSS), the per-executor graphs
+of tasks, CPU, memory, GC, shuffle, spill and file system I/O, and the
+host's CPU, memory, network, pressure and disk graphs. The rest of the live
+dashboard is InfluxQL only so far (not_yet() lists it): the GC share (a
+Grafana math expression over two queries), the applications table
+(strings: InfluxDB only), slots held, task time by component, task
+threads, containers, streaming, disk await (a ratio of two differences)
+and the block I/O probe's panels (InfluxDB only, as the events).
 
 Variables are Grafana's label_values() of the Prometheus names
-(store/prometheus.py). The run picker lists the runs whose driver sends
+(store/prometheus.py): the run, its executors, the host's devices. The run picker lists the runs whose driver sends
 metrics, in reverse alphabetical order: newest first for standalone
 (app-<yyyyMMddHHmmss>-n) and local (local-<epoch ms>) ids, which
 label_values cannot order by time. No $top/$drawn limit on the lines yet:
@@ -25,12 +27,14 @@ from __future__ import annotations
 from typing import Any
 
 from sparkscope.dashboards import live
-from sparkscope.dashboards.layout import (REFRESH_ON_TIME_RANGE, SORT_NUMERICAL, Panel, Row, dashboard)
-from sparkscope.dashboards.reads import (APP_LABEL, APP_MATCHER, EXECUTOR_LABEL, PROMETHEUS_DATASOURCE, PROMQL,
-                                         SAFE_OPTION, is_read)
+from sparkscope.dashboards.layout import (REFRESH_ON_TIME_RANGE, SORT_ALPHABETICAL, SORT_NUMERICAL, Panel, Row,
+                                          dashboard)
+from sparkscope.dashboards.queries import WHOLE_DISKS
+from sparkscope.dashboards.reads import (APP_LABEL, APP_MATCHER, DEVICE_TAG, EXECUTOR_LABEL, PROMETHEUS_DATASOURCE,
+                                         PROMQL, SAFE_OPTION, is_read)
 from sparkscope.dashboards.uids import LIVE_UID
-from sparkscope.store.prometheus import series_name
-from sparkscope.store.schema import JVM_HEAP_MEMORY
+from sparkscope.store.prometheus import label_name, series_name
+from sparkscope.store.schema import DISKIO_MEASUREMENT, JVM_HEAP_MEMORY
 
 LIVE_PROMETHEUS_UID = f"{LIVE_UID}-thanos"
 SORT_ALPHABETICAL_DESC = 2
@@ -77,6 +81,12 @@ def variables() -> list[dict[str, Any]]:
         _variable("executorid", "Executor", f"label_values({heap}{{{APP_MATCHER}}}, {EXECUTOR_LABEL})",
                   "Executors of the application; 'driver' is the driver JVM.",
                   sort=SORT_NUMERICAL, multi=True, includeAll=True, allValue=".*",
+                  current={"selected": True, "text": ["All"], "value": ["$__all"]}),
+        _variable("device", "Device", f"label_values({series_name(DISKIO_MEASUREMENT, 'reads')}, "
+                                      f"{label_name(DEVICE_TAG)})",
+                  "Block devices of the host panels. All = whole disks (sd*, vd*, nvme*n*, mmcblk*, md*, dm-*): "
+                  "loop, ram and partitions are left out unless picked by name.",
+                  sort=SORT_ALPHABETICAL, multi=True, includeAll=True, allValue=WHOLE_DISKS,
                   current={"selected": True, "text": ["All"], "value": ["$__all"]}),
     ]
 

@@ -31,6 +31,7 @@ kind comes from the schema, and a declaration refuses the other kind
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -71,11 +72,9 @@ _PER = {"1s": 1, "1m": 60}
 
 def prometheus_legend(alias: str) -> str:
     """An InfluxDB alias ($tag_executorid used) as a Prometheus legend ({{executorid}} used)."""
-    out = alias
-    for tag in (EXECUTOR, APPLICATION):
-        out = out.replace(f"$tag_{tag}", "{{" + label_name(tag) + "}}")
+    out = re.sub(r"\$tag_(\w+)", lambda m: "{{" + label_name(m.group(1)) + "}}", alias)
     if "$" in out:
-        raise ValueError(f"alias {alias!r}: only $tag_{EXECUTOR} and $tag_{APPLICATION} have a Prometheus legend")
+        raise ValueError(f"alias {alias!r}: only $tag_<tag> patterns have a Prometheus legend")
     return out
 
 
@@ -236,7 +235,71 @@ def peaks_executors_and_driver(measurement: str, what: str) -> list[Peak]:
             Peak(measurement, f"{what}, driver (sampled)", driver=True)]
 
 
-Read = (ExecutorGauge, ExecutorRate, Recent, Total, Highest, Peak)
+# The host's devices picked in the Device variable, in either dialect (Telegraf's diskio tag "name").
+DEVICE_TAG = "name"
+DEVICE_MATCHER = f'{label_name(DEVICE_TAG)}=~"$device"'
+
+
+def _host_where(where: tuple[tuple[str, str], ...], device: bool) -> tuple[str, str]:
+    """(InfluxQL conditions before $timeFilter, PromQL matchers) of a host read."""
+    influx = [f"\"{tag}\" = '{value}'" for tag, value in where]
+    prom = [f'{label_name(tag)}="{value}"' for tag, value in where]
+    if device:
+        influx.insert(0, queries.DISKIO_DEVICE)
+        prom.insert(0, DEVICE_MATCHER)
+    return "".join(f"{c} AND " for c in influx), (f"{{{', '.join(prom)}}}" if prom else "")
+
+
+@dataclass(frozen=True)
+class HostGauge:
+    """A gauge of Telegraf's host inputs: a line per host (and `by` tags), each interval's mean."""
+    measurement: str
+    field_name: str
+    alias: str
+    where: tuple[tuple[str, str], ...] = ()  # tag = value
+
+    def __post_init__(self) -> None:
+        if queries.is_counter(self.measurement, self.field_name):
+            raise ValueError(f"{self.measurement}.{self.field_name} is a counter: HostRate")
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        influx_where, matchers = _host_where(self.where, device=False)
+        if dialect == INFLUXQL:
+            return queries.target(f'SELECT mean("{self.field_name}") FROM "{self.measurement}" WHERE {influx_where}'
+                                  '$timeFilter GROUP BY time($bucket), "host" fill(none)', self.alias)
+        name = series_name(self.measurement, self.field_name)
+        return _prometheus_target(f"avg by (host) (avg_over_time({name}{matchers}[$__interval]))", self.alias)
+
+
+@dataclass(frozen=True)
+class HostRate:
+    """A counter of Telegraf's host inputs per second, a line per host and `by` tags
+    (interface, device), divided by `divisor`; `device`: only the devices of $device."""
+    measurement: str
+    field_name: str
+    alias: str
+    by: tuple[str, ...]
+    divisor: int = 1
+    device: bool = False
+
+    def __post_init__(self) -> None:
+        if not queries.is_counter(self.measurement, self.field_name):
+            raise ValueError(f"{self.measurement}.{self.field_name} is a gauge: HostGauge")
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        influx_where, matchers = _host_where((), self.device)
+        scale = f" / {self.divisor}" if self.divisor != 1 else ""
+        if dialect == INFLUXQL:
+            groups = ", ".join(f'"{tag}"' for tag in ("host", *self.by))
+            return queries.target(f'SELECT non_negative_derivative(max("{self.field_name}"), 1s){scale} FROM '
+                                  f'"{self.measurement}" WHERE {influx_where}$timeFilter GROUP BY time($bucket), '
+                                  f'{groups} fill(none)', self.alias)
+        name = series_name(self.measurement, self.field_name)
+        by = ", ".join(label_name(tag) for tag in ("host", *self.by))
+        return _prometheus_target(f"sum by ({by}) (rate({name}{matchers}[$__rate_interval])){scale}", self.alias)
+
+
+Read = (ExecutorGauge, ExecutorRate, Recent, Total, Highest, Peak, HostGauge, HostRate)
 
 
 def is_read(target: Any) -> bool:
