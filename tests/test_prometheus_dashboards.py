@@ -348,7 +348,14 @@ def test_the_strict_decode_refuses_a_prometheus_target_field_grafana_does_not_kn
 
 # ------------------------------------------------------------------ real: a Spark run through Thanos Query
 
-from test_thanos import Query, thanos_stack  # noqa: E402,F401  (the module's Thanos store, started once)
+from test_thanos import Query, started_thanos_stack  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def thanos_stack(tmp_path_factory):
+    with started_thanos_stack(tmp_path_factory) as settings:
+        yield settings
+
 
 # Targets empty on a run without what they show (panel, legend).
 EMPTY_WITHOUT = {("File system read", f"{{{{executorid}}}} {scheme}"): "a file system scheme outside "

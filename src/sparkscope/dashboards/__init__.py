@@ -31,13 +31,14 @@ from sparkscope.dashboards.layout import dashboard
 from sparkscope.dashboards.queries import raw_samples
 from sparkscope.dashboards.uids import LIVE_UID, PROFILES_UID, SUMMARY_UID
 from sparkscope.settings import ROOT
+from sparkscope.stack.thanos import PROMETHEUS_DASHBOARDS_DIR
 
 DASHBOARDS_DIR = ROOT / "dashboards"
 # The PromQL dashboards (prometheus.py), for the Thanos store only: a folder
 # of their own, since Grafana's file provider loads every JSON under a path,
 # subfolders too, and these need the Prometheus datasource only that store
 # provisions (grafana/thanos/).
-PROMETHEUS_DIR = "dashboards-prometheus"
+PROMETHEUS_DIR = PROMETHEUS_DASHBOARDS_DIR
 
 
 def build() -> dict[str, dict[str, Any]]:

@@ -296,10 +296,9 @@ def thanos_datasource_env(settings: Settings) -> dict[str, str]:
     if not files.password_file.is_file():
         raise StackError(f"Grafana reads the Thanos store with its password, and {files.password_file} "
                          "does not exist yet: start the store first (./sparkscope up)")
-    from sparkscope.dashboards import PROMETHEUS_DIR
     return {"THANOS_QUERY_URL": thanos_layout(settings).query.http_url, "THANOS_USER": thanos.USER,
             "THANOS_PASSWORD": files.password(),
-            "SPARKSCOPE_PROMETHEUS_DASHBOARDS_DIR": str(settings.root / PROMETHEUS_DIR)}
+            "SPARKSCOPE_PROMETHEUS_DASHBOARDS_DIR": str(settings.root / thanos.PROMETHEUS_DASHBOARDS_DIR)}
 
 
 def grafana_service(settings: Settings, progress: Progress) -> Service:
