@@ -488,7 +488,7 @@ def test_the_same_declarations_read_the_same_figures_from_thanos_and_influxdb(th
 
 # ------------------------------------------------------------------ provisioned with the Thanos store only
 
-def test_grafana_gets_the_thanos_datasource_and_the_promql_dashboards_only_with_the_thanos_store(tmp_path):
+def test_grafana_gets_the_promql_datasource_and_dashboards_only_with_the_thanos_or_a_remote_store(tmp_path):
     from test_native_grafana import grafana_home
     from sparkscope.process import quiet
     from sparkscope.stack import StackError, thanos, thanos_layout
@@ -525,3 +525,15 @@ def test_grafana_gets_the_thanos_datasource_and_the_promql_dashboards_only_with_
     assert Path(service.env["SPARKSCOPE_PROMETHEUS_DASHBOARDS_DIR"]) == ROOT / dashboards.PROMETHEUS_DIR
     datasource = provided["datasources/thanos.yaml"].read_text()
     assert f"uid: {prometheus.PROMETHEUS_DATASOURCE['uid']}" in datasource and "type: prometheus" in datasource
+
+    # A store the user runs (SPARKSCOPE_METRICS_STORE=remote): the same datasource on its query URL.
+    remote = isolated_settings(tmp_path / "c", SPARKSCOPE_METRICS_STORE="remote", GRAFANA_HOME=str(home),
+                               SPARKSCOPE_REMOTE_WRITE_URL="https://m.example.com/api/v1/push",
+                               SPARKSCOPE_REMOTE_QUERY_URL="https://m.example.com/prometheus",
+                               SPARKSCOPE_REMOTE_USER="spark", SPARKSCOPE_REMOTE_PASSWORD="the-remote-password")
+    service = grafana_service(remote, quiet)
+    folder = Path(service.env["GF_PATHS_PROVISIONING"])
+    assert (folder / "datasources" / "thanos.yaml").resolve() == \
+        ROOT / "grafana" / "thanos" / "datasources" / "thanos.yaml"
+    assert (service.env["THANOS_QUERY_URL"], service.env["THANOS_USER"], service.env["THANOS_PASSWORD"]) == \
+        ("https://m.example.com/prometheus", "spark", "the-remote-password")

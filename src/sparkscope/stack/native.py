@@ -271,7 +271,7 @@ def grafana_provisioning(settings: Settings) -> Path:
     every file of grafana/provisioning and of grafana/thanos. Grafana reads
     one provisioning folder; links keep the repository's files the only copy."""
     repo = settings.root / "grafana" / "provisioning"
-    if settings.metrics_store != thanos.STORE_NAME:
+    if settings.metrics_store not in (thanos.STORE_NAME, remote_store.STORE_NAME):
         return repo
     out = settings.state_dir / "grafana" / "provisioning"
     staging = out.with_name(".provisioning.new")
@@ -292,8 +292,15 @@ def grafana_provisioning(settings: Settings) -> Path:
 
 
 def thanos_datasource_env(settings: Settings) -> dict[str, str]:
-    """What grafana/thanos/datasources/thanos.yaml reads: Query's URL and Basic auth. The
-    password reaches Grafana in its environment only, from the store's own 0600 file."""
+    """What grafana/thanos/datasources/thanos.yaml reads: Query's URL and Basic auth (with
+    the remote store: the user's query URL and credentials, from .env). The password
+    reaches Grafana in its environment only, from the store's own 0600 file."""
+    dashboards = {"SPARKSCOPE_PROMETHEUS_DASHBOARDS_DIR": str(settings.root / thanos.PROMETHEUS_DASHBOARDS_DIR)}
+    if settings.metrics_store == remote_store.STORE_NAME:
+        # The same datasource (the PromQL dashboards name its uid) on the user's store, with
+        # the user's credentials; a private CA must be in the system's store for Grafana.
+        return {"THANOS_QUERY_URL": settings.remote_query_url, "THANOS_USER": settings.remote_user,
+                "THANOS_PASSWORD": settings.remote_password, **dashboards}
     if settings.metrics_store != thanos.STORE_NAME:
         return {}
     files = thanos_files(settings)
@@ -301,8 +308,7 @@ def thanos_datasource_env(settings: Settings) -> dict[str, str]:
         raise StackError(f"Grafana reads the Thanos store with its password, and {files.password_file} "
                          "does not exist yet: start the store first (./sparkscope up)")
     return {"THANOS_QUERY_URL": thanos_layout(settings).query.http_url, "THANOS_USER": thanos.USER,
-            "THANOS_PASSWORD": files.password(),
-            "SPARKSCOPE_PROMETHEUS_DASHBOARDS_DIR": str(settings.root / thanos.PROMETHEUS_DASHBOARDS_DIR)}
+            "THANOS_PASSWORD": files.password(), **dashboards}
 
 
 def grafana_service(settings: Settings, progress: Progress) -> Service:
