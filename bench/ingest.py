@@ -47,6 +47,7 @@ from sparkscope.provision.go import ensure_influxd
 from sparkscope.process import quiet, stop_group, wait_until
 from sparkscope.store import influx
 from sparkscope.probes import procstat
+from sparkscope.stack import thanos
 from sparkscope.stack.native import NativeBackend, PidFile
 from sparkscope.settings import Settings
 from sparkscope_testkit.sandbox import free_port, isolated_settings, throwaway_stack
@@ -167,35 +168,53 @@ def stored_points(url: str, db: str, app_id: str, since_s: int = 0) -> int:
     return total
 
 
-def wait_stored(url: str, db: str, app_id: str, expected: int, deadline_s: float,
-                since_s: int = 0) -> tuple[int, float]:
-    """Poll until the stored count (of points stamped since_s or later)
-    reaches expected or stops growing; returns the count and the seconds it
-    took from the call to its last growth."""
+def thanos_stored_points(query_url: str, password: str, app_id: str, since_s: int = 0) -> int:
+    """Samples of the application stamped since_s or later that Thanos Query
+    answers with (each ingester's copy merged into one: the replica label)."""
+    import json
+    import urllib.parse
+    import urllib.request
+    from sparkscope.store import http
+    window = max(1, int(time.time()) - since_s + 1)
+    promql = f'sum(count_over_time({{applicationid="{app_id}"}}[{window}s]))'
+    request = urllib.request.Request(f"{query_url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
+    request.add_header("Authorization", http.basic_auth(thanos.USER, password))
+    with http.urlopen(request, timeout=120) as resp:
+        result = json.loads(resp.read())["data"]["result"]
+    return int(float(result[0]["value"][1])) if result else 0
+
+
+def wait_stored(count, expected: int, deadline_s: float, since_s: int = 0) -> tuple[int, float]:
+    """Poll count(since_s) until the stored count (of points stamped since_s or
+    later) reaches expected or stops growing; returns the count and the
+    seconds it took from the call to its last growth."""
     start = time.monotonic()
     end = start + deadline_s
     last, grown_at = -1, start
     while time.monotonic() < end:
-        count = stored_points(url, db, app_id, since_s)
-        if count != last:
-            last, grown_at = count, time.monotonic()
-        if count >= expected or time.monotonic() - grown_at > 15:
-            return count, grown_at - start
+        stored = count(since_s)
+        if stored != last:
+            last, grown_at = stored, time.monotonic()
+        if stored >= expected or time.monotonic() - grown_at > 15:
+            return stored, grown_at - start
         time.sleep(1.0)
-    return stored_points(url, db, app_id, since_s), time.monotonic() - start
+    return count(since_s), time.monotonic() - start
 
 
 def measure(label: str, address, url: str, db: str, pids: dict[str, int], executors: int,
             period_s: float, periods: int, seed: int, unread: str, logs: dict[str, Path],
-            warm_periods: int = 0) -> dict:
+            warm_periods: int = 0, count=None) -> dict:
+    """count(app_id, since_s): points stored; InfluxDB's at url by default."""
     app_id = f"app-{time.strftime('%Y%m%d%H%M%S')}-{executors:04d}"
+    count = count or (lambda app, since: stored_points(url, db, app, since))
+    stored_of = lambda since: count(app_id, since)  # noqa: E731
     rng = random.Random(seed)
     kept_share = sum(stored_by_filter(p, unread) for p in executor_metric_paths()) / len(executor_metric_paths())
     if warm_periods:
         # The application's series made first, as a running application has
         # them: its executors' first reports, stored before anything is timed.
         warm, _ = send_load(address, app_id, executors, period_s, warm_periods, rng)
-        wait_stored(url, db, app_id, round(warm * kept_share), deadline_s=600)
+        wait_stored(stored_of, round(warm * kept_share), deadline_s=600)
     since_s = int(time.time())  # the timed reports are stamped from here on
     before = {n: cpu_seconds(p) for n, p in pids.items()}
     log_sizes = {n: p.stat().st_size if p.exists() else 0 for n, p in logs.items()}
@@ -213,10 +232,11 @@ def measure(label: str, address, url: str, db: str, pids: dict[str, int], execut
     # writer that falls behind for a while. How long after the last report it
     # took to store everything says whether it kept up; stored points over
     # the whole time is the rate it really wrote.
-    stored, catch_up_s = wait_stored(url, db, app_id, expected, deadline_s=120 + executors * 0.1, since_s=since_s)
+    stored, catch_up_s = wait_stored(stored_of, expected, deadline_s=120 + executors * 0.1, since_s=since_s)
     catch_up_s += SETTLE_S
     return {
         "path": label, "executors": executors, "offered_pts_s": sent / (periods * period_s),
+        "window_s": elapsed + SETTLE_S,  # what cpu (cores) is measured over: the sending and a settle time
         "stored_pts_s": stored / (elapsed + catch_up_s), "catch_up_s": catch_up_s,
         "sent": sent, "expected": expected, "stored": stored, "lost": expected - stored,
         "cpu": cpu, "rss": {n: rss_peak_mb(p) for n, p in pids.items()}, "busy": busy, "sender": sender_cpu,
@@ -320,6 +340,48 @@ def variant_stack(state_dir: Path, variant: str, unread: str) -> Iterator[Settin
         backend.down(progress=quiet)
 
 
+def free_thanos_base(processes: int) -> int:
+    """A base port whose whole block of Thanos ports is free on 127.0.0.1 now."""
+    for base in range(23000, 60000, 97):
+        sockets = []
+        try:
+            for port in (p for proc in thanos.layout(base, processes).processes for p in proc.ports()):
+                sockets.append(socket.socket())
+                sockets[-1].bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError("no free block of ports for Thanos")
+
+
+@contextlib.contextmanager
+def store_stack(state_dir: Path, store: str, unread: str) -> Iterator[tuple[Settings, list[str], object]]:
+    """(settings, the store's own processes, count(app_id, since_s)) for a store
+    (STORES): influxdb as shipped, or the Thanos store with N ingesters
+    (replication factor 2), where Telegraf writes to InfluxDB and Thanos alike
+    and only Thanos' processes and samples count as the store's."""
+    if store == "influxdb":
+        with variant_stack(state_dir, "shipped", unread) as settings:
+            yield settings, ["influxdb"], lambda app, since: stored_points(settings.influx_admin, settings.database,
+                                                                          app, since)
+        return
+    ingesters = int(store.removeprefix("thanos"))
+    base = free_thanos_base(ingesters)
+    plan = thanos.layout(base, ingesters, 2)
+    with throwaway_stack(state_dir, only=("influxdb", *plan.names, "telegraf"), unread_metrics=unread,
+                         SPARKSCOPE_METRICS_STORE="thanos", THANOS_PORT=str(base), THANOS_INGESTERS=str(ingesters),
+                         THANOS_REPLICATION_FACTOR="2") as settings:
+        password = thanos.Files(settings.state_dir / "thanos").password()
+        yield settings, [plan.router.name, *(p.name for p in plan.ingesters)], \
+            lambda app, since: thanos_stored_points(plan.query.http_url, password, app, since)
+
+
+STORES = ("influxdb", "thanos2", "thanos3")
+
+
 def print_row(r: dict) -> None:
     cpu = " ".join(f"{n} {v * 100:5.1f}%" for n, v in r["cpu"].items())
     rss = " ".join(f"{n} {v:6.0f} MB" for n, v in r["rss"].items())
@@ -348,6 +410,9 @@ def main() -> int:
                         help="first send N untimed reports per executor and wait until they are stored, so the "
                              "timed ones go to existing series, as in a running application (default 0: every "
                              "series is new, as when thousands of executors start at once)")
+    parser.add_argument("--stores", default="",
+                        help=f"comma list of metrics stores to compare side by side instead of --variants: "
+                             f"{', '.join(STORES)} (thanosN: the Thanos store with N ingesters, replication factor 2)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run the variants this many times, order reversed every other round (default 1)")
     args = parser.parse_args()
@@ -365,6 +430,8 @@ def main() -> int:
           flush=True)
     print(header, flush=True)
     results = []
+    if args.stores:
+        return compare_stores(args, scales)
     with tempfile.TemporaryDirectory(prefix="sparkscope-bench-") as tmp:
         runs = [] if args.only_compare else [
             variant for round_ in range(args.rounds) for variant in (variants if round_ % 2 == 0 else variants[::-1])]
@@ -417,6 +484,52 @@ def main() -> int:
         if ratios:
             print(f"CPU of {label} (Telegraf + InfluxDB) vs influxdb[[graphite]] alone: median ratio "
                   f"{statistics.median(ratios):.2f}x over {len(ratios)} scales")
+    return 0
+
+
+def compare_stores(args, scales: list[int]) -> int:
+    """Each store (--stores) on its own stack, round by round in alternating
+    order: points/s stored and the store's CPU per million points stored, side
+    by side in one run."""
+    stores = args.stores.split(",")
+    unknown = [s for s in stores if s not in STORES]
+    if unknown:
+        raise SystemExit(f"unknown store(s) {', '.join(unknown)}: choose from {', '.join(STORES)}")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="sparkscope-bench-stores-") as tmp:
+        runs = [s for round_ in range(args.rounds) for s in (stores if round_ % 2 == 0 else stores[::-1])]
+        for i, store in enumerate(runs):
+            with store_stack(Path(tmp) / f"stack-{i}", store, args.unread) as (settings, own, count):
+                names = ["telegraf", *own]
+                pids = {n: PidFile(settings.state_dir, n).running_pid() for n in names}
+                logs = {n: settings.state_dir / "logs" / f"{n}.log" for n in names}
+                for n in scales:
+                    r = measure(store, (settings.graphite_host, settings.graphite_port), settings.influx_admin,
+                                settings.database, pids, n, args.period, args.periods, n, args.unread, logs,
+                                args.warm, count=count)
+                    store_cpu = sum(v for k, v in r["cpu"].items() if k in own)
+                    r["store_cpu_s_per_million"] = store_cpu * r["window_s"] / max(r["stored"], 1) * 1e6
+                    print_row(r)
+                    print(f"    {store}: the store's own processes ({', '.join(own)}) "
+                          f"{store_cpu * 100:.1f} % of a core, {r['store_cpu_s_per_million']:.1f} CPU-s per million "
+                          f"points stored", flush=True)
+                    results.append(r)
+    print()
+    for n in scales:
+        for store in stores:
+            mine = [r for r in results if r["path"] == store and r["executors"] == n]
+            if not mine:
+                continue
+            rate = statistics.median(r["stored_pts_s"] for r in mine)
+            per_m = statistics.median(r["store_cpu_s_per_million"] for r in mine)
+            print(f"{n:5d} executors  {store:9}  stored {rate:9.0f} points/s (median of {len(mine)}), lost "
+                  f"{sum(r['lost'] for r in mine)}, store CPU {per_m:6.1f} s per million points")
+        base = [r for r in results if r["path"] == stores[0] and r["executors"] == n]
+        for store in stores[1:]:
+            mine = [r for r in results if r["path"] == store and r["executors"] == n]
+            if base and mine:
+                print(f"{n:5d} executors  {store} / {stores[0]}: CPU per million points "
+                      f"{statistics.median(r['store_cpu_s_per_million'] for r in mine) / statistics.median(r['store_cpu_s_per_million'] for r in base):.2f}x")
     return 0
 
 

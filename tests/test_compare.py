@@ -340,8 +340,19 @@ def test_a_bad_option_is_a_usage_error(stack, recurring, monkeypatch, capsys):
     from sparkscope.compare import command
     _, runs, _ = recurring
     monkeypatch.setattr(command, "load_settings", lambda: stack.settings)
-    assert cli.main(["compare", runs["slow"], "--last", "0"]) == 2
+    with pytest.raises(SystemExit) as usage:  # argparse's own exit, before anything is read
+        cli.main(["compare", runs["slow"], "--last", "0"])
+    assert usage.value.code == 2
     assert cli.main(["compare", runs["slow"], "--baseline", runs["slow"]]) == 2
+
+
+def test_a_bad_last_is_a_usage_error_even_with_the_stack_down(capsys):
+    from sparkscope import cli
+    for value in ("0", "-3", "five"):
+        with pytest.raises(SystemExit) as usage:
+            cli.main(["compare", "app-1", "--last", value])
+        assert usage.value.code == 2, value
+        assert "--last must be a whole number >= 1" in capsys.readouterr().err, value
 
 
 def test_the_report_shows_the_comparison_in_its_section_and_its_json():

@@ -4,6 +4,7 @@ the RUN argument of report, top and profile, and where pages are written."""
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 OK = 0
 RUNTIME_ERROR = 1  # the command could not do its work: the stack is down, a build failed, no such run
@@ -29,6 +30,17 @@ def add_run_argument(parser: argparse.ArgumentParser, default: str) -> None:
     report, top, profile and compare alike; args.app_id is None when it is left out."""
     parser.add_argument("app_id", nargs="?", metavar="RUN",
                         help=f"the run's application id, e.g. app-20261127101500-0003 (default: {default})")
+
+
+def positive_int(what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number >= 1, else a usage error naming the option
+    (checked before anything is read: `compare --last 0` with the stack down is
+    still a usage error)."""
+    def parse(text: str) -> int:
+        if not text.strip().isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number >= 1 (got {text!r})")
+        return int(text)
+    return parse
 
 
 def exit_code_epilog() -> str:

@@ -9,7 +9,7 @@ import argparse
 import json
 from typing import Callable
 
-from sparkscope.command_line import OK, REGRESSED, add_run_argument
+from sparkscope.command_line import OK, REGRESSED, add_run_argument, positive_int
 from sparkscope.compare.comparison import BASELINE_RUNS, Comparison, Finding, compare
 from sparkscope.compare.rule import BYTES, COUNT, MEMORY, RATIO, RSS, SHARE, STORAGE, TIME, UNITS
 from sparkscope.settings import load_settings
@@ -80,7 +80,7 @@ def register(sub) -> None:
     add_run_argument(parser, "the newest finished run")
     parser.add_argument("--baseline", nargs="+", default=[], metavar="RUN",
                         help="compare with these runs (default: the job's last finished runs before RUN)")
-    parser.add_argument("--last", type=int, default=BASELINE_RUNS, metavar="N",
+    parser.add_argument("--last", type=positive_int("--last"), default=BASELINE_RUNS, metavar="N",
                         help=f"how many of the job's last finished runs make the baseline (default {BASELINE_RUNS})")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object: run, job, baseline (ids), regressions and improvements (each "

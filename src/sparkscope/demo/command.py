@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
+from sparkscope.command_line import positive_int
 from sparkscope.demo import tpcds
 from sparkscope.demo.options import DemoOptions, parse_memory_mb
 from sparkscope.demo.run import plan_queries, run_demo
@@ -34,14 +35,6 @@ def _scale_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def _positive_int(what: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        if not text.strip().isdigit() or int(text) < 1:
-            raise argparse.ArgumentTypeError(f"{what} must be a whole number >= 1 (got {text!r})")
-        return int(text)
-    return parse
-
-
 def _memory_arg(text: str) -> int:
     try:
         return parse_memory_mb(text)
@@ -58,11 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                            "(default %(default)s; generated once, cached per scale)")
     demo.add_argument("--queries", metavar="LIST",
                       help="comma list of queries to run, e.g. q1,q3,q14a (default: all of them)")
-    demo.add_argument("--executors", type=_positive_int("--executors"), default=2,
+    demo.add_argument("--executors", type=positive_int("--executors"), default=2,
                       help="executor JVMs in local-cluster mode (default %(default)s)")
     demo.add_argument("--executor-memory", type=_memory_arg, default=1024, metavar="SIZE",
                       help="memory per executor, e.g. 1g, 1536m (default 1g)")
-    demo.add_argument("--repetitions", type=_positive_int("--repetitions"), default=1,
+    demo.add_argument("--repetitions", type=positive_int("--repetitions"), default=1,
                       help="run the query list this many times (default %(default)s)")
     demo.add_argument("--master", help="Spark master URL instead of local-cluster, e.g. "
                                        "spark://host:7077 (executors must see the data directory "
