@@ -108,18 +108,43 @@ class Usage:
     rss_peak_mb: float
 
 
+def tree(pid: int) -> list[int]:
+    """pid and its live descendants: a service's pid file names its supervisor
+    (and InfluxDB's, the relay), whose child does the work."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in task.read_text().split()]
+            except OSError:
+                pass
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
-    seconds = procstat.cpu_seconds(procstat.read(pid) or "")
-    if seconds is None:
-        raise ProcessLookupError(f"no process {pid}")
-    return seconds
+    """CPU time of pid and its live descendants."""
+    total = 0.0
+    for member in tree(pid):
+        seconds = procstat.cpu_seconds(procstat.read(member) or "")
+        if seconds is None and member == pid:
+            raise ProcessLookupError(f"no process {pid}")
+        total += seconds or 0.0
+    return total
 
 
 def rss_peak_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    """The largest peak RSS among pid and its descendants (the service's own process)."""
+    peak = 0.0
+    for member in tree(pid):
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except OSError:
+            pass
+    return peak
 
 
 def send_load(address: tuple[str, int], app_id: str, executors: int, period_s: float, periods: int,
@@ -175,13 +200,15 @@ def thanos_stored_points(query_url: str, password: str, app_id: str, since_s: in
     import urllib.parse
     import urllib.request
     from sparkscope.store import http
+    # The raw samples of every series of the run, counted here: count_over_time drops
+    # the metric name, and series of different names would then clash (422).
     window = max(1, int(time.time()) - since_s + 1)
-    promql = f'sum(count_over_time({{applicationid="{app_id}"}}[{window}s]))'
+    promql = f'{{applicationid="{app_id}"}}[{window}s]'
     request = urllib.request.Request(f"{query_url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
     request.add_header("Authorization", http.basic_auth(thanos.USER, password))
     with http.urlopen(request, timeout=120) as resp:
         result = json.loads(resp.read())["data"]["result"]
-    return int(float(result[0]["value"][1])) if result else 0
+    return sum(1 for series in result for t, _ in series["values"] if float(t) >= since_s)
 
 
 def wait_stored(count, expected: int, deadline_s: float, since_s: int = 0) -> tuple[int, float]:
