@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Optional
 from sparkscope.command_line import RUNTIME_ERROR, add_run_argument
 from sparkscope.store.influx import InfluxError
 from sparkscope.settings import load_settings
+from sparkscope.stack import metrics_reads
 from sparkscope.top.data import Run, TopReader
 from sparkscope.top.view import SORTABLE, Screen, as_text, frame
 
@@ -198,8 +199,9 @@ def _interrupted(*_) -> None:
 
 def cmd_top(args: argparse.Namespace) -> int:
     settings = load_settings()
-    reader = TopReader(settings.influx_reader, settings.database, args.interval,
-                       timeout_s=max(2.0, min(10.0, args.interval)))
+    timeout_s = max(2.0, min(10.0, args.interval))
+    reader = TopReader(settings.influx_reader, settings.database, args.interval, timeout_s=timeout_s,
+                       store=metrics_reads(settings, timeout_s))
     top = Top(reader, args.app_id, args.interval)
     if args.disks:
         top.screen.mode = "disks"
