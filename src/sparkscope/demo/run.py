@@ -21,6 +21,7 @@ from sparkscope.spark.conf import annotator_env, annotator_properties, sparkscop
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.dashboards.uids import LIVE_UID
 from sparkscope.store import influx
+from sparkscope.store.promql import PromError
 from sparkscope.stack import grafana_health, metrics_reads
 from sparkscope.settings import Settings
 
@@ -287,7 +288,7 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
         collect_from_influx(settings, result, master, wait=not (result.interrupted or result.timed_out))
     except KeyboardInterrupt:
         result.interrupted = True  # stop waiting for the last reports; summarize what arrived
-    except influx.InfluxError as err:
+    except (influx.InfluxError, PromError) as err:
         result.influx_error = str(err)
     print_summary(settings, options, result, stack_kind, say)
     if result.interrupted:

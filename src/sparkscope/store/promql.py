@@ -36,7 +36,7 @@ from typing import Any, Optional
 from sparkscope.errors import SparkscopeError
 from sparkscope.store import http
 from sparkscope.store.prometheus import label_name, series_name
-from sparkscope.store.reads import DRIVER, InfluxReads, Reads, Recent, Run
+from sparkscope.store.reads import DRIVER, MOST_ENTITIES, MOST_RUNS, InfluxReads, Reads, Recent, Run
 from sparkscope.store.schema import APPLICATION, EXECUTOR, JVM_HEAP_MEMORY, THREADPOOL_ACTIVE_TASKS
 
 FIELD = "value"  # the field every Spark metric is stored in: its series is <measurement>_value
@@ -110,6 +110,10 @@ def api_time(ms: int) -> str:
 
 # --- the HTTP API ---------------------------------------------------------------------------
 
+class PromError(SparkscopeError):
+    """The Prometheus-compatible store could not be reached or refused a query."""
+
+
 class PromQuery:
     """Thanos Query's (or any Prometheus-compatible store's) HTTP API, as the stack's user."""
 
@@ -120,7 +124,7 @@ class PromQuery:
         self.timeout_s = timeout_s
 
     def post(self, path: str, params: dict[str, str]) -> Any:
-        """The data of an answer; a store that is not reachable or refuses says so as a SparkscopeError."""
+        """The data of an answer; a store that is not reachable or refuses says so as a PromError."""
         request = urllib.request.Request(f"{self.url}{path}", data=urllib.parse.urlencode(params).encode(),
                                          method="POST")
         request.add_header("Content-Type", "application/x-www-form-urlencoded")
@@ -135,13 +139,13 @@ class PromQuery:
             except (ValueError, OSError, AttributeError):
                 pass
             hint = " (wrong password? the stack's is in <state>/thanos/password)" if err.code == 401 else ""
-            raise SparkscopeError(f"Thanos Query at {self.url} answered {err.code}{hint}: {detail}".rstrip(": ")) \
+            raise PromError(f"Thanos Query at {self.url} answered {err.code}{hint}: {detail}".rstrip(": ")) \
                 from err
         except OSError as err:
-            raise SparkscopeError(f"Thanos Query not reachable at {self.url} ({err}): is the stack up? "
+            raise PromError(f"Thanos Query not reachable at {self.url} ({err}): is the stack up? "
                                   "./sparkscope status says") from err
         if body.get("status") != "success":
-            raise SparkscopeError(f"Thanos Query at {self.url} refused a query: {body.get('error')}")
+            raise PromError(f"Thanos Query at {self.url} refused a query: {body.get('error')}")
         return body["data"]
 
     def instant(self, promql: str, at_ms: int) -> list[dict[str, Any]]:
@@ -162,6 +166,13 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _past_now_ms() -> int:
+    """When a subquery that finds a sample's time is evaluated: a step past now. Its steps
+    are multiples of FIND_STEP_S from the epoch, so evaluated at now the last one can be up
+    to a step before now and miss the newest samples."""
+    return _now_ms() + FIND_STEP_S * 1000
+
+
 class PromReads(Reads):
     """Spark's metrics from a Prometheus-compatible store; the annotator's events
     (and the host's disks and the block I/O probe, which top reads with them)
@@ -173,7 +184,7 @@ class PromReads(Reads):
 
     # --- runs: the annotator's, else the metrics' --------------------------------------------
 
-    def runs(self, most: int = 40) -> list[Run]:
+    def runs(self, most: int = MOST_RUNS) -> list[Run]:
         return self.events.runs(most)
 
     def finished_runs(self, app_name: Optional[str] = None) -> list[Run]:
@@ -196,9 +207,8 @@ class PromReads(Reads):
         """When the run's first heap sample was taken, exactly: a subquery finds it to
         within FIND_STEP_S (the newest sample at the first step after it), then its
         raw samples of that step say which."""
-        now = _now_ms()
         near = self.query.instant(f"min(min_over_time(timestamp({selector(JVM_HEAP_MEMORY, app_id)})"
-                                  f"[{SEARCH_BACK_S}s:{FIND_STEP_S}s]))", now)
+                                  f"[{SEARCH_BACK_S}s:{FIND_STEP_S}s]))", _past_now_ms())
         if not near:
             return None
         at = int(float(near[0]["value"][1]) * 1000)
@@ -283,15 +293,16 @@ class PromReads(Reads):
         return {e: sorted(points.items()) for e, points in out.items()}
 
     def last_report_ms(self, app_id: str, executor_id: str = DRIVER) -> Optional[int]:
-        """The newest heap sample's time, exactly: at the subquery's steps up to now each
-        gives its newest sample's time, the last sample's among them."""
+        """The newest heap sample's time, exactly: at each of the subquery's steps up to a
+        step past now, timestamp() gives the newest sample's time within Prometheus' 5 min
+        lookback, so the last step after the newest sample gives that sample's."""
         run = self.run(app_id)
         if run is None:
             return None
-        now = _now_ms()
-        back = max(FIND_STEP_S, (now - run.started_ms + MARGIN_MS) // 1000)
+        at = _past_now_ms()
+        back = max(FIND_STEP_S, (at - run.started_ms + MARGIN_MS) // 1000)
         found = self.query.instant(f"max(max_over_time(timestamp({selector(JVM_HEAP_MEMORY, app_id, executor=executor_id)})"
-                                   f"[{int(back)}s:{FIND_STEP_S}s]))", now)
+                                   f"[{int(back)}s:{FIND_STEP_S}s]))", at)
         return int(round(float(found[0]["value"][1]) * 1000)) if found else None
 
     def reports_since(self, app_id: str, seconds: float) -> bool:
@@ -360,10 +371,10 @@ class PromReads(Reads):
     def executor_events(self, app_id: str, event: Optional[str] = None, since_ms: int = 0) -> list[dict[str, Any]]:
         return self.events.executor_events(app_id, event, since_ms)
 
-    def job_work(self, app_id: str, most: int = 20_000) -> list[dict[str, Any]]:
+    def job_work(self, app_id: str, most: int = MOST_ENTITIES) -> list[dict[str, Any]]:
         return self.events.job_work(app_id, most)
 
-    def ended(self, measurement: str, app_id: str, most: int = 20_000) -> list[dict[str, Any]]:
+    def ended(self, measurement: str, app_id: str, most: int = MOST_ENTITIES) -> list[dict[str, Any]]:
         return self.events.ended(measurement, app_id, most)
 
     def stages(self, app_id: str) -> list[dict[str, Any]]:
@@ -375,7 +386,7 @@ class PromReads(Reads):
     def jobs(self, app_id: str) -> list[dict[str, Any]]:
         return self.events.jobs(app_id)
 
-    def stage_peaks(self, app_id: str, most: int = 20_000) -> list[dict[str, Any]]:
+    def stage_peaks(self, app_id: str, most: int = MOST_ENTITIES) -> list[dict[str, Any]]:
         return self.events.stage_peaks(app_id, most)
 
     def stage_text(self, app_id: str, stage_id: int, field: str) -> Optional[str]:
