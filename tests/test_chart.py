@@ -35,7 +35,7 @@ from sparkscope_dev.helm import ensure_helm
 from sparkscope_dev.kubeconform import LOCATION, ensure_kubeconform, ensure_schemas, kube_versions, \
     shipped_schemas
 from sparkscope.process import quiet, start_group, stop_group, wait_until
-from sparkscope.spark.conf import SINK, annotator_properties, conf_flags
+from sparkscope.spark.conf import SINK, annotator_properties, as_flags, conf_flags
 from sparkscope.store import influx, schema
 from sparkscope.stack import rollups
 from sparkscope.stack.influx_storage import influx_dirs
@@ -656,13 +656,12 @@ def expected_flags(tmp_path: Path, host: str, port: int, prefix: str, period: in
     flags = conf_flags(ROOT / "spark-conf" / "spark-defaults.conf", graphite_host=host, graphite_port=port,
                        prefix=prefix, period_s=period)
     settings = isolated_settings(tmp_path / "conf-state", EVENTS_AUTH="on")
-    props = annotator_properties(settings, Path(jar))
+    props = annotator_properties(settings, jar)
     props["spark.sparkscope.influx.url"] = f"http://{host}:{events_port}"
     assert props["spark.sparkscope.influx.passwordEnv"] == "SPARKSCOPE_EVENTS_PASSWORD"
     for role in ("driver", "executor"):
         props[f"spark.kubernetes.{role}.secretKeyRef.SPARKSCOPE_EVENTS_PASSWORD"] = f"{secret}:events-password"
-    props.pop("spark.jars")
-    return flags + [f"--jars {jar}"] + [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in props.items()]
+    return flags + as_flags(props)
 
 
 def rendered_notes(helm, tmp_path: Path, values: dict, release: str = RELEASE, namespace: str = NAMESPACE) -> str:
@@ -846,8 +845,8 @@ def test_the_kubernetes_walkthrough_gives_what_conf_k8s_prints(capsys):
         or "metrics" in line)], others
     # The operators' manifests: the same settings in sparkConf, the jar where each operator takes it.
     properties = {k: v for k, v in (shlex.split(flag)[1].split("=", 1) for flag in flags if flag.startswith("--conf"))}
-    (jars_flag,) = [flag for flag in flags if flag.startswith("--jars ")]
-    properties["spark.jars"] = jars_flag.removeprefix("--jars ")
+    assert not [flag for flag in flags if flag.startswith("--jars ")]  # the image's jar: on the class path
+    assert properties["spark.executor.extraClassPath"] == "/opt/sparkscope/sparkscope-annotator.jar"
     manifests = {doc["apiVersion"]: doc for doc in map(yaml.safe_load, fenced(section, "yaml"))}
     assert set(manifests) == set(OPERATORS)
     for api, manifest in manifests.items():
@@ -858,8 +857,6 @@ def test_the_kubernetes_walkthrough_gives_what_conf_k8s_prints(capsys):
         conf = dict(spec["sparkConf"])
         assert all(isinstance(v, str) for v in conf.values()), f"{api}: sparkConf is a map of strings"
         assert "spark.sparkscope.influx.password" not in conf, f"{api}: the password's value in sparkConf"
-        if api == "sparkoperator.k8s.io/v1beta2":
-            conf["spark.jars"] = ",".join(spec["deps"]["jars"])
         ours = {k: v for k, v in conf.items() if k in properties}
         assert ours == properties, api
         assert not [k for k in conf if k not in properties and ("sparkscope" in k or "metrics" in k)], api

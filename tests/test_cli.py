@@ -173,6 +173,24 @@ def test_influxdb_refusing_telegraf_s_writes_is_read_from_telegraf_s_log_within_
                                                                                "503 Service Unavailable")], now)
 
 
+def test_a_process_start_is_read_to_the_tick_not_the_boot_s_whole_second():
+    """status tells a refusal of the InfluxDB before a restart from one of the new
+    process by the new one's start: /proc/stat's btime alone (whole seconds) put it
+    up to a second early, so the old process's last refusal read as the new one's."""
+    import subprocess
+    from datetime import datetime, timezone
+    from sparkscope.process import process_started_at
+    before = datetime.now(timezone.utc)
+    child = subprocess.Popen(["sleep", "5"])
+    try:
+        started = process_started_at(child.pid)
+        after = datetime.now(timezone.utc)
+    finally:
+        child.kill()
+        child.wait()
+    assert (before - started).total_seconds() < 0.05 and started <= after
+
+
 def test_status_reports_a_refusing_influxdb_from_telegraf_s_log_and_writes_nothing(tmp_path, monkeypatch):
     """Both running and answering, InfluxDB refusing Telegraf's writes: influxdb and
     telegraf are degraded (not all up); no write is attempted at all."""

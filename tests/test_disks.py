@@ -364,13 +364,13 @@ def test_a_spark_job_whose_local_dir_is_on_a_slow_disk_has_its_slow_ios_stored_b
             try:
                 # Workers and executors take their local dirs from here (standalone and local-cluster).
                 monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local_dir))
-                # The listener runs in the driver: on its class path only. Shipped
-                # with spark.jars, each executor first copied the 1 MB jar onto the
-                # slow disk (2 minutes of 150 ms writes) before its first task.
-                conf = {k: v for k, v in annotator_properties(stack.settings, jar).items()
-                        if k not in ("spark.jars", "spark.plugins")}
-                run = run_spark_job(stack, "slow_local_dir_job.py", base,
-                                    conf={**conf, "spark.driver.extraClassPath": str(jar)})
+                # The listener, without the executors' plugins. The jar is on the
+                # class path, as shipped: with spark.jars, each executor first copied
+                # the 1 MB jar onto the slow disk (2 minutes of 150 ms writes) before
+                # its first task.
+                conf = {k: v for k, v in annotator_properties(stack.settings, jar).items() if k != "spark.plugins"}
+                assert "spark.jars" not in conf
+                run = run_spark_job(stack, "slow_local_dir_job.py", base, conf=conf)
             finally:
                 subprocess.run(["umount", str(local_dir)], capture_output=True)
         finally:

@@ -19,7 +19,7 @@ from conftest import JOBS, SINK_PERIOD_S, java_job_jar, users_jit
 from sparkscope.profiles import control
 from sparkscope.store import profiles as store
 from sparkscope.store.nested_set import widest_leaves
-from sparkscope.spark.conf import sparkscope_properties
+from sparkscope.spark.conf import CLASS_PATH_KEYS, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope_testkit.annotator_helpers import annotator_conf
 from sparkscope_testkit.sandbox import settings_environ
@@ -39,7 +39,8 @@ class ProfiledApp:
         self.phase = tmp / "phase"
         self.set_phase("burn")
         props = sparkscope_properties(stack.settings, period_s=SINK_PERIOD_S)
-        props.update(annotator_conf(stack))
+        # The jars given are shipped (spark.jars), the annotator's among them: not the checkout's on the class path.
+        props.update({k: v for k, v in annotator_conf(stack).items() if k not in CLASS_PATH_KEYS})
         props["spark.jars"] = ",".join(str(j) for j in jars)
         props["spark.sparkscope.profiler.control.dir"] = str(self.control_dir)
         # The JIT may inline a UDF's hot loop into Spark's generated code, and

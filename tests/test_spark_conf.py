@@ -64,13 +64,46 @@ def test_unreadable_or_malformed_properties_are_reported(tmp_path):
         read_properties(bad)
 
 
-def test_conf_command_attaches_the_annotator_pointed_at_the_same_host(capsys):
+def test_conf_command_attaches_the_annotator_pointed_at_the_same_host(capsys, monkeypatch):
+    monkeypatch.setenv("GRAPHITE_BIND", "127.0.0.1")  # the default: executors can only be on this host
     assert cli.main(["conf", "--host", "metrics.example.com"]) == 0
     words = shlex.split(capsys.readouterr().out.replace("\\\n", " "))
     pairs = dict(w.split("=", 1) for w in words if "=" in w)
     assert pairs["spark.extraListeners"] == "dev.sparkscope.annotator.AnnotatorListener"
     assert pairs["spark.sparkscope.influx.url"] == "http://metrics.example.com:8186"
-    assert words[words.index("--jars") + 1].endswith("sparkscope-annotator.jar")
+    # This host's jar on the class path: no executor fetches it (a copy, a chmod, an rm of its folder).
+    assert pairs["spark.driver.extraClassPath"] == pairs["spark.executor.extraClassPath"]
+    assert pairs["spark.executor.extraClassPath"].endswith("/annotator/target/sparkscope-annotator.jar")
+    assert "--jars" not in words and "spark.jars" not in pairs
+    # Executors elsewhere (asked for, or a Telegraf listening beyond this host) get it shipped.
+    for argv, bind in ((["--ship-jar"], "127.0.0.1"), ([], "0.0.0.0")):
+        monkeypatch.setenv("GRAPHITE_BIND", bind)
+        assert cli.main(["conf", "--host", "metrics.example.com", *argv]) == 0
+        words = shlex.split(capsys.readouterr().out.replace("\\\n", " "))
+        assert words[words.index("--jars") + 1].endswith("sparkscope-annotator.jar"), (argv, bind)
+        assert not [w for w in words if "extraClassPath" in w], (argv, bind)
+
+
+def test_the_sink_sends_only_what_telegraf_keeps_unless_the_stack_keeps_everything(capsys, monkeypatch):
+    """The generated filter lets through each read name and, for a counter, the
+    name Spark registers it under (the reporter adds .count); a stack that keeps
+    every metric (SPARKSCOPE_UNREAD_METRICS=pass) gets no filter."""
+    import re
+    from sparkscope.spark.conf import SINK_REGEX, sink_regex
+    from sparkscope.store import schema
+    found = re.compile(sink_regex()).search  # Spark: Pattern.find on <app>.<executor>.<source>.<name>
+    for name in schema.SPARK_READ:
+        registered = name.removesuffix(".count")
+        assert found(f"app-1.1.executor.{registered}") and found(f"app-1.1.executor.{name}"), name
+    for unread in ("jvm.heap.used", "executor.recordsRead", "CodeGenerator.compilationTime", "jvm.non-heap.max",
+                   "executor.shuffleRecordsRead", "ExecutorMetrics.TotalGCTime", "executor.threadpool.startedTasks"):
+        assert not found(f"app-1.1.{unread}"), unread
+    assert "\\" not in sink_regex()  # Java's properties files would eat a backslash
+    assert read_properties(DEFAULTS)[SINK_REGEX] == sink_regex()  # generated, current
+    for unread, present in (("drop", True), ("pass", False)):
+        monkeypatch.setenv("SPARKSCOPE_UNREAD_METRICS", unread)
+        assert cli.main(["conf", "--no-annotator"]) == 0
+        assert (f"{SINK_REGEX}=" in capsys.readouterr().out) is present, unread
 
 
 def test_each_run_gets_its_own_spark_home_whose_work_folder_is_not_the_packages(tmp_path):

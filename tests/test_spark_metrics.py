@@ -3,7 +3,16 @@ through the Graphite sink and Telegraf into InfluxDB, with the stored schema."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import pytest
+
+from conftest import JOBS, SINK_PERIOD_S
+from sparkscope.spark.conf import SINK, SINK_REGEX, sparkscope_properties
+from sparkscope.spark.submit import run_submit, submit_argv
+from sparkscope.store import schema
+from sparkscope_testkit.graphite_tap import GraphiteTap
 
 EXECUTORS = {"0", "1"}
 ALL_JVMS = EXECUTORS | {"driver"}
@@ -79,3 +88,43 @@ def test_the_executors_logs_are_kept_beside_the_runs_log_not_in_the_pyspark_pack
         stderr = home / "work" / metrics_run.app_id / executor / "stderr"
         assert "CoarseGrainedExecutorBackend" in stderr.read_text(), stderr
     assert not (spark_home() / "work" / metrics_run.app_id).exists()
+
+
+def test_the_sink_sends_only_what_the_stack_keeps_and_everything_when_it_keeps_all(stack, tmp_path):
+    """The shipped sink filter (spark.metrics.conf.*.sink.graphite.regex, generated
+    from the schema's read names) is applied by Spark itself: an executor sends the
+    metrics sparkscope reads and no other, counters (runTime -> runTime.count) and
+    gauges alike; a stack that keeps every metric (SPARKSCOPE_UNREAD_METRICS=pass)
+    gets no filter, so Spark sends it everything."""
+    tap = GraphiteTap((stack.settings.graphite_host, stack.settings.graphite_port))
+    sent = {}
+    try:
+        for unread in ("drop", "pass"):
+            props = sparkscope_properties(dataclasses.replace(stack.settings, unread_metrics=unread),
+                                          period_s=SINK_PERIOD_S)
+            assert (SINK_REGEX in props) == (unread == "drop")
+            props[SINK + "port"] = str(tap.port)
+            log = tmp_path / f"steady-{unread}.log"
+            done = run_submit(submit_argv(JOBS / "steady_job.py", "local-cluster[2,1,1024]", props, ["6"]), log, 240)
+            app_id = re.search(r"^APP_ID (\S+)$", done.stdout, re.M)
+            assert done.returncode == 0 and app_id, log.read_text()[-2000:]
+            # <prefix>.<app>.<executor>.<source>.<measurement>, by executor
+            by_jvm: dict[str, set[str]] = {}
+            for path, _ in tap.points(app_id.group(1)):
+                _, _, jvm, _, measurement = path.split(".", 4)
+                by_jvm.setdefault(jvm, set()).add(measurement)
+            sent[unread] = by_jvm
+    finally:
+        tap.close()
+    kept = set(schema.SPARK_READ)
+    shipped = set().union(*sent["drop"].values())
+    assert shipped <= kept, f"sent and then dropped by Telegraf: {sorted(shipped - kept)}"
+    for jvm in ("0", "1"):  # counters, the executor source's and ExecutorMetrics' gauges, the JVM source's
+        assert {"runTime.count", "succeededTasks.count", "threadpool.activeTasks", "JVMHeapMemory",
+                "MinorGCCount", "heap.max", "filesystem.file.read_bytes"} <= sent["drop"][jvm], sent["drop"][jvm]
+    assert {"tasks.failedTasks.count", "JVMHeapMemory"} <= sent["drop"]["driver"]  # the driver's app status
+    everything = set().union(*sent["pass"].values())
+    assert shipped < everything and "heap.used" in everything
+    assert len(sent["drop"]["1"]) * 3 < len(sent["pass"]["1"]), (len(sent["drop"]["1"]), len(sent["pass"]["1"]))
+    print(f"\nnames an executor sent: {len(sent['drop']['1'])} filtered, {len(sent['pass']['1'])} unfiltered; "
+          f"the driver: {len(sent['drop']['driver'])}, {len(sent['pass']['driver'])}")

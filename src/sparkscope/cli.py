@@ -31,7 +31,7 @@ except ImportError as _no_rich:
     TOP_MISSING = str(_no_rich)
 from sparkscope.spark.chart_release import Release, chart_values, submit_flags
 from sparkscope.store.http import EVENTS_PASSWORD_ENV
-from sparkscope.spark.conf import annotator_properties, conf_flags
+from sparkscope.spark.conf import annotator_properties, as_flags, conf_flags
 from sparkscope.stack import BACKENDS, SERVICE_NAMES, open_stack, thanos_layout
 from sparkscope.stack.grafana_local import GrafanaNotFound, find_grafana, is_installed
 from sparkscope.settings import ROOT, Settings, ensure_env_file, is_loopback, load_settings
@@ -56,6 +56,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         query = thanos_layout(settings).query
         print(f"Thanos   {query.http_url}  PromQL (Thanos Query; user sparkscope, password in "
               f"{settings.state_dir / 'thanos' / 'password'}); events stay in InfluxDB (docs/scale.md)")
+    elif settings.metrics_store == "remote":
+        print(f"Metrics  {settings.remote_write_url} (remote write); PromQL at {settings.remote_query_url}; "
+              f"events stay in InfluxDB (docs/scale.md)")
     print(f"Graphite {settings.graphite_host}:{settings.graphite_port}  <- Spark sends here")
     print(f"\nStack    {stack.name} backend; ./sparkscope status, ./sparkscope down")
     if stack.name == "compose":
@@ -119,6 +122,7 @@ def cmd_conf(args: argparse.Namespace) -> int:
               file=sys.stderr)
     flags = conf_flags(
         settings.root / "spark-conf" / "spark-defaults.conf",
+        settings.unread_metrics,
         graphite_host=host,
         graphite_port=port,
         prefix=args.prefix,
@@ -130,9 +134,11 @@ def cmd_conf(args: argparse.Namespace) -> int:
             print(f"# the annotator jar is not built yet ({jar}): run ./sparkscope install", file=sys.stderr)
         # What the demo and the tests attach, pointed at --host; with EVENTS_AUTH its user and
         # password too: the password is what the listener asks for (Spark redacts it in its UI).
-        props = annotator_properties(settings, jar)
+        # Executors can be elsewhere only once Telegraf listens beyond this host: then the jar travels.
+        ship = args.ship_jar or not is_loopback(settings.graphite_bind)
+        props = annotator_properties(settings, jar, ship=ship)
         props["spark.sparkscope.influx.url"] = f"http://{host}:{settings.events_port}"
-        flags += [f"--jars {props.pop('spark.jars')}"] + [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in props.items()]
+        flags += as_flags(props)
         if "spark.sparkscope.influx.passwordEnv" in props:
             # The value stays out of argv (ps shows it) and of what is printed here.
             print(f"# the annotator reads the events password from ${EVENTS_PASSWORD_ENV} in spark-submit's "
@@ -239,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--period", type=int, help="report period in seconds (default: 5)")
     conf.add_argument("--no-annotator", action="store_true",
                       help="metrics only: leave out the query/job/stage annotator listener")
+    conf.add_argument("--ship-jar", action="store_true",
+                      help="send the annotator jar with the job (--jars) instead of putting this host's file on "
+                           "the class path: for executors on other machines (the default once GRAPHITE_BIND "
+                           "is not loopback)")
     k8s = conf.add_argument_group("Spark on Kubernetes, sending to a release of charts/sparkscope")
     k8s.add_argument("--k8s", action="store_true",
                      help="print the settings for the release's Services (spark-submit --master k8s://...), "

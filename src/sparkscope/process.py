@@ -49,16 +49,30 @@ def start_ticks(pid: int) -> Optional[str]:
     return None if ticks is None else str(ticks)
 
 
+def boot_time() -> Optional[float]:
+    """When the machine booted, in seconds since the epoch, to 10 ms: now less
+    /proc/uptime (the clock a process's starttime counts on). /proc/stat's
+    btime is whole seconds, which put a process's start up to a second early:
+    enough to take a log line of the process before a restart for the new one's."""
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        try:
+            return float(next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                              if line.startswith("btime ")))
+        except (OSError, StopIteration, ValueError, IndexError):
+            return None
+    return time.time() - uptime
+
+
 def process_started_at(pid: int) -> Optional[datetime]:
     """When a process started, in UTC (to the clock tick), from its starttime and the boot time."""
     stat = procstat.read(pid)
     ticks = procstat.start_ticks(stat) if stat else None
-    try:
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-    except (OSError, StopIteration, ValueError, IndexError):
+    boot = boot_time()
+    if ticks is None or boot is None:
         return None
-    return None if ticks is None else datetime.fromtimestamp(boot + ticks / procstat.CLOCK_TICKS, timezone.utc)
+    return datetime.fromtimestamp(boot + ticks / procstat.CLOCK_TICKS, timezone.utc)
 
 
 def is_zombie(pid: int) -> bool:

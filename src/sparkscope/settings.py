@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -26,7 +27,7 @@ UNREAD_METRICS_ACTIONS = ("drop", "pass")  # Telegraf's processors.filter action
 # Secrets ./sparkscope up generates into .env when they are missing or empty.
 SECRET_KEYS = ("GRAFANA_ADMIN_PASSWORD", "INFLUXDB_ADMIN_PASSWORD", "INFLUXDB_WRITE_PASSWORD",
                "INFLUXDB_READ_PASSWORD", "EVENTS_PASSWORD")
-METRICS_STORES = ("influxdb", "thanos")  # SPARKSCOPE_METRICS_STORE
+METRICS_STORES = ("influxdb", "thanos", "remote")  # SPARKSCOPE_METRICS_STORE
 EVENTS_AUTH_CHOICES = ("auto", "on", "off")  # auto: on when the listener is reachable from other hosts
 # A password travels into InfluxQL, Telegraf's TOML, Grafana's YAML and HTTP
 # Basic auth; these characters are plain in all of them.
@@ -155,6 +156,13 @@ class Settings:
     thanos_port: int  # the base of the Thanos processes' ports (stack/thanos.layout)
     thanos_ingesters: int
     thanos_replication_factor: int
+    # remote: a Prometheus-compatible store the user runs (stack/remote_store.py): where Telegraf
+    # sends remote write, where PromQL is read, its Basic auth and the CA of its TLS ("" = none).
+    remote_write_url: str
+    remote_query_url: str
+    remote_user: str
+    remote_password: str = field(repr=False)
+    remote_ca_file: str
     # InfluxDB's users (influx.ensure_users); passwords "" until ./sparkscope up writes them to .env
     influx_admin_user: str
     influx_admin_password: str = field(repr=False)
@@ -233,6 +241,9 @@ class Settings:
             "SPARKSCOPE_METRICS_STORE": self.metrics_store, "THANOS_PORT": str(self.thanos_port),
             "THANOS_INGESTERS": str(self.thanos_ingesters),
             "THANOS_REPLICATION_FACTOR": str(self.thanos_replication_factor),
+            "SPARKSCOPE_REMOTE_WRITE_URL": self.remote_write_url, "SPARKSCOPE_REMOTE_QUERY_URL": self.remote_query_url,
+            "SPARKSCOPE_REMOTE_USER": self.remote_user, "SPARKSCOPE_REMOTE_PASSWORD": self.remote_password,
+            "SPARKSCOPE_REMOTE_CA_FILE": self.remote_ca_file,
             **dict(self.alert_contacts),
         }
 
@@ -334,6 +345,46 @@ def _secret(values: dict[str, str], key: str) -> str:
     return value
 
 
+def _remote_url(values: dict[str, str], key: str) -> str:
+    value = values.get(key, "").strip()
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingsError(f"{key}={value!r}: SPARKSCOPE_METRICS_STORE=remote needs the http(s) URL of your "
+                            f"store's {'remote-write endpoint' if 'WRITE' in key else 'PromQL API (the part before /api/v1)'}"
+                            f" in .env")
+    if any(c in value for c in '"\\ \t\r\n<>{}|^`'):
+        raise SettingsError(f"{key}: a URL holds no quote, backslash, space or line break; "
+                            f"percent-encode them (%22, %5C, %20)")
+    if parts.username or parts.password:
+        raise SettingsError(f"{key}: put the user and password in SPARKSCOPE_REMOTE_USER and "
+                            f"SPARKSCOPE_REMOTE_PASSWORD, not in the URL (which logs and status print)")
+    return value.rstrip("/") if "QUERY" in key else value
+
+
+def _remote_store(values: dict[str, str]) -> dict[str, str]:
+    """The remote store's settings: checked only when SPARKSCOPE_METRICS_STORE=remote."""
+    keys = ("remote_write_url", "remote_query_url", "remote_user", "remote_password", "remote_ca_file")
+    raw = {k: values.get(f"SPARKSCOPE_{k.upper()}", "").strip() for k in keys}
+    if values.get("SPARKSCOPE_METRICS_STORE", "").strip() != "remote":
+        return raw
+    raw["remote_write_url"] = _remote_url(values, "SPARKSCOPE_REMOTE_WRITE_URL")
+    raw["remote_query_url"] = _remote_url(values, "SPARKSCOPE_REMOTE_QUERY_URL")
+    if bool(raw["remote_user"]) != bool(raw["remote_password"]):
+        raise SettingsError("SPARKSCOPE_REMOTE_USER and SPARKSCOPE_REMOTE_PASSWORD go together (Basic auth): "
+                            "set both, or neither for a store that asks for none")
+    if any(c in raw["remote_user"] for c in ":\n\r"):
+        raise SettingsError("SPARKSCOPE_REMOTE_USER: no ':' or line break (Basic auth's separator)")
+    if any(c in raw["remote_password"] for c in "\n\r"):
+        raise SettingsError("SPARKSCOPE_REMOTE_PASSWORD: no line break")
+    if any(c in raw["remote_ca_file"] for c in '"\\\r\n'):
+        raise SettingsError("SPARKSCOPE_REMOTE_CA_FILE: a path with a quote, backslash or line break cannot be given "
+                            "to Telegraf; move the file")
+    if raw["remote_ca_file"] and not Path(raw["remote_ca_file"]).is_file():
+        raise SettingsError(f"SPARKSCOPE_REMOTE_CA_FILE={raw['remote_ca_file']!r}: no such file (the PEM of the CA "
+                            f"that signed your store's certificate; empty: the system's)")
+    return raw
+
+
 def shipped_defaults() -> dict[str, str]:
     """The defaults of every setting: the repository's .env.example."""
     return read_env_file(ROOT / ".env.example")
@@ -393,6 +444,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None, *, d
         thanos_port=_port(values, "THANOS_PORT"),
         thanos_ingesters=_count(values, "THANOS_INGESTERS"),
         thanos_replication_factor=_count(values, "THANOS_REPLICATION_FACTOR"),
+        **_remote_store(values),
         influx_admin_user=_user(values, "INFLUXDB_ADMIN_USER", defaults),
         influx_admin_password=_secret(values, "INFLUXDB_ADMIN_PASSWORD"),
         influx_write_user=_user(values, "INFLUXDB_WRITE_USER", defaults),

@@ -62,7 +62,10 @@ the Telegraf Service, then the annotator's. A JSON list of [key, value]. */}}
 {{- $key := regexReplaceAll "^([^\\s=:]+)\\s*[=:\\s]\\s*(.*)$" $line "${1}" -}}
 {{- $value := regexReplaceAll "^([^\\s=:]+)\\s*[=:\\s]\\s*(.*)$" $line "${2}" -}}
 {{- $_ := set $seen $key true -}}
+{{- /* The sink's filter sends only what Telegraf keeps: with unreadMetrics pass, everything. */ -}}
+{{- if not (and (eq $key (print $sink "regex")) (eq $.Values.telegraf.unreadMetrics "pass")) -}}
 {{- $props = append $props (list $key (get $override $key | default $value)) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- range $key := list (print $sink "host") (print $sink "port") (print $sink "prefix") (print $sink "period") -}}
@@ -74,7 +77,21 @@ the Telegraf Service, then the annotator's. A JSON list of [key, value]. */}}
 {{- /* As annotator_properties in src/sparkscope/spark/conf.py (tests/test_chart.py compares):
 the listener, the profiler plugin (idle until ./sparkscope profile asks) and the
 container memory plugin (each pod's cgroup limit, working set and OOM kills). */ -}}
-{{- $props = append $props (list "spark.jars" .Values.spark.annotator.jar) -}}
+{{- /* The jar: a path in the image (local://) on the driver's and executors' class
+path, fetched by no executor; a URL in spark.jars (jar_properties in conf.py). */ -}}
+{{- $jar := .Values.spark.annotator.jar -}}
+{{- $path := $jar -}}
+{{- if hasPrefix "local://" $jar -}}
+{{- $path = trimPrefix "local://" $jar -}}
+{{- else if hasPrefix "file://" $jar -}}
+{{- $path = trimPrefix "file://" $jar -}}
+{{- end -}}
+{{- if contains "://" $path -}}
+{{- $props = append $props (list "spark.jars" $jar) -}}
+{{- else -}}
+{{- $props = append $props (list "spark.driver.extraClassPath" $path) -}}
+{{- $props = append $props (list "spark.executor.extraClassPath" $path) -}}
+{{- end -}}
 {{- $props = append $props (list "spark.extraListeners" "dev.sparkscope.annotator.AnnotatorListener") -}}
 {{- $props = append $props (list "spark.plugins" "dev.sparkscope.annotator.ProfilerPlugin,dev.sparkscope.annotator.ContainerMemoryPlugin") -}}
 {{- $props = append $props (list "spark.sparkscope.influx.url" (printf "http://%s:%d" (include "sparkscope.telegrafHost" .) (int64 .Values.telegraf.ports.events))) -}}
@@ -106,7 +123,7 @@ the driver and executor pods get the value from the Secret as an environment var
 {{- $flags := list -}}
 {{- range $kv := include "sparkscope.sparkProperties" . | fromJsonArray -}}
 {{- if eq (index $kv 0) "spark.jars" -}}
-{{- $flags = append $flags (printf "--jars %s" (index $kv 1)) -}}
+{{- $flags = append $flags (printf "--jars %s" (include "sparkscope.shellQuote" (index $kv 1))) -}}
 {{- else -}}
 {{- $flags = append $flags (printf "--conf %s" (include "sparkscope.shellQuote" (printf "%s=%s" (index $kv 0) (index $kv 1)))) -}}
 {{- end -}}

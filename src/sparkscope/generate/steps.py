@@ -5,6 +5,7 @@ their inputs need:
     alerts         grafana/provisioning/alerting/...yaml  sparkscope.alerts (reads the live dashboard's panel ids)
     rollups        influxdb/rollups.setup                  sparkscope.stack.rollups
     telegraf       telegraf/telegraf.conf's GENERATED blocks: the ingest guard and "no end seen"
+    spark-conf     spark-conf/*'s GENERATED block: the Graphite sink's filter  sparkscope.spark.conf
     java           the annotator's Schema.java             sparkscope.generate.java_schema
     chart          charts/sparkscope/files/                sparkscope.chart (copies all of the above)
 
@@ -26,12 +27,16 @@ from sparkscope import chart, dashboards, ingest_guard
 from sparkscope.alerts import generate as alerts
 from sparkscope.generate import java_schema, no_end_seen
 from sparkscope.settings import ROOT
+from sparkscope.spark import conf as spark_conf
 from sparkscope.stack import rollups
 
 COMMAND = ".venv/bin/python -m sparkscope.generate"
 LIVE_DASHBOARD = "dashboards/spark-executors.json"
 RULES = "grafana/provisioning/alerting/" + alerts.RULES_FILE
 TELEGRAF_CONF = "telegraf/telegraf.conf"
+# The Spark settings users attach, and how each spells the sink's filter.
+SPARK_CONF = {"spark-conf/spark-defaults.conf": spark_conf.SINK_REGEX,
+              "spark-conf/metrics.properties": spark_conf.SINK_REGEX.removeprefix("spark.metrics.conf.")}
 
 
 class Tree:
@@ -91,6 +96,12 @@ def _telegraf(tree: Tree) -> str:
     return f"{TELEGRAF_CONF} (ingest guard, no end seen)"
 
 
+def _spark_conf(tree: Tree) -> str:
+    for rel, key in SPARK_CONF.items():
+        tree.write(rel, spark_conf.with_sink_regex(tree.read(rel).decode(), key))
+    return "spark-conf/ (the sink's filter)"
+
+
 def _java(tree: Tree) -> str:
     rel = java_schema.TARGET.relative_to(ROOT).as_posix()
     tree.write(rel, java_schema.render())
@@ -112,7 +123,7 @@ def _chart(tree: Tree) -> str:
 # In order: each reads what the ones before it wrote.
 STEPS: tuple[tuple[str, Callable[[Tree], str]], ...] = (
     ("dashboards", _dashboards), ("alerts", _alerts), ("rollups", _rollups), ("telegraf", _telegraf),
-    ("java", _java), ("chart", _chart))
+    ("spark-conf", _spark_conf), ("java", _java), ("chart", _chart))
 
 
 def run(root: Path = ROOT, progress: Callable[[str], None] = lambda _: None) -> Tree:

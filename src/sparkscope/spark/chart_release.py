@@ -14,13 +14,12 @@ at submit time, as NOTES.txt does.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from sparkscope.errors import SparkscopeError
 from sparkscope.store.http import EVENTS_PASSWORD_ENV
-from sparkscope.spark.conf import conf_flags, listener_properties, read_properties, with_endpoint
+from sparkscope.spark.conf import as_flags, conf_flags, for_stack, listener_properties, read_properties, with_endpoint
 
 CHART_VALUES = Path("charts") / "sparkscope" / "values.yaml"
 SECRET_KEY = "events-password"
@@ -124,16 +123,13 @@ def spark_properties(root: Path, release: Release) -> dict[str, str]:
     release's spark-conf ConfigMap holds, and what a SparkApplication's
     sparkConf takes (spark.jars included)."""
     props = with_endpoint(read_properties(root / "spark-conf" / "spark-defaults.conf"), **endpoint(release))
-    return {**props, **annotator_props(release)}
+    return {**for_stack(props, release.values["telegraf"]["unreadMetrics"]), **annotator_props(release)}
 
 
 def submit_flags(root: Path, release: Release) -> list[str]:
     """spark-submit flags for the release, one a list item, as `./sparkscope
     conf` prints them for a host (spark.jars as --jars), then the password
     read from the Secret when the annotator's listener asks for one."""
-    flags = conf_flags(root / "spark-conf" / "spark-defaults.conf", **endpoint(release))
-    props = annotator_props(release)
-    if props:
-        flags += [f"--jars {props.pop('spark.jars')}"] + [f"--conf {shlex.quote(f'{k}={v}')}"
-                                                          for k, v in props.items()]
-    return flags
+    flags = conf_flags(root / "spark-conf" / "spark-defaults.conf", release.values["telegraf"]["unreadMetrics"],
+                       **endpoint(release))
+    return flags + as_flags(annotator_props(release))

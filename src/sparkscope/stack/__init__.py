@@ -34,7 +34,7 @@ from sparkscope.store import influx
 from sparkscope.store.promql import PromQuery, PromReads
 from sparkscope.store.reads import InfluxReads, Reads, Rollup
 from sparkscope.store.schema import INGEST_REFUSED_MEASUREMENT, TELEGRAF_WRITE_MEASUREMENT
-from sparkscope.stack import rollups, thanos
+from sparkscope.stack import remote_store, rollups, thanos
 from sparkscope.stack.influx_storage import REFUSAL_WINDOW_S, human_size, influx_write_problem, telegraf_refusal
 from sparkscope.settings import Settings
 
@@ -251,9 +251,9 @@ class Backend:
     # the same for both
     def up(self, only: tuple[str, ...] = SERVICE_NAMES, progress: Progress = print) -> None:
         settings = self.settings
-        if settings.metrics_store == thanos.STORE_NAME and not self.runs_thanos:
-            raise StackError("SPARKSCOPE_METRICS_STORE=thanos runs with the native backend only for now: "
-                             "./sparkscope up --backend native (docs/scale.md)")
+        if settings.metrics_store in (thanos.STORE_NAME, remote_store.STORE_NAME) and not self.runs_thanos:
+            raise StackError(f"SPARKSCOPE_METRICS_STORE={settings.metrics_store} runs with the native backend only "
+                             f"for now: ./sparkscope up --backend native (docs/scale.md)")
         missing = settings.missing_secrets()
         if missing:
             raise StackError(f"{', '.join(missing)} not set (or the placeholder of .env.example): set them in "
@@ -362,6 +362,11 @@ class Backend:
                         row.state = "degraded"
                         row.detail = INFLUXDB_PLUGIN_MISSING.format(where=self.plugin_install_hint())
             rows.append(row)
+        if settings.metrics_store == remote_store.STORE_NAME:
+            point = remote_store.endpoint(settings)
+            state, detail = remote_store.check(point)
+            rows.append(ServiceStatus(remote_store.ROW, "remote", state, "-", f"{point.query_url} (PromQL)",
+                                      detail=detail))
         return rows
 
     def _thanos_query_row(self, row: ServiceStatus) -> None:
@@ -414,8 +419,8 @@ class Backend:
             row.data += f", {int(dropped):,} dropped"
             row.detail = (f"Telegraf dropped {int(dropped):,} points since it started: InfluxDB could not take them "
                           f"before its buffer (TELEGRAF_BUFFER_LIMIT={settings.telegraf_buffer_limit:,}) filled up")
-        if settings.metrics_store == thanos.STORE_NAME:
-            self._telegraf_thanos_output(row)
+        if settings.metrics_store in (thanos.STORE_NAME, remote_store.STORE_NAME):
+            self._telegraf_prometheus_output(row, settings.metrics_store)
         refused = self._refused_at_the_door()
         if refused:
             row.data += f", {sum(n for n, _ in refused.values()):,} refused"
@@ -425,21 +430,23 @@ class Backend:
                                    + ". Fix the sender, or declare the new name in src/sparkscope/store/schema.py and "
                                    "run .venv/bin/python -m sparkscope.generate"]))
 
-    def _telegraf_thanos_output(self, row: ServiceStatus) -> None:
-        """What Telegraf's remote write to Thanos (telegraf/thanos.conf, alias thanos) holds and dropped."""
+    def _telegraf_prometheus_output(self, row: ServiceStatus, alias: str) -> None:
+        """What Telegraf's remote write (telegraf/thanos.conf or remote.conf, alias thanos or
+        remote: the store's name) holds and dropped."""
         try:
             series = influx.query(self.settings.influx_reader,
                                   'SELECT last("buffer_size"), last("metrics_dropped") '
                                   f'FROM "{TELEGRAF_WRITE_MEASUREMENT}" '
-                                  'WHERE time > now() - 2m AND "output" = \'http\' AND "alias" = \'thanos\'',
+                                  f'WHERE time > now() - 2m AND "output" = \'http\' AND "alias" = \'{alias}\'',
                                   self.settings.database)
         except influx.InfluxError:
             return
+        where = "Thanos" if alias == thanos.STORE_NAME else "the remote store"
         if not series:
-            row.data += "; to Thanos: no report in the last 2 min"
+            row.data += f"; to {where}: no report in the last 2 min"
             return
         _, size, dropped = series[0]["values"][0]
-        row.data += f"; to Thanos: buffer {int(size or 0):,} points" + (f", {int(dropped):,} dropped" if dropped else "")
+        row.data += f"; to {where}: buffer {int(size or 0):,} points" + (f", {int(dropped):,} dropped" if dropped else "")
 
     def _refused_at_the_door(self) -> dict[str, tuple[int, str]]:
         """What Telegraf's ingest guard refused, per reason: (points, the last one's name, made
@@ -503,7 +510,7 @@ def choose_backend(settings: Settings, requested: Optional[str] = None) -> str:
         if requested not in BACKENDS:
             raise StackError(f"no backend {requested!r}: choose {' or '.join(BACKENDS)}")
         return requested
-    if settings.metrics_store == thanos.STORE_NAME:  # compose runs no Thanos yet
+    if settings.metrics_store in (thanos.STORE_NAME, remote_store.STORE_NAME):  # compose runs neither yet
         return recorded_backend(settings) or "native"
     return recorded_backend(settings) or ("compose" if docker_engine_answers() else "native")
 

@@ -38,6 +38,7 @@ from sparkscope.process import (Progress, is_zombie, log_tail, process_started_a
 from sparkscope.stack import (SERVICE_NAMES, Backend, ServiceStatus, StackError, service_names, thanos,
                               thanos_layout, wanted_services)
 from sparkscope.stack import influx_relay as relay_module
+from sparkscope.stack import remote_store
 from sparkscope.stack.supervise import read_status as read_supervise_status
 from sparkscope.stack.grafana_local import HOW_TO_GET, GrafanaNotFound, LocalGrafana, find_grafana
 from sparkscope.stack.influx_storage import influx_dirs, influx_disk_problem
@@ -228,6 +229,9 @@ def telegraf_service(settings: Settings, progress: Progress) -> Service:
         argv += ["--config", str(settings.root / "telegraf" / "thanos.conf")]
         prepare_thanos(settings, progress)  # its certificate, which Telegraf presents (up telegraf alone too)
         to_thanos = thanos.telegraf_env(thanos_layout(settings), thanos_files(settings))
+    elif settings.metrics_store == remote_store.STORE_NAME:  # a second output: remote write to the user's store
+        argv += ["--config", str(settings.root / "telegraf" / "remote.conf")]
+        to_thanos = remote_store.telegraf_env(settings)
     return Service("telegraf", argv, {
         **to_thanos,
         **_base_env(),

@@ -1,0 +1,202 @@
+"""SPARKSCOPE_METRICS_STORE=remote: Spark's metrics go to a Prometheus-compatible
+store the user runs, with its Basic auth and its CA, and status says whether
+its PromQL API answers. The user's store here is a real Thanos Receive and
+Query started by the test (Query over TLS with Basic auth), with a small
+authenticating front on the remote-write port, as Mimir and Cortex have
+behind their gateways: Thanos' own remote-write port takes no password."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from conftest import JOBS, SINK_PERIOD_S
+from sparkscope.process import start_group, stop_group, wait_until
+from sparkscope.provision.go import ensure_thanos
+from sparkscope.settings import SettingsError, load_settings
+from sparkscope.spark.conf import sparkscope_properties
+from sparkscope.spark.submit import run_submit, submit_argv
+from sparkscope.stack import remote_store, thanos
+from sparkscope.stack.native import NativeBackend, telegraf_service
+from sparkscope.store import http
+from sparkscope.store.prometheus import label_name, series_name
+from sparkscope.store.schema import APPLICATION, EXECUTOR, JVM_HEAP_MEMORY
+from sparkscope_testkit.sandbox import isolated_settings, throwaway_stack
+
+# Basic auth's password as a user may have it: quotes, a backslash, a dollar,
+# spaces. It reaches Telegraf through its environment and a TOML string.
+HOSTILE_PASSWORD = 'p"a\\ss ${HOME} $x \'w0rd'
+USER = "spark-metrics"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AuthFront:
+    """The remote-write port behind Basic auth: a write with the right
+    credentials is passed on to Thanos Receive, any other gets 401."""
+
+    def __init__(self, target: str, user: str, password: str):
+        self.target, self.expected = target, http.basic_auth(user, password)
+        self.accepted = self.refused = 0
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.headers.get("Authorization") != front.expected:
+                    front.refused += 1
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                request = urllib.request.Request(front.target, data=body, method="POST")
+                for key in ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Write-Version"):
+                    request.add_header(key, self.headers.get(key, ""))
+                try:
+                    with http.urlopen(request, timeout=10) as resp:
+                        status = resp.status
+                except urllib.error.HTTPError as err:
+                    status = err.code
+                front.accepted += status < 300
+                self.send_response(status)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/v1/receive"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def users_store(tmp_path_factory):
+    """A Thanos Receive (one ingester) and Query, as a user's store: Query's
+    HTTP over TLS (its own CA) with Basic auth; stopped by the pids started."""
+    root = tmp_path_factory.mktemp("users-store")
+    binary = ensure_thanos(load_settings(dotenv=False).cache_dir, progress=lambda _: None)
+    files = thanos.Files(root / "thanos")
+    thanos.ensure_tls(files, "127.0.0.1")
+    password = HOSTILE_PASSWORD  # one credential for writing and reading, as a user has
+    hashed = subprocess.run([str(binary.with_name("bcrypt-hash"))], input=password + "\n",
+                            capture_output=True, text=True, check=True).stdout.strip()
+    web = root / "web.yml"
+    web.write_text(thanos.web_config_text(hashed).replace(thanos.USER, USER) +
+                   f"tls_server_config:\n  cert_file: {files.cert}\n  key_file: {files.key}\n")
+    grpc, rw, http_r, capnp, http_q, grpc_q = (free_port() for _ in range(6))
+    receive = start_group([str(binary), "receive", f"--grpc-address=127.0.0.1:{grpc}",
+                           f"--http-address=127.0.0.1:{http_r}", f"--remote-write.address=127.0.0.1:{rw}",
+                           f"--receive.capnproto-address=127.0.0.1:{capnp}", f"--tsdb.path={root / 'tsdb'}",
+                           '--label=replica="users-store"'], root / "receive.log")
+    query = start_group([str(binary), "query", f"--grpc-address=127.0.0.1:{grpc_q}",
+                         f"--http-address=127.0.0.1:{http_q}", f"--http.config={web}",
+                         f"--endpoint=127.0.0.1:{grpc}"], root / "query.log")
+    point = remote_store.Endpoint(f"https://127.0.0.1:{http_q}", USER, password, str(files.ca))
+    front = AuthFront(f"http://127.0.0.1:{rw}/api/v1/receive", USER, HOSTILE_PASSWORD)
+    try:
+        assert wait_until(lambda: remote_store.check(point)[0] == "up", 60, 0.5), \
+            (remote_store.check(point), (root / "query.log").read_text()[-2000:])
+        yield point, front
+    finally:
+        front.close()
+        for proc in (query, receive):
+            stop_group(proc.pid, proc=proc)
+
+
+def remote_settings(point, front, **changes) -> dict[str, str]:
+    return {"SPARKSCOPE_METRICS_STORE": "remote", "SPARKSCOPE_REMOTE_WRITE_URL": front.url,
+            "SPARKSCOPE_REMOTE_QUERY_URL": point.query_url, "SPARKSCOPE_REMOTE_USER": USER,
+            "SPARKSCOPE_REMOTE_PASSWORD": HOSTILE_PASSWORD, "SPARKSCOPE_REMOTE_CA_FILE": point.ca_file, **changes}
+
+
+@pytest.mark.slow
+def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(users_store, tmp_path):
+    point, front = users_store
+    with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"),
+                         **remote_settings(point, front)) as settings:
+        # The front lets no write in without the password (what makes the count below mean something).
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            http.urlopen(urllib.request.Request(front.url, data=b"x", method="POST"), timeout=5)
+        refused_before = front.refused
+        props = sparkscope_properties(settings, period_s=SINK_PERIOD_S)
+        log = tmp_path / "steady.log"
+        done = run_submit(submit_argv(JOBS / "steady_job.py", "local-cluster[2,1,1024]", props, ["8"]), log, 240)
+        app = re.search(r"^APP_ID (\S+)$", done.stdout, re.M)
+        assert done.returncode == 0 and app, log.read_text()[-2000:]
+        name, app_label, executor = series_name(JVM_HEAP_MEMORY, "value"), label_name(APPLICATION), label_name(EXECUTOR)
+        promql = f'sum by ({executor}) (count_over_time({name}{{{app_label}="{app.group(1)}"}}[1h]))'
+
+        def per_executor() -> dict[str, float]:
+            body = point.get_json("/api/v1/query", {"query": promql})
+            return {r["metric"][executor]: float(r["value"][1]) for r in body["data"]["result"]}
+
+        # Read through the user's Query, over its TLS, with its Basic auth.
+        assert wait_until(lambda: set(per_executor()) >= {"driver", "0", "1"}, 60, 2), per_executor()
+        assert front.accepted > 0 and front.refused == refused_before  # the quoted password arrived whole
+
+        rows = {row.name: row for row in NativeBackend(settings).status()}
+        assert rows[remote_store.ROW].state == "up", rows[remote_store.ROW]
+        assert rows[remote_store.ROW].url.startswith(point.query_url)
+        assert "to the remote store: buffer" in rows["telegraf"].data or \
+            "to the remote store: no report" in rows["telegraf"].data, rows["telegraf"].data
+
+    # A wrong password: status names the store's answer and the settings to check.
+    wrong = load_settings(environ=remote_settings(point, front, SPARKSCOPE_REMOTE_PASSWORD="wrong-password"),
+                          dotenv=False)
+    state, detail = remote_store.check(remote_store.endpoint(wrong))
+    assert state == "unhealthy" and "401" in detail and "SPARKSCOPE_REMOTE_PASSWORD" in detail, detail
+    # No CA: the store's certificate is refused, and said.
+    state, detail = remote_store.check(remote_store.Endpoint(point.query_url, point.user, point.password))
+    assert state == "down" and "CERTIFICATE_VERIFY_FAILED" in detail, detail
+
+
+def test_the_remote_store_is_refused_without_its_urls_or_with_credentials_in_them():
+    base = {"SPARKSCOPE_METRICS_STORE": "remote"}
+    with pytest.raises(SettingsError, match="SPARKSCOPE_REMOTE_WRITE_URL=''.*remote-write endpoint"):
+        load_settings(environ=base, dotenv=False)
+    urls = {"SPARKSCOPE_REMOTE_WRITE_URL": "https://mimir.example.com/api/v1/push",
+            "SPARKSCOPE_REMOTE_QUERY_URL": "https://mimir.example.com/prometheus/"}
+    settings = load_settings(environ={**base, **urls}, dotenv=False)
+    assert settings.remote_query_url == "https://mimir.example.com/prometheus"  # /api/v1/... is appended
+    with pytest.raises(SettingsError, match="not in the URL"):
+        load_settings(environ={**base, **urls, "SPARKSCOPE_REMOTE_WRITE_URL": "https://u:pw@mimir.example.com/push"},
+                      dotenv=False)
+    with pytest.raises(SettingsError, match="go together"):
+        load_settings(environ={**base, **urls, "SPARKSCOPE_REMOTE_USER": "u"}, dotenv=False)
+    with pytest.raises(SettingsError, match="no quote"):
+        load_settings(environ={**base, **urls, "SPARKSCOPE_REMOTE_WRITE_URL": 'https://m.example.com/"x'},
+                      dotenv=False)
+    with pytest.raises(SettingsError, match="no such file"):
+        load_settings(environ={**base, **urls, "SPARKSCOPE_REMOTE_CA_FILE": "/nonexistent/ca.pem"}, dotenv=False)
+    # The influxdb store never looks at them.
+    assert load_settings(environ={"SPARKSCOPE_REMOTE_WRITE_URL": "nonsense"}, dotenv=False).metrics_store == "influxdb"
+
+
+def test_the_password_reaches_telegraf_in_its_environment_never_its_argv(tmp_path):
+
+    settings = isolated_settings(tmp_path / "state", **{
+        "SPARKSCOPE_METRICS_STORE": "remote", "SPARKSCOPE_REMOTE_WRITE_URL": "https://m.example.com/api/v1/push",
+        "SPARKSCOPE_REMOTE_QUERY_URL": "https://m.example.com/prometheus", "SPARKSCOPE_REMOTE_USER": USER,
+        "SPARKSCOPE_REMOTE_PASSWORD": HOSTILE_PASSWORD})
+    service = telegraf_service(settings, lambda _: None)
+    assert str(settings.root / "telegraf" / "remote.conf") in service.argv
+    assert not any(HOSTILE_PASSWORD in arg for arg in service.argv)
+    # Telegraf 1.37 pastes ${...} values into its config's text unescaped (a quote ended the
+    # string: "invalid TOML syntax", found by the test above): the password goes base64-encoded.
+    assert service.env["SPARKSCOPE_REMOTE_AUTHORIZATION"] == http.basic_auth(USER, HOSTILE_PASSWORD)
+    assert not any(HOSTILE_PASSWORD in value for value in service.env.values())
+    assert HOSTILE_PASSWORD not in repr(settings)  # field(repr=False)
