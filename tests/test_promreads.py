@@ -202,6 +202,16 @@ def test_credentials_go_in_basic_auth_and_a_refusal_or_no_store_says_what_to_do(
     finally:
         server.shutdown()
         server.server_close()
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Refusing)
+    server.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(SparkscopeError, match="the remote store at .* answered 401.*SPARKSCOPE_REMOTE_USER"):
+            PromQuery(f"http://127.0.0.1:{server.server_port}", "", "", name="the remote store").instant("up", 1000)
+        assert server.seen[0][0] is None  # no user: no Authorization header
+    finally:
+        server.shutdown()
+        server.server_close()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
@@ -221,6 +231,15 @@ def test_the_metrics_store_setting_chooses_the_reads(tmp_path):
     assert isinstance(reads, PromReads) and isinstance(reads.events, InfluxReads)
     assert (reads.query.url, reads.query.user, reads.query.password, reads.query.timeout_s) == (
         "http://127.0.0.1:20042", thanos.USER, "pw", 7.0)
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-")
+    remote = metrics_reads(isolated_settings(
+        tmp_path / "c", SPARKSCOPE_METRICS_STORE="remote", SPARKSCOPE_REMOTE_WRITE_URL="https://m.example/api/v1/push",
+        SPARKSCOPE_REMOTE_QUERY_URL="https://m.example/prometheus/", SPARKSCOPE_REMOTE_USER="spark",
+        SPARKSCOPE_REMOTE_PASSWORD="x", SPARKSCOPE_REMOTE_CA_FILE=str(ca)))
+    assert isinstance(remote, PromReads)
+    assert (remote.query.url, remote.query.user, remote.query.password, remote.query.ca_file) == (
+        "https://m.example/prometheus", "spark", "x", str(ca))
 
 
 # --- slow: a real run through both stores -------------------------------------------------------

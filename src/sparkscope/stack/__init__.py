@@ -55,9 +55,14 @@ def thanos_layout(settings: Settings) -> thanos.Layout:
 def metrics_reads(settings: Settings, timeout_s: float = 10.0, rollup: Optional[Rollup] = None) -> Reads:
     """The read layer of this stack's metrics store: InfluxReads, or with the
     Thanos store PromReads (Spark's metrics through Query, as the stack's
-    user; the annotator's events from InfluxDB). Every command that reads a
-    run (top, report, compare, the demo's summary) takes its Reads here."""
+    user; the annotator's events from InfluxDB), or with the remote store
+    PromReads at the user's PromQL API with their credentials and CA. Every
+    command that reads a run (top, report, compare, the demo's summary) takes
+    its Reads here."""
     events = InfluxReads(settings.influx_reader, settings.database, timeout_s, rollup)
+    if settings.metrics_store == remote_store.STORE_NAME:
+        return PromReads(PromQuery(settings.remote_query_url, settings.remote_user, settings.remote_password,
+                                   timeout_s, ca_file=settings.remote_ca_file, name="the remote store"), events)
     if settings.metrics_store != thanos.STORE_NAME:
         return events
     files = thanos.Files(settings.state_dir / "thanos")

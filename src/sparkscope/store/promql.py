@@ -1,8 +1,9 @@
 """The read layer over a Prometheus-compatible store (the Thanos store,
-SPARKSCOPE_METRICS_STORE=thanos): PromReads answers the reads of Spark's
-metrics with PromQL through Query's HTTP API (/api/v1/query, Basic auth),
-and hands every read of the annotator's events to InfluxReads, since the
-events (strings) stay in InfluxDB (docs/scale.md, "What reads where").
+SPARKSCOPE_METRICS_STORE=thanos, or the user's own, =remote): PromReads
+answers the reads of Spark's metrics with PromQL through the store's HTTP
+API (/api/v1/query, Basic auth), and hands every read of the annotator's
+events to InfluxReads, since the events (strings) stay in InfluxDB
+(docs/scale.md, "What reads where").
 
 Each figure means what InfluxReads means by it, sample for sample:
 - a highest value over a span is max_over_time over exactly that span;
@@ -27,6 +28,7 @@ images).
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -115,22 +117,28 @@ class PromError(SparkscopeError):
 
 
 class PromQuery:
-    """Thanos Query's (or any Prometheus-compatible store's) HTTP API, as the stack's user."""
+    """Thanos Query's (or any Prometheus-compatible store's) HTTP API: with Basic auth
+    when a user is given, trusting ca_file's CA for https when one is given."""
 
-    def __init__(self, url: str, user: str, password: str, timeout_s: float = 10.0):
+    def __init__(self, url: str, user: str, password: str, timeout_s: float = 10.0, ca_file: str = "",
+                 name: str = "Thanos Query"):
         self.url = url.rstrip("/")
         self.user = user
         self.password = password
         self.timeout_s = timeout_s
+        self.ca_file = ca_file
+        self.name = name  # in messages
 
     def post(self, path: str, params: dict[str, str]) -> Any:
         """The data of an answer; a store that is not reachable or refuses says so as a PromError."""
         request = urllib.request.Request(f"{self.url}{path}", data=urllib.parse.urlencode(params).encode(),
                                          method="POST")
         request.add_header("Content-Type", "application/x-www-form-urlencoded")
-        request.add_header("Authorization", http.basic_auth(self.user, self.password))
+        if self.user:
+            request.add_header("Authorization", http.basic_auth(self.user, self.password))
+        context = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
         try:
-            with http.urlopen(request, timeout=self.timeout_s) as resp:
+            with http.urlopen(request, timeout=self.timeout_s, context=context) as resp:
                 body = json.loads(resp.read())
         except urllib.error.HTTPError as err:
             detail = ""
@@ -138,14 +146,15 @@ class PromQuery:
                 detail = json.loads(err.read()).get("error", "")
             except (ValueError, OSError, AttributeError):
                 pass
-            hint = " (wrong password? the stack's is in <state>/thanos/password)" if err.code == 401 else ""
-            raise PromError(f"Thanos Query at {self.url} answered {err.code}{hint}: {detail}".rstrip(": ")) \
-                from err
+            hint = "" if err.code not in (401, 403) else (
+                " (wrong password? the stack's is in <state>/thanos/password)" if self.name == "Thanos Query"
+                else " (check SPARKSCOPE_REMOTE_USER and SPARKSCOPE_REMOTE_PASSWORD)")
+            raise PromError(f"{self.name} at {self.url} answered {err.code}{hint}: {detail}".rstrip(": ")) from err
         except OSError as err:
-            raise PromError(f"Thanos Query not reachable at {self.url} ({err}): is the stack up? "
+            raise PromError(f"{self.name} not reachable at {self.url} ({err}): is the stack up? "
                                   "./sparkscope status says") from err
         if body.get("status") != "success":
-            raise PromError(f"Thanos Query at {self.url} refused a query: {body.get('error')}")
+            raise PromError(f"{self.name} at {self.url} refused a query: {body.get('error')}")
         return body["data"]
 
     def instant(self, promql: str, at_ms: int) -> list[dict[str, Any]]:
