@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import base64
 import copy
+import http.server
 import json
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -75,6 +79,12 @@ MATRIX = {
                                                            "loadBalancerSourceRanges": ["10.20.0.0/16"]}}},
     "no grafana, no annotator, no events auth": {"grafana": {"enabled": False}, "events": {"auth": False},
                                                  "spark": {"annotator": {"enabled": False}}},
+    "remote metrics store": {"metricsStore": {"mode": "remote", "remote": {
+        "writeURL": "https://mimir-gateway.mimir.svc/api/v1/push", "queryURL": "https://mimir-gateway.mimir.svc/prometheus",
+        "authSecret": "mimir-auth", "caConfigMap": "mimir-ca"}}},
+    "remote metrics store without auth": {"metricsStore": {"mode": "remote", "remote": {
+        "writeURL": "http://prometheus.monitoring.svc:9090/api/v1/write", "queryURL": "",
+        "authSecret": "", "caConfigMap": ""}}},
     "host probes": {"probes": {"enabled": True,
                                "threadprobe": {"image": {"repository": "registry.example/sparkscope-threadprobe"}},
                                "blockprobe": {"image": {"repository": "registry.example/sparkscope-blockprobe",
@@ -1074,6 +1084,81 @@ def test_helm_test_pod_roundtrips_through_the_charts_telegraf_and_influxdb(chart
             assert influx_status(chart_stack["url"] + influx_probe[probe]["httpGet"]["path"]) == 204
     finally:
         stop_group(telegraf.pid, proc=telegraf)
+
+
+REMOTE_VALUES = MATRIX["remote metrics store"]
+
+
+def test_a_remote_store_needs_its_write_url_and_takes_no_credentials_in_it(helm, tmp_path):
+    for remote, says in (({"writeURL": ""}, "metricsStore.remote.writeURL"),
+                         ({"writeURL": "https://user:pw@mimir.example/api/v1/push"}, "no credentials in the URL"),
+                         ({"writeURL": 'https://mimir.example/"push'}, "writeURL")):
+        values = {"metricsStore": {"mode": "remote", "remote": dict(REMOTE_VALUES["metricsStore"]["remote"], **remote)}}
+        values_file = tmp_path / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        done = helm("template", RELEASE, "-f", str(values_file))
+        assert done.returncode != 0 and says in done.stderr, (remote, done.stderr)
+
+
+def test_the_remote_store_gets_spark_metrics_from_the_charts_telegraf_with_your_authorization(
+        helm, chart_stack, tmp_path):
+    """metricsStore.mode remote: the rendered Telegraf (both configs, the env the
+    Deployment sets, the header from your Secret) remote-writes what Spark sends
+    to your store; the influxdb mode renders no second output."""
+    objects = render(helm, tmp_path, REMOTE_VALUES)
+    spec = pod_specs(objects)[f"Deployment/{RELEASE}-telegraf"]
+    (container,) = spec["containers"]
+    assert container["args"][-2:] == ["--config", "/etc/telegraf/remote.conf"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["remote-ca"]["configMap"]["name"] == "mimir-ca"
+    assert env_of(container)["SPARKSCOPE_REMOTE_CA_FILE"]["value"] == "/etc/telegraf-remote-ca/ca.crt"
+    assert env_of(container)["SPARKSCOPE_REMOTE_AUTHORIZATION"]["valueFrom"]["secretKeyRef"] == \
+        {"name": "mimir-auth", "key": "authorization"}
+    default = pod_specs(chart_stack["objects"])[f"Deployment/{RELEASE}-telegraf"]["containers"][0]
+    assert "/etc/telegraf/remote.conf" not in default["args"] and "SPARKSCOPE_REMOTE_WRITE_URL" not in env_of(default)
+
+    got: list[tuple[dict, int]] = []
+
+    class Store(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            got.append((dict(self.headers), len(body)))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    store = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Store)
+    threading.Thread(target=store.serve_forever, daemon=True).start()
+    authorization = "Basic " + base64.b64encode(b'spark:p"a\\ss $HOME').decode()
+    mounts = config_map_files(objects, spec, {**container, "volumeMounts": [
+        m for m in container["volumeMounts"] if m["name"] != "remote-ca"]}, tmp_path / "mounts")
+    graphite, events = free_port(), free_port()
+    env = container_env(container, {**chart_stack["secrets"], "authorization": authorization},
+                        INFLUX_URL=chart_stack["url"], GRAPHITE_LISTEN=f"127.0.0.1:{graphite}",
+                        EVENTS_LISTEN=f"127.0.0.1:{events}", TELEGRAF_BUFFER_DIR=str(tmp_path / "buffer"),
+                        SPARKSCOPE_REMOTE_WRITE_URL=f"http://127.0.0.1:{store.server_address[1]}/api/v1/push",
+                        SPARKSCOPE_REMOTE_CA_FILE="")
+    argv = [str(ensure_telegraf(load_settings().cache_dir, quiet))] + localized(container["args"][1:], mounts)
+    telegraf = start_group(argv, tmp_path / "telegraf.log", env=env)
+    try:
+        assert wait_until(lambda: influx.ping(f"http://127.0.0.1:{events}"), 30), \
+            (tmp_path / "telegraf.log").read_text()[-3000:]
+
+        def sent() -> bool:
+            with socket.create_connection(("127.0.0.1", graphite), 5) as conn:
+                conn.sendall(f"spark.app-remote-1.1.executor.threadpool.activeTasks 3 {int(time.time())}\n".encode())
+            return any(h.get("Authorization") == authorization for h, _ in got)
+
+        assert wait_until(sent, 30, 2), (got, (tmp_path / "telegraf.log").read_text()[-3000:])
+        headers, size = next((h, n) for h, n in got if h.get("Authorization") == authorization)
+        assert headers["Content-Encoding"] == "snappy" and headers["Content-Type"] == "application/x-protobuf"
+        assert size > 0
+    finally:
+        stop_group(telegraf.pid, proc=telegraf)
+        store.shutdown()
+        store.server_close()
 
 
 def influx_status(url: str, body: bytes | None = None) -> int:

@@ -12,7 +12,7 @@ from sparkscope.generate import steps
 from sparkscope.settings import ROOT
 
 # What the steps read and write, copied for a check that must not touch the repository.
-COPIED = ("dashboards", "grafana", "influxdb", "telegraf", "spark-conf", "charts")
+COPIED = ("dashboards", "dashboards-prometheus", "grafana", "influxdb", "telegraf", "spark-conf", "charts")
 
 
 def test_every_generated_file_is_what_the_generators_write():

@@ -101,22 +101,26 @@ def users_store(tmp_path_factory):
     web.write_text(thanos.web_config_text(hashed).replace(thanos.USER, USER) +
                    f"tls_server_config:\n  cert_file: {files.cert}\n  key_file: {files.key}\n")
     grpc, rw, http_r, capnp, http_q, grpc_q = (free_port() for _ in range(6))
+    started, front = [], None
     receive = start_group([str(binary), "receive", f"--grpc-address=127.0.0.1:{grpc}",
                            f"--http-address=127.0.0.1:{http_r}", f"--remote-write.address=127.0.0.1:{rw}",
                            f"--receive.capnproto-address=127.0.0.1:{capnp}", f"--tsdb.path={root / 'tsdb'}",
                            '--label=replica="users-store"'], root / "receive.log")
-    query = start_group([str(binary), "query", f"--grpc-address=127.0.0.1:{grpc_q}",
-                         f"--http-address=127.0.0.1:{http_q}", f"--http.config={web}",
-                         f"--endpoint=127.0.0.1:{grpc}"], root / "query.log")
-    point = remote_store.Endpoint(f"https://127.0.0.1:{http_q}", USER, password, str(files.ca))
-    front = AuthFront(f"http://127.0.0.1:{rw}/api/v1/receive", USER, HOSTILE_PASSWORD)
+    started.append(receive)
     try:
+        query = start_group([str(binary), "query", f"--grpc-address=127.0.0.1:{grpc_q}",
+                             f"--http-address=127.0.0.1:{http_q}", f"--http.config={web}",
+                             f"--endpoint=127.0.0.1:{grpc}"], root / "query.log")
+        started.append(query)
+        point = remote_store.Endpoint(f"https://127.0.0.1:{http_q}", USER, password, str(files.ca))
+        front = AuthFront(f"http://127.0.0.1:{rw}/api/v1/receive", USER, HOSTILE_PASSWORD)
         assert wait_until(lambda: remote_store.check(point)[0] == "up", 60, 0.5), \
             (remote_store.check(point), (root / "query.log").read_text()[-2000:])
         yield point, front
     finally:
-        front.close()
-        for proc in (query, receive):
+        if front is not None:
+            front.close()
+        for proc in reversed(started):
             stop_group(proc.pid, proc=proc)
 
 

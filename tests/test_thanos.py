@@ -21,7 +21,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -202,13 +204,20 @@ class Query:
         return {dict(labels)[executor]: value for labels, value in got.items()}
 
 
-@pytest.fixture(scope="module")
-def thanos_stack(tmp_path_factory):
+@contextmanager
+def started_thanos_stack(tmp_path_factory) -> Iterator:
+    """InfluxDB, the Thanos store (3 ingesters) and Telegraf, on free ports; stopped by their pids."""
     from sparkscope_testkit.sandbox import throwaway_stack
     base = free_base_port(3)
     services = ("influxdb", *thanos.layout(base).names, "telegraf")  # no Grafana runs in the tests
     with throwaway_stack(tmp_path_factory.mktemp("thanos-state"), only=services, unread_metrics="pass",
                          SPARKSCOPE_METRICS_STORE="thanos", THANOS_PORT=str(base)) as settings:
+        yield settings
+
+
+@pytest.fixture(scope="module")
+def thanos_stack(tmp_path_factory):
+    with started_thanos_stack(tmp_path_factory) as settings:
         yield settings
 
 

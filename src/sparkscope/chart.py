@@ -33,6 +33,7 @@ SOURCES = (
     "influxdb/first-admin.sh",
     "influxdb/rollups.setup",
     "telegraf/telegraf.conf",
+    "telegraf/remote.conf",
     "grafana/grafana.ini",
     "grafana/provisioning/datasources/influxdb.yaml",
     "grafana/provisioning/dashboards/sparkscope.yaml",

@@ -145,3 +145,20 @@ listener's user and password. */}}
 {{ include "sparkscope.secretEnv" (dict "root" . "name" "SPARKSCOPE_EVENTS_PASSWORD" "key" "events-password") }}
 {{- end }}
 {{- end -}}
+
+{{/* metricsStore.mode, checked: influxdb, or remote with its write URL. */}}
+{{- define "sparkscope.metricsStore" -}}
+{{- $m := .Values.metricsStore -}}
+{{- if not (has $m.mode (list "influxdb" "remote")) -}}
+{{- fail (printf "metricsStore.mode %q: use influxdb or remote" $m.mode) -}}
+{{- end -}}
+{{- if eq $m.mode "remote" -}}
+{{- if not (regexMatch "^https?://[^\\s\"\\\\]+$" $m.remote.writeURL) -}}
+{{- fail (printf "metricsStore.remote.writeURL %q: the http(s) URL of your store's remote-write endpoint, without quotes or spaces" $m.remote.writeURL) -}}
+{{- end -}}
+{{- if regexMatch "^https?://[^/]*@" $m.remote.writeURL -}}
+{{- fail "metricsStore.remote.writeURL: no credentials in the URL; put the Authorization header in metricsStore.remote.authSecret" -}}
+{{- end -}}
+{{- end -}}
+{{- $m.mode -}}
+{{- end -}}

@@ -2,8 +2,10 @@
 
 Dashboards are data, checked in as JSON so that Grafana provisions them as
 they are; this package is where they are edited: queries.py (the InfluxQL rules),
-layout.py (panels to JSON), live.py and summary.py (one module per
-dashboard, one function per row). It keeps every panel to the
+reads.py (what a panel reads, declared once, rendered to InfluxQL or
+PromQL), layout.py (panels to JSON), live.py and summary.py (one module per
+dashboard, one function per row), prometheus.py (the live dashboard in
+PromQL, for the Thanos store: dashboards-prometheus/). It keeps every panel to the
 same rules (unit, description, legend by executor, gauges read with
 mean/max/last and counters with non_negative_derivative) that a hand-edited
 JSON file of forty panels would drift from. Regenerate after a change (with
@@ -29,8 +31,14 @@ from sparkscope.dashboards.layout import dashboard
 from sparkscope.dashboards.queries import raw_samples
 from sparkscope.dashboards.uids import LIVE_UID, PROFILES_UID, SUMMARY_UID
 from sparkscope.settings import ROOT
+from sparkscope.stack.thanos import PROMETHEUS_DASHBOARDS_DIR
 
 DASHBOARDS_DIR = ROOT / "dashboards"
+# The PromQL dashboards (prometheus.py), for the Thanos store only: a folder
+# of their own, since Grafana's file provider loads every JSON under a path,
+# subfolders too, and these need the Prometheus datasource only that store
+# provisions (grafana/thanos/).
+PROMETHEUS_DIR = PROMETHEUS_DASHBOARDS_DIR
 
 
 def build() -> dict[str, dict[str, Any]]:
@@ -57,6 +65,12 @@ def build() -> dict[str, dict[str, Any]]:
     }
 
 
+def build_prometheus() -> dict[str, dict[str, Any]]:
+    """File name in dashboards-prometheus/ -> dashboard JSON."""
+    from sparkscope.dashboards import prometheus
+    return {"spark-executors.json": prometheus.build()}
+
+
 def summary_rows() -> list:
     """The summary's graphs and totals read raw samples only: it is opened on
     a run that often ended minutes ago, before the rollups of its range exist
@@ -76,5 +90,10 @@ def main(argv: list[str]) -> int:
     for name, board in build().items():
         (out / name).write_text(render(board))
         print(f"wrote {out / name}")
+    prometheus_out = out.parent / PROMETHEUS_DIR
+    prometheus_out.mkdir(exist_ok=True)
+    for name, board in build_prometheus().items():
+        (prometheus_out / name).write_text(render(board))
+        print(f"wrote {prometheus_out / name}")
     return 0
 

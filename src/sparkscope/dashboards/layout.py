@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from sparkscope.dashboards.reads import INFLUXQL, render
 from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, newest_first,
                                            range_max, source)
 from sparkscope.store.schema import (ALL_EXECUTORS, BLOCK_OUTLIER, DISKIO_MEASUREMENT, EXECUTOR_MEASUREMENT,
@@ -61,11 +62,12 @@ class Row:
     collapsed: bool = False
 
 
-def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
+def _panel_json(panel: Panel, panel_id: int, x: int, y: int, dialect: str = INFLUXQL,
+                datasource: dict[str, str] = DATASOURCE) -> dict[str, Any]:
     targets = []
     for index, target in enumerate(panel.targets):
         ref = chr(ord("A") + index)
-        t = dict(target, refId=ref)
+        t = dict(render(target, dialect), refId=ref)
         if ref in panel.hidden_refs:
             t["hide"] = True
         targets.append(t)
@@ -85,7 +87,7 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         "type": panel.kind,
         "title": panel.title,
         "description": panel.description,
-        "datasource": DATASOURCE,
+        "datasource": datasource,
         "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
         "targets": targets,
     }
@@ -112,7 +114,8 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     return out
 
 
-def _layout(rows: list[Row]) -> tuple[list[dict[str, Any]], list[int], list[int]]:
+def _layout(rows: list[Row], dialect: str = INFLUXQL, datasource: dict[str, str] = DATASOURCE,
+            ) -> tuple[list[dict[str, Any]], list[int], list[int]]:
     """The panels' JSON, the ids of the panels that show query, job and stage
     regions, and the ids of those that mark block I/O outliers."""
     panels: list[dict[str, Any]] = []
@@ -131,7 +134,7 @@ def _layout(rows: list[Row]) -> tuple[list[dict[str, Any]], list[int], list[int]
             if x + panel.width > GRID_COLUMNS:
                 x, y = 0, y + line_height
                 line_height = 0
-            body = _panel_json(panel, next_id, x, y)
+            body = _panel_json(panel, next_id, x, y, dialect, datasource)
             if panel.annotated:
                 annotated.append(next_id)
             if panel.io_outliers:
@@ -365,8 +368,11 @@ def _io_outlier_annotation(panel_ids: list[int]) -> dict[str, Any]:
 def dashboard(uid: str, title: str, description: str, rows: list[Row], with_executors: bool,
               time_from: str, refresh: str, variables: Optional[list[dict[str, Any]]] = None,
               annotations: bool = True, top_shown: bool = False, rolled: bool = True,
-              extra_variables: list[dict[str, Any]] = ()) -> dict[str, Any]:
-    panels, annotated, io_marked = _layout(rows)
+              extra_variables: list[dict[str, Any]] = (), dialect: str = INFLUXQL,
+              datasource: dict[str, str] = DATASOURCE) -> dict[str, Any]:
+    """dialect and datasource: what the panels' queries are written in and
+    sent to (reads.py); annotations always read the events from InfluxDB."""
+    panels, annotated, io_marked = _layout(rows, dialect, datasource)
     marks = (_annotations(annotated) if annotations else []) + (
         [_io_outlier_annotation(io_marked)] if io_marked else [])
     return {

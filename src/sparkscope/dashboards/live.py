@@ -6,15 +6,15 @@ from typing import Any
 
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
+from sparkscope.dashboards.reads import (DEVICE_TAG, ExecutorGauge, ExecutorRate, HostGauge, HostRate, Recent,
+                                        peaks_executors_and_driver)
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
                                            NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await,
-                                           disk_rate, gauge,
-                                           peaks_executors_and_driver, pressure, rate, raw,
-                                           recent_per_executor, slots_held, summed_gauge, target, task_threads,
+                                           raw, slots_held, summed_gauge, target, task_threads,
                                            task_time)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
-from sparkscope.store.schema import (APPLICATION_MEASUREMENT, BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER,
+from sparkscope.store.schema import (DISKIO_MEASUREMENT, PRESSURE_MEASUREMENT, APPLICATION_MEASUREMENT, BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER,
                                      BYTES_READ_COUNT, BYTES_WRITTEN_COUNT, CONTAINER_MEASUREMENT, CPU_MEASUREMENT,
                                      CPU_TAG, CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT, DISK_BYTES_SPILLED_COUNT,
                                      HEAP_MAX, JVM_CPU_TIME, JVM_GC_TIME_COUNT, JVM_HEAP_MEMORY, MAJOR_GC_COUNT,
@@ -90,13 +90,13 @@ def summary_row() -> Row:
               "Tasks running at the end of the time range (now, when it ends now): each executor's latest "
               "report of the last 20 s, summed; an executor that stopped reporting drops out, and 0 means "
               "nothing runs. Compare with executors x spark.executor.cores. " + NEEDS_SINK,
-              [recent_per_executor(THREADPOOL_ACTIVE_TASKS, "sum", "active tasks")],
+              [Recent(THREADPOOL_ACTIVE_TASKS, "sum", "active tasks")],
               "none", kind="stat", width=3, height=4, decimals=0, no_value="0"),
         Panel("Executors alive",
               "Executors that reported in the last 20 s of the time range (the ones running tasks: the "
               "driver counts only in local mode, where it runs them). A drop means executors were lost or "
               "released (dynamic allocation). " + NEEDS_SINK,
-              [recent_per_executor(THREADPOOL_ACTIVE_TASKS, "count", "executors")],
+              [Recent(THREADPOOL_ACTIVE_TASKS, "count", "executors")],
               "none", kind="stat", width=3, height=4, decimals=0, no_value="0"),
         shared.task_time(
             "Total time tasks ran and, of it, CPU time, summed over all executors since they started "
@@ -133,7 +133,8 @@ def tasks_row() -> Row:
               "cores means idle slots; one executor busy while the others idle is skew. SQL query regions "
               "are drawn here, on Task time by component and on the heap graph only, so that a run of a "
               "hundred queries leaves the other graphs readable. " + NEEDS_SINK,
-              [gauge(THREADPOOL_ACTIVE_TASKS)], "none", decimals=1, annotated=True, height=TASK_ROW_HEIGHT),
+              [ExecutorGauge(THREADPOOL_ACTIVE_TASKS)], "none", decimals=1, annotated=True,
+              height=TASK_ROW_HEIGHT),
         Panel("Slots busy vs held",
               "Task slots in use against task slots held, summed over the picked executors: busy is the "
               "mean of each executor's running tasks (threadpool.activeTasks) in the interval; held is the "
@@ -148,7 +149,7 @@ def tasks_row() -> Row:
         Panel("Executor CPU",
               "CPU used by each executor JVM, in cores (rate of JVMCPU jvmCpuTime): all threads, tasks, "
               "GC and JIT included. Near spark.executor.cores = CPU-bound. " + NEEDS_SINK,
-              [rate(JVM_CPU_TIME, scale=" / 1000000000")], "suffix: cores"),
+              [ExecutorRate(JVM_CPU_TIME, divisor=1_000_000_000)], "suffix: cores"),
         _task_thread_waits(),
         Panel("Task time by component",
               "Where task time goes, summed over the selected executors, in seconds per second (2 = two "
@@ -220,28 +221,28 @@ def memory_row() -> Row:
               "spark.executor.metrics.pollingInterval) and the heap limit (jvm heap.max, about "
               "spark.executor.memory). Used touching max with rising GC time means the executor is short "
               "of memory. " + NEEDS_EXECUTOR_METRICS,
-              [gauge(JVM_HEAP_MEMORY, "$tag_executorid used", agg="max"),
-               gauge(HEAP_MAX, "$tag_executorid max", agg="max")], "bytes", annotated=True),
+              [ExecutorGauge(JVM_HEAP_MEMORY, "$tag_executorid used", agg="max"),
+               ExecutorGauge(HEAP_MAX, "$tag_executorid max", agg="max")], "bytes", annotated=True),
         Panel("Process RSS: JVM, Python, other",
               "Resident memory of each executor's process tree, the highest sample of each interval: the "
               "JVM, its Python workers (PySpark UDFs) "
               "and any other children. This is what YARN and Kubernetes count against "
               "spark.executor.memory + memoryOverhead. " + NEEDS_PROCESS_TREE,
-              [gauge(PROCESS_TREE_JVM_RSS_MEMORY, "$tag_executorid JVM", agg="max"),
-               gauge(PROCESS_TREE_PYTHON_RSS_MEMORY, "$tag_executorid Python", agg="max"),
-               gauge(PROCESS_TREE_OTHER_RSS_MEMORY, "$tag_executorid other", agg="max")], "bytes"),
+              [ExecutorGauge(PROCESS_TREE_JVM_RSS_MEMORY, "$tag_executorid JVM", agg="max"),
+               ExecutorGauge(PROCESS_TREE_PYTHON_RSS_MEMORY, "$tag_executorid Python", agg="max"),
+               ExecutorGauge(PROCESS_TREE_OTHER_RSS_MEMORY, "$tag_executorid other", agg="max")], "bytes"),
         Panel("Unified memory, on-heap: execution + storage",
               "Spark's unified memory region on the heap, the highest sample of each interval: execution "
               "(joins, sorts, aggregations) and storage "
               "(cached blocks, broadcasts). Its size is (heap - 300 MB) x spark.memory.fraction; execution "
               "can evict storage down to spark.memory.storageFraction. " + NEEDS_EXECUTOR_METRICS,
-              [gauge(ON_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
-               gauge(ON_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
+              [ExecutorGauge(ON_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
+               ExecutorGauge(ON_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
         Panel("Unified memory, off-heap: execution + storage",
               "The same region off the heap; zero unless spark.memory.offHeap.enabled=true with "
               "spark.memory.offHeap.size. " + NEEDS_EXECUTOR_METRICS,
-              [gauge(OFF_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
-               gauge(OFF_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
+              [ExecutorGauge(OFF_HEAP_EXECUTION_MEMORY, "$tag_executorid execution", agg="max"),
+               ExecutorGauge(OFF_HEAP_STORAGE_MEMORY, "$tag_executorid storage", agg="max")], "bytes"),
     ])
 
 
@@ -251,13 +252,13 @@ def gc_row() -> Row:
               "Share of wall-clock time each JVM spent in minor (young) and major (old) collections "
               "(rate of ExecutorMetrics MinorGCTime, MajorGCTime). Major GC above a few percent, or minor "
               "above 10%, slows every task on the executor. " + NEEDS_EXECUTOR_METRICS,
-              [rate(MINOR_GC_TIME, "$tag_executorid minor", scale=" / 1000"),
-               rate(MAJOR_GC_TIME, "$tag_executorid major", scale=" / 1000")], "percentunit"),
+              [ExecutorRate(MINOR_GC_TIME, "$tag_executorid minor", divisor=1000),
+               ExecutorRate(MAJOR_GC_TIME, "$tag_executorid major", divisor=1000)], "percentunit"),
         Panel("GC count",
               "Collections per minute, minor and major, per executor (rate of MinorGCCount, MajorGCCount). "
               + NEEDS_EXECUTOR_METRICS,
-              [rate(MINOR_GC_COUNT, "$tag_executorid minor", per="1m"),
-               rate(MAJOR_GC_COUNT, "$tag_executorid major", per="1m")], "cpm"),
+              [ExecutorRate(MINOR_GC_COUNT, "$tag_executorid minor", per="1m"),
+               ExecutorRate(MAJOR_GC_COUNT, "$tag_executorid major", per="1m")], "cpm"),
     ])
 
 
@@ -267,33 +268,35 @@ def shuffle_row() -> Row:
               "Shuffle bytes read per second by each executor's tasks, from its own host (local) and from "
               "other executors over the network (remote). High remote reads with high fetch wait above "
               "point at the network or at spark.reducer.maxSizeInFlight." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate(SHUFFLE_LOCAL_BYTES_READ_COUNT, "$tag_executorid local"),
-               rate(SHUFFLE_REMOTE_BYTES_READ_COUNT, "$tag_executorid remote")], "Bps"),
+              [ExecutorRate(SHUFFLE_LOCAL_BYTES_READ_COUNT, "$tag_executorid local"),
+               ExecutorRate(SHUFFLE_REMOTE_BYTES_READ_COUNT, "$tag_executorid remote")], "Bps"),
         Panel("Shuffle write",
               "Shuffle bytes written per second by each executor's map tasks." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate(SHUFFLE_BYTES_WRITTEN_COUNT)], "Bps"),
+              [ExecutorRate(SHUFFLE_BYTES_WRITTEN_COUNT)], "Bps"),
         Panel("Spill",
               "Bytes spilled per second: memory = size of the spilled data in memory, disk = what reached "
               "disk. Any spill means execution memory ran short: more partitions "
               "(spark.sql.shuffle.partitions) or more memory per task." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate(MEMORY_BYTES_SPILLED_COUNT, "$tag_executorid memory"),
-               rate(DISK_BYTES_SPILLED_COUNT, "$tag_executorid disk")], "Bps"),
+              [ExecutorRate(MEMORY_BYTES_SPILLED_COUNT, "$tag_executorid memory"),
+               ExecutorRate(DISK_BYTES_SPILLED_COUNT, "$tag_executorid disk")], "Bps"),
         Panel("File system read",
               "Bytes read per second by each executor's tasks from any storage (executor bytesRead, counted "
               "at task end) and, while they run, per Hadoop file system scheme (file, hdfs, s3a, gs, abfs). "
               "Spark reports schemes only for those in spark.executor.metrics.fileSystemSchemes (default "
               "file,hdfs): add s3a, gs or abfs there to see cloud storage by scheme." + ENDS_AT_TASK_END
               + NEEDS_SINK,
-              [rate(BYTES_READ_COUNT, "$tag_executorid all storage"),
-               *(rate(f"filesystem.{scheme}.read_bytes", f"$tag_executorid {scheme}") for scheme in FS_SCHEMES)],
+              [ExecutorRate(BYTES_READ_COUNT, "$tag_executorid all storage"),
+               *(ExecutorRate(f"filesystem.{scheme}.read_bytes", f"$tag_executorid {scheme}")
+                 for scheme in FS_SCHEMES)],
               "Bps"),
         Panel("File system write",
               "Bytes written per second by each executor's tasks to any storage (executor bytesWritten, "
               "counted at task end) and per Hadoop file system scheme in "
               "spark.executor.metrics.fileSystemSchemes (default file,hdfs; add s3a, gs or abfs for cloud "
               "storage)." + ENDS_AT_TASK_END + NEEDS_SINK,
-              [rate(BYTES_WRITTEN_COUNT, "$tag_executorid all storage"),
-               *(rate(f"filesystem.{scheme}.write_bytes", f"$tag_executorid {scheme}") for scheme in FS_SCHEMES)],
+              [ExecutorRate(BYTES_WRITTEN_COUNT, "$tag_executorid all storage"),
+               *(ExecutorRate(f"filesystem.{scheme}.write_bytes", f"$tag_executorid {scheme}")
+                 for scheme in FS_SCHEMES)],
               "Bps"),
     ])
 
@@ -308,31 +311,31 @@ def _machine_panels() -> list[Panel]:
         Panel("CPU busy",
               "CPU time of the host by state, percent of all cores: user, system, iowait (waiting on disk), "
               "steal (taken by the hypervisor). " + NEEDS_TELEGRAF,
-              [raw(f'SELECT mean("usage_{state}") FROM "{CPU_MEASUREMENT}" WHERE "{CPU_TAG}" = \'cpu-total\' '
-                   'AND $timeFilter GROUP BY time($bucket), "host" fill(none)', f"$tag_host {state}")
+              [HostGauge(CPU_MEASUREMENT, f"usage_{state}", f"$tag_host {state}", where=((CPU_TAG, "cpu-total"),))
                for state in ("user", "system", "iowait", "steal")],
               "percent", width=6, stacked=True),
         Panel("Memory",
               "Host memory used and available (mem used, available). " + NEEDS_TELEGRAF,
-              [raw(f'SELECT mean("used") FROM "{MEM_MEASUREMENT}" WHERE $timeFilter '
-                   'GROUP BY time($bucket), "host" fill(none)',
-                   "$tag_host used"),
-               raw(f'SELECT mean("available") FROM "{MEM_MEASUREMENT}" WHERE $timeFilter '
-                   'GROUP BY time($bucket), "host" fill(none)', "$tag_host available")], "bytes", width=6),
+              [HostGauge(MEM_MEASUREMENT, "used", "$tag_host used"),
+               HostGauge(MEM_MEASUREMENT, "available", "$tag_host available")], "bytes", width=6),
         Panel("Network",
               "Bytes per second received and sent per interface. " + NEEDS_TELEGRAF,
-              [raw(f'SELECT non_negative_derivative(max("bytes_recv"), 1s) FROM "{NET_MEASUREMENT}" WHERE $timeFilter '
-                   'GROUP BY time($bucket), "host", "interface" fill(none)', "$tag_interface in"),
-               raw(f'SELECT non_negative_derivative(max("bytes_sent"), 1s) FROM "{NET_MEASUREMENT}" WHERE $timeFilter '
-                   'GROUP BY time($bucket), "host", "interface" fill(none)', "$tag_interface out")],
+              [HostRate(NET_MEASUREMENT, "bytes_recv", "$tag_interface in", by=("interface",)),
+               HostRate(NET_MEASUREMENT, "bytes_sent", "$tag_interface out", by=("interface",))],
               "Bps", width=6),
         Panel("Pressure stall: CPU, memory, I/O",
               "Share of time some task (some) or every non-idle task at once (full) waited for CPU, "
               "memory or I/O (Linux PSI, /proc/pressure). io some at 30% = for 30% of the time at least "
               "one task waited on storage; full means nothing ran. Executors waiting on spill or shuffle "
               "files show here before anything else. " + NEEDS_TELEGRAF,
-              [pressure()], "percent", width=6),
+              [HostRate(PRESSURE_MEASUREMENT, "total", "$tag_resource $tag_type", by=("resource", "type"),
+                        divisor=10000)], "percent", width=6),
     ]
+
+
+def _disk(field_name: str, alias: str, divisor: int = 1) -> HostRate:
+    """A diskio counter of the picked devices ($device) per second, divided by `divisor`."""
+    return HostRate(DISKIO_MEASUREMENT, field_name, alias, by=(DEVICE_TAG,), divisor=divisor, device=True)
 
 
 def _disk_panels() -> list[Panel]:
@@ -343,20 +346,20 @@ def _disk_panels() -> list[Panel]:
               "iostat). 100% saturates a single disk; SSDs and NVMe serve many I/Os at once and can do more "
               "at 100%: read it with the queue size and await. Shuffle and spill land on spark.local.dir. "
               "Pick devices with the Device variable. " + NEEDS_TELEGRAF,
-              [disk_rate("io_time", "$tag_name", scale=" / 10")], "percent", width=6, io_outliers=True),
+              [_disk("io_time", "$tag_name", divisor=10)], "percent", width=6, io_outliers=True),
         Panel("Disk IOPS: read and write",
               "Completed I/Os per second per device and direction (reads, writes). " + NEEDS_TELEGRAF,
-              [disk_rate("reads", "$tag_name read"), disk_rate("writes", "$tag_name write")], "iops", width=6,
+              [_disk("reads", "$tag_name read"), _disk("writes", "$tag_name write")], "iops", width=6,
               io_outliers=True),
         Panel("Disk throughput: read and write",
               "Bytes per second read and written per device (read_bytes, write_bytes). " + NEEDS_TELEGRAF,
-              [disk_rate("read_bytes", "$tag_name read"), disk_rate("write_bytes", "$tag_name write")], "Bps",
+              [_disk("read_bytes", "$tag_name read"), _disk("write_bytes", "$tag_name write")], "Bps",
               width=6, io_outliers=True),
         Panel("Disk queue size",
               "Average number of I/Os in flight or queued per device (weighted_io_time: ms of I/O time "
               "weighted by the queue length, per ms). Well above 1 on a busy disk means I/Os wait for "
               "each other: the await grows with it. " + NEEDS_TELEGRAF,
-              [disk_rate("weighted_io_time", "$tag_name", scale=" / 1000")], "short", decimals=2, width=6,
+              [_disk("weighted_io_time", "$tag_name", divisor=1000)], "short", decimals=2, width=6,
               io_outliers=True),
         Panel("Disk await: read and write",
               "Average time per completed read and per completed write, queueing included (the r_await "

@@ -10,7 +10,7 @@ from contextvars import ContextVar
 from typing import Any, Iterator
 
 from sparkscope.store.schema import (CONTAINER_COUNTER_FIELDS, CONTAINER_MEASUREMENT, COUNTER_MEASUREMENTS,
-                                     DISKIO_MEASUREMENT, EXECUTOR_PEAKS_MEASUREMENT, HEAP_MAX, PRESSURE_MEASUREMENT,
+                                     DISKIO_MEASUREMENT, EXECUTOR_PEAKS_MEASUREMENT, HEAP_MAX,
                                      TASK_TOTALS_PREFIX, THREADPOOL_ACTIVE_TASKS, THREADS_MEASUREMENT)
 
 DATASOURCE = {"type": "influxdb", "uid": "sparkscope-influxdb"}
@@ -200,14 +200,6 @@ def peak(measurement: str, alias: str, where: str = NOT_DRIVER) -> dict[str, Any
     return target(f'SELECT max("v") FROM {range_max(measurement, where)}', alias)
 
 
-def peaks_executors_and_driver(measurement: str, what: str) -> list[dict[str, Any]]:
-    """The highest sample over the executors and, apart, the driver's. In local
-    mode there are no executors but the driver, and only its value shows.
-    Named "sampled": the annotator's exact peaks (exact_peaks) can be higher."""
-    return [peak(measurement, f"{what}, executors (sampled)"),
-            peak(measurement, f"{what}, driver (sampled)", where=f"{APP} AND \"executorid\" = 'driver'")]
-
-
 EXECUTOR_PEAKS = EXECUTOR_PEAKS_MEASUREMENT
 
 
@@ -324,12 +316,6 @@ NEEDS_BLOCKPROBE = ("Needs the block I/O probe (eBPF, root or CAP_BPF + CAP_PERF
                     "when it can and says why when it cannot; compose: the blockprobe profile.")
 
 
-def disk_rate(field: str, alias: str, scale: str = "") -> dict[str, Any]:
-    """A diskio counter per device as a per-second rate, times scale."""
-    return target(f'SELECT non_negative_derivative(max("{field}"), 1s){scale} FROM "{DISKIO_MEASUREMENT}" '
-                  f'WHERE {DISKIO_DEVICE} AND $timeFilter GROUP BY time($bucket), "host", "name" fill(none)', alias)
-
-
 def disk_await(time_field: str, count_field: str, alias: str) -> dict[str, Any]:
     """Milliseconds per completed I/O in each interval: the increase of the
     time counter over the increase of the I/O count. Intervals without an I/O
@@ -339,12 +325,6 @@ def disk_await(time_field: str, count_field: str, alias: str) -> dict[str, Any]:
              f'non_negative_difference(max("{count_field}")) AS "ios" FROM "{DISKIO_MEASUREMENT}" '
              f'WHERE {DISKIO_DEVICE} AND $timeFilter GROUP BY time($bucket), "host", "name" fill(none)')
     return target(f'SELECT "ms" / "ios" FROM ({inner}) WHERE "ios" > 0 GROUP BY "host", "name"', alias)
-
-
-def pressure(alias: str = "$tag_resource $tag_type") -> dict[str, Any]:
-    """PSI as the percentage of wall time stalled: microseconds stalled per second / 10^4."""
-    return target(f'SELECT non_negative_derivative(max("total"), 1s) / 10000 FROM "{PRESSURE_MEASUREMENT}" '
-                  'WHERE $timeFilter GROUP BY time($bucket), "host", "resource", "type" fill(none)', alias)
 
 
 # --- the thread sampler (sparkscope.probes.threadprobe): averages per 10 s period ---

@@ -4,7 +4,8 @@ dashboard says how to read the panel in its own context and how wide it is."""
 from __future__ import annotations
 
 from sparkscope.dashboards.layout import Panel
-from sparkscope.dashboards.queries import APP, math, target, total
+from sparkscope.dashboards.queries import math
+from sparkscope.dashboards.reads import Highest, Total
 from sparkscope.store.schema import (CPU_TIME_COUNT, JVM_GC_TIME_COUNT, RUN_TIME_COUNT, STAGES_FAILED_STAGES_COUNT,
                                      TASKS_FAILED_TASKS_COUNT)
 
@@ -13,21 +14,19 @@ STAT_HEIGHT = 4
 
 def task_time(description: str, width: int) -> Panel:
     return Panel("Task time", description,
-                 [total(RUN_TIME_COUNT, "run time"), total(CPU_TIME_COUNT, "CPU time", scale=" / 1000000")],
+                 [Total(RUN_TIME_COUNT, "run time"), Total(CPU_TIME_COUNT, "CPU time", divisor=1_000_000)],
                  "ms", kind="stat", width=width, height=STAT_HEIGHT)
 
 
 def gc_share_of_task_time(description: str, width: int) -> Panel:
     return Panel("GC share of task time", description,
-                 [total(JVM_GC_TIME_COUNT, "GC"), total(RUN_TIME_COUNT, "run"), math("$A / $B")],
+                 [Total(JVM_GC_TIME_COUNT, "GC"), Total(RUN_TIME_COUNT, "run"), math("$A / $B")],
                  "percentunit", kind="stat", width=width, height=STAT_HEIGHT, hidden_refs=("A", "B"), decimals=1,
                  display_name="GC share")
 
 
 def failed_tasks_and_stages(description: str, width: int) -> Panel:
     return Panel("Failed tasks and stages", description,
-                 [target(f'SELECT max("value") FROM "{TASKS_FAILED_TASKS_COUNT}" WHERE {APP} AND $timeFilter',
-                         "failed tasks"),
-                  target(f'SELECT max("value") FROM "{STAGES_FAILED_STAGES_COUNT}" WHERE {APP} AND $timeFilter',
-                         "failed stages")],
+                 [Highest(TASKS_FAILED_TASKS_COUNT, "failed tasks"),
+                  Highest(STAGES_FAILED_STAGES_COUNT, "failed stages")],
                  "none", kind="stat", width=width, height=STAT_HEIGHT, decimals=0)

@@ -1,7 +1,7 @@
 """Every generated file of the repository, from one command, in the order
 their inputs need:
 
-    dashboards     dashboards/*.json                       sparkscope.dashboards
+    dashboards     dashboards/*.json, dashboards-prometheus/*.json   sparkscope.dashboards
     alerts         grafana/provisioning/alerting/...yaml  sparkscope.alerts (reads the live dashboard's panel ids)
     rollups        influxdb/rollups.setup                  sparkscope.stack.rollups
     telegraf       telegraf/telegraf.conf's GENERATED blocks: the ingest guard and "no end seen"
@@ -77,7 +77,9 @@ class Tree:
 def _dashboards(tree: Tree) -> str:
     for name, board in dashboards.build().items():
         tree.write(f"dashboards/{name}", dashboards.render(board))
-    return "dashboards/*.json"
+    for name, board in dashboards.build_prometheus().items():
+        tree.write(f"{dashboards.PROMETHEUS_DIR}/{name}", dashboards.render(board))
+    return f"dashboards/*.json, {dashboards.PROMETHEUS_DIR}/*.json"
 
 
 def _alerts(tree: Tree) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import shutil
 import stat
 import subprocess
 import sys
@@ -259,6 +260,57 @@ def local_grafana(settings: Settings) -> Optional[LocalGrafana]:
         raise StackError(str(err)) from err
 
 
+# Provisioning files of the Thanos store only (its Prometheus datasource and
+# the PromQL dashboards' provider), laid out as Grafana's provisioning folder.
+THANOS_PROVISIONING = Path("grafana") / "thanos"
+
+
+def grafana_provisioning(settings: Settings) -> Path:
+    """Grafana's provisioning folder: grafana/provisioning as it is; with the
+    Thanos store, <state>/grafana/provisioning, remade at each start, linking
+    every file of grafana/provisioning and of grafana/thanos. Grafana reads
+    one provisioning folder; links keep the repository's files the only copy."""
+    repo = settings.root / "grafana" / "provisioning"
+    if settings.metrics_store not in (thanos.STORE_NAME, remote_store.STORE_NAME):
+        return repo
+    out = settings.state_dir / "grafana" / "provisioning"
+    staging = out.with_name(".provisioning.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    for source in (repo, settings.root / THANOS_PROVISIONING):
+        for path in sorted(source.rglob("*")):
+            link = staging / path.relative_to(source)
+            if path.is_dir():
+                link.mkdir(parents=True, exist_ok=True)
+            elif link.exists():
+                raise StackError(f"{path} and {repo} both provide {link.relative_to(staging)}: rename one")
+            else:
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(path)
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
+    return out
+
+
+def thanos_datasource_env(settings: Settings) -> dict[str, str]:
+    """What grafana/thanos/datasources/thanos.yaml reads: Query's URL and Basic auth (with
+    the remote store: the user's query URL and credentials, from .env). The password
+    reaches Grafana in its environment only, from the store's own 0600 file."""
+    dashboards = {"SPARKSCOPE_PROMETHEUS_DASHBOARDS_DIR": str(settings.root / thanos.PROMETHEUS_DASHBOARDS_DIR)}
+    if settings.metrics_store == remote_store.STORE_NAME:
+        # The same datasource (the PromQL dashboards name its uid) on the user's store, with
+        # the user's credentials; a private CA must be in the system's store for Grafana.
+        return {"THANOS_QUERY_URL": settings.remote_query_url, "THANOS_USER": settings.remote_user,
+                "THANOS_PASSWORD": settings.remote_password, **dashboards}
+    if settings.metrics_store != thanos.STORE_NAME:
+        return {}
+    files = thanos_files(settings)
+    if not files.password_file.is_file():
+        raise StackError(f"Grafana reads the Thanos store with its password, and {files.password_file} "
+                         "does not exist yet: start the store first (./sparkscope up)")
+    return {"THANOS_QUERY_URL": thanos_layout(settings).query.http_url, "THANOS_USER": thanos.USER,
+            "THANOS_PASSWORD": files.password(), **dashboards}
+
+
 def grafana_service(settings: Settings, progress: Progress) -> Service:
     grafana = local_grafana(settings)
     if grafana is None:
@@ -273,7 +325,8 @@ def grafana_service(settings: Settings, progress: Progress) -> Service:
         "GF_PATHS_DATA": str(state / "data"),
         "GF_PATHS_LOGS": str(state / "logs"),
         "GF_PATHS_PLUGINS": str(state / "plugins"),
-        "GF_PATHS_PROVISIONING": str(root / "grafana" / "provisioning"),
+        "GF_PATHS_PROVISIONING": str(grafana_provisioning(settings)),
+        **thanos_datasource_env(settings),
         "GF_SERVER_HTTP_ADDR": settings.http_bind,
         "GF_SERVER_HTTP_PORT": str(settings.grafana_port),
         "GF_SECURITY_ADMIN_USER": settings.grafana_user,

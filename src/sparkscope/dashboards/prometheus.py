@@ -1,0 +1,101 @@
+"""The live dashboard for the Thanos store: the same panel declarations as
+the InfluxDB one (live.py), rendered to PromQL for Grafana's Prometheus
+datasource (reads.py), with the events still read from InfluxDB as
+annotations (they are strings, which a Prometheus store does not hold).
+
+Only the panels whose every target is a declared read (reads.py) are
+rendered: the summary's stats (active tasks now, executors alive, task
+time, failed tasks and stages, peak heap and RSS), the per-executor graphs
+of tasks, CPU, memory, GC, shuffle, spill and file system I/O, and the
+host's CPU, memory, network, pressure and disk graphs. The rest of the live
+dashboard is InfluxQL only so far (not_yet() lists it): the GC share (a
+Grafana math expression over two queries), the applications table
+(strings: InfluxDB only), slots held, task time by component, task
+threads, containers, streaming, disk await (a ratio of two differences)
+and the block I/O probe's panels (InfluxDB only, as the events).
+
+Variables are Grafana's label_values() of the Prometheus names
+(store/prometheus.py): the run, its executors, the host's devices. The run picker lists the runs whose driver sends
+metrics, in reverse alphabetical order: newest first for standalone
+(app-<yyyyMMddHHmmss>-n) and local (local-<epoch ms>) ids, which
+label_values cannot order by time. No $top/$drawn limit on the lines yet:
+each graph draws every picked executor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkscope.dashboards import live
+from sparkscope.dashboards.layout import (REFRESH_ON_TIME_RANGE, SORT_ALPHABETICAL, SORT_NUMERICAL, Panel, Row,
+                                          dashboard)
+from sparkscope.dashboards.queries import WHOLE_DISKS
+from sparkscope.dashboards.reads import (APP_LABEL, APP_MATCHER, DEVICE_TAG, EXECUTOR_LABEL, PROMETHEUS_DATASOURCE,
+                                         PROMQL, SAFE_OPTION, is_read)
+from sparkscope.dashboards.uids import LIVE_UID
+from sparkscope.store.prometheus import label_name, series_name
+from sparkscope.store.schema import DISKIO_MEASUREMENT, JVM_HEAP_MEMORY
+
+LIVE_PROMETHEUS_UID = f"{LIVE_UID}-thanos"
+SORT_ALPHABETICAL_DESC = 2
+# How often a series of the store gets a sample: Spark's sink period (5 s,
+# spark-conf/metrics.properties) and Telegraf's host inputs (10 s). Grafana's
+# "scrape interval" of the datasource (grafana/thanos/datasources): the
+# least $__interval, and $__rate_interval = max($__interval + it, 4 x it).
+SCRAPE_INTERVAL = "10s"
+
+
+def promql_panels(row: Row) -> list[Panel]:
+    return [panel for panel in row.panels if panel.targets and all(is_read(t) for t in panel.targets)]
+
+
+def rows() -> list[Row]:
+    out = []
+    for row in live.rows():
+        kept = promql_panels(row)
+        if kept:
+            out.append(Row(row.title, kept, collapsed=row.collapsed))
+    return out
+
+
+def not_yet() -> list[str]:
+    """The live dashboard's panels the PromQL variant does not have yet."""
+    return [panel.title for row in live.rows() for panel in row.panels if panel not in promql_panels(row)]
+
+
+def _variable(name: str, label: str, query: str, description: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "label": label, "type": "query", "datasource": PROMETHEUS_DATASOURCE,
+            "query": query, "definition": query, "refresh": REFRESH_ON_TIME_RANGE, "regex": SAFE_OPTION,
+            "multi": False, "includeAll": False, "current": {}, "options": [], "hide": 0,
+            "description": description, **extra}
+
+
+def variables() -> list[dict[str, Any]]:
+    heap = series_name(JVM_HEAP_MEMORY, "value")
+    return [
+        _variable("applicationid", "Application", f'label_values({heap}{{{EXECUTOR_LABEL}="driver"}}, {APP_LABEL})',
+                  "Runs in the time range whose driver sends metrics, newest first for standalone and local "
+                  "ids (label_values sorts by name). A run whose id holds a quote or a line break is not "
+                  "listed (reads.SAFE_OPTION).",
+                  sort=SORT_ALPHABETICAL_DESC),
+        _variable("executorid", "Executor", f"label_values({heap}{{{APP_MATCHER}}}, {EXECUTOR_LABEL})",
+                  "Executors of the application; 'driver' is the driver JVM.",
+                  sort=SORT_NUMERICAL, multi=True, includeAll=True, allValue=".*",
+                  current={"selected": True, "text": ["All"], "value": ["$__all"]}),
+        _variable("device", "Device", f"label_values({series_name(DISKIO_MEASUREMENT, 'reads')}, "
+                                      f"{label_name(DEVICE_TAG)})",
+                  "Block devices of the host panels. All = whole disks (sd*, vd*, nvme*n*, mmcblk*, md*, dm-*): "
+                  "loop, ram and partitions are left out unless picked by name.",
+                  sort=SORT_ALPHABETICAL, multi=True, includeAll=True, allValue=WHOLE_DISKS,
+                  current={"selected": True, "text": ["All"], "value": ["$__all"]}),
+    ]
+
+
+def build() -> dict[str, Any]:
+    return dashboard(
+        LIVE_PROMETHEUS_UID, "Spark executors (live, Thanos)",
+        "One Spark application while it runs, per executor, read from the Thanos store with PromQL: tasks, "
+        "CPU, memory, GC, shuffle, spill and I/O, with SQL queries, jobs and stages from InfluxDB as "
+        "annotations.",
+        rows(), with_executors=True, time_from="now-30m", refresh="10s", variables=variables(),
+        dialect=PROMQL, datasource=PROMETHEUS_DATASOURCE)
