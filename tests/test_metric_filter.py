@@ -72,7 +72,7 @@ def demo_summary_queries(monkeypatch) -> list[str]:
     monkeypatch.setattr(reads.influx, "query", lambda url, statement, *a, **k: sent.append(statement) or [])
 
     class Fake:
-        influx_reader, database = "http://127.0.0.1:1", "spark"
+        influx_reader, database, metrics_store = "http://127.0.0.1:1", "spark", "influxdb"
 
     demo_summary.executor_peaks(Fake(), "app-1")
     return sent

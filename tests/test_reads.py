@@ -9,7 +9,7 @@ import inspect
 import pytest
 
 from sparkscope.store import influx
-from sparkscope.store.reads import InfluxReads, Reads, Run
+from sparkscope.store.reads import InfluxReads, Reads, Recent, Run
 from sparkscope.store.schema import STAGE_MEASUREMENT
 
 HOSTILE = "app' OR 1=1 --\\\"x\n/"
@@ -30,7 +30,8 @@ def calls(reads: InfluxReads) -> dict[str, object]:
     args = {"app_id": HOSTILE, "app_name": HOSTILE, "span": (0, 1), "measurement": STAGE_MEASUREMENT,
             "long_run_ms": 10, "tail_ms": 1, "bucket_s": 10, "when": "time > 0", "stage_id": 3, "field": HOSTILE,
             "depth": 5, "most": 3, "seconds": 5, "event": HOSTILE, "executor_id": HOSTILE, "job": HOSTILE,
-            "counters": ("runTime.count", HOSTILE)}
+            "counters": ("runTime.count", HOSTILE), "recent": Recent(5.0), "measurements": ("JVMHeapMemory",),
+            "executors": [HOSTILE, "1"]}
     done = {}
     for name, method in inspect.getmembers(reads, inspect.ismethod):
         params = inspect.signature(method).parameters

@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,10 +24,12 @@ from sparkscope.provision.go import ensure_thanos
 from sparkscope.settings import SettingsError, load_settings
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
-from sparkscope.stack import remote_store, thanos
+from sparkscope.stack import metrics_reads, remote_store, thanos
 from sparkscope.stack.native import NativeBackend, telegraf_service
 from sparkscope.store import http
+from sparkscope.store.promql import PromReads
 from sparkscope.store.prometheus import label_name, series_name
+from sparkscope.store.reads import InfluxReads
 from sparkscope.store.schema import APPLICATION, EXECUTOR, JVM_HEAP_MEMORY
 from sparkscope_testkit.sandbox import isolated_settings, throwaway_stack
 
@@ -137,6 +140,7 @@ def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(u
             http.urlopen(urllib.request.Request(front.url, data=b"x", method="POST"), timeout=5)
         refused_before = front.refused
         props = sparkscope_properties(settings, period_s=SINK_PERIOD_S)
+        started_ms = int(time.time() * 1000)
         log = tmp_path / "steady.log"
         done = run_submit(submit_argv(JOBS / "steady_job.py", "local-cluster[2,1,1024]", props, ["8"]), log, 240)
         app = re.search(r"^APP_ID (\S+)$", done.stdout, re.M)
@@ -151,6 +155,21 @@ def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(u
         # Read through the user's Query, over its TLS, with its Basic auth.
         assert wait_until(lambda: set(per_executor()) >= {"driver", "0", "1"}, 60, 2), per_executor()
         assert front.accepted > 0 and front.refused == refused_before  # the quoted password arrived whole
+
+        # The read layer reads it as top and report do: PromReads at the user's PromQL API, with the
+        # password and CA of .env. No annotator ran, so the run is found by its metrics alone.
+        reads = metrics_reads(settings, timeout_s=30)
+        assert isinstance(reads, PromReads)
+        found = reads.run(app.group(1))
+        assert found is not None and started_ms - 60_000 <= found.started_ms <= int(time.time() * 1000), found
+        span = (found.started_ms, int(time.time() * 1000))
+        heap = reads.highest(JVM_HEAP_MEMORY, app.group(1), span)
+        in_influx = InfluxReads(settings.influx_reader, settings.database).highest(
+            JVM_HEAP_MEMORY, app.group(1), (span[0] - 60_000, span[1]), 10**12, 0)
+        # Telegraf's serializer keeps one sample per series and write (docs/scale.md): with this run's
+        # 1 s period Thanos holds about every other sample, so its peak is at most InfluxDB's.
+        assert set(heap) == set(in_influx) >= {"driver", "0", "1"}
+        assert all(heap[e] <= in_influx[e] for e in heap) and heap["0"] > 0 and heap["1"] > 0, (heap, in_influx)
 
         rows = {row.name: row for row in NativeBackend(settings).status()}
         assert rows[remote_store.ROW].state == "up", rows[remote_store.ROW]

@@ -33,7 +33,7 @@ from sparkscope.stack import StackError, service_names, thanos, thanos_layout, w
 from sparkscope.store import http
 from sparkscope.store.prometheus import label_name, series_name
 from sparkscope.store.schema import APPLICATION, EXECUTOR, JVM_HEAP_MEMORY
-from sparkscope_testkit.sandbox import isolated_settings
+from sparkscope_testkit.sandbox import free_base_port, isolated_settings
 
 
 # --- fast: the layout and the command lines ---------------------------------------------
@@ -171,25 +171,6 @@ def test_series_names_are_the_ones_telegrafs_serializer_writes(measurement, fiel
 
 
 # --- slow: the real store -----------------------------------------------------------------
-
-def free_base_port(processes: int) -> int:
-    """A base port whose whole block of ports (thanos.layout) is free on 127.0.0.1 now."""
-    for base in range(21000, 60000, 97):
-        ports = [p for proc in thanos.layout(base, processes).processes for p in proc.ports()]
-        try:
-            sockets = []
-            for port in ports:
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no free block of ports for Thanos")
-
 
 class Query:
     """Thanos Query's HTTP API, as Grafana's Prometheus datasource asks it (Basic auth)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from sparkscope.process import quiet
-from sparkscope.stack import SERVICE_NAMES
+from sparkscope.stack import SERVICE_NAMES, thanos
 from sparkscope.stack.native import NativeBackend
 from sparkscope.settings import ROOT, Settings, load_settings
 from sparkscope_testkit.tiers import refuse_in_fast_tier
@@ -36,6 +36,25 @@ def free_port(pair_offset: int | None = None) -> int:
             except OSError:
                 continue
     raise RuntimeError("no free port pair on 127.0.0.1")
+
+
+def free_base_port(processes: int) -> int:
+    """A base port whose whole block of ports (thanos.layout) is free on 127.0.0.1 now."""
+    for base in range(21000, 60000, 97):
+        ports = [p for proc in thanos.layout(base, processes).processes for p in proc.ports()]
+        try:
+            sockets = []
+            for port in ports:
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no free block of ports for Thanos")
 
 
 def isolated_settings(state_dir: Path, unread_metrics: str = "drop", **settings: str) -> Settings:

@@ -13,7 +13,7 @@ from sparkscope.command_line import OK, REGRESSED, add_run_argument, positive_in
 from sparkscope.compare.comparison import BASELINE_RUNS, Comparison, Finding, compare
 from sparkscope.compare.rule import BYTES, COUNT, MEMORY, RATIO, RSS, SHARE, STORAGE, TIME, UNITS
 from sparkscope.settings import load_settings
-from sparkscope.store.reads import InfluxReads
+from sparkscope.stack import metrics_reads
 from sparkscope.text import clean
 
 
@@ -64,7 +64,7 @@ def print_comparison(c: Comparison, out: Callable[[str], None] = print) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     settings = load_settings()
-    reads = InfluxReads(settings.influx_reader, settings.database, timeout_s=60.0)
+    reads = metrics_reads(settings, timeout_s=60.0)
     comparison = compare(reads, args.app_id, tuple(args.baseline), args.last)
     if args.json:
         print(json.dumps(comparison.document(), indent=2))

@@ -21,7 +21,8 @@ from sparkscope.spark.conf import annotator_env, annotator_properties, sparkscop
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.dashboards.uids import LIVE_UID
 from sparkscope.store import influx
-from sparkscope.stack import grafana_health
+from sparkscope.store.promql import PromError
+from sparkscope.stack import grafana_health, metrics_reads
 from sparkscope.settings import Settings
 
 Out = Callable[[str], None]
@@ -127,7 +128,9 @@ def _terminal_view(settings: Settings, options: DemoOptions):
     except ImportError:
         return None
     interval = float(options.sink_period_s or DEFAULT_VIEW_INTERVAL_S)
-    reader = TopReader(settings.influx_reader, settings.database, interval, timeout_s=max(2.0, min(10.0, interval)))
+    timeout_s = max(2.0, min(10.0, interval))
+    reader = TopReader(settings.influx_reader, settings.database, interval, timeout_s=timeout_s,
+                       store=metrics_reads(settings, timeout_s))
     top = Top(reader, None, interval)
     top.follow = False  # the demo's own run, named when Spark says its id
     top.waiting = "starting Spark: the demo's application shows here once its first metrics arrive"
@@ -285,7 +288,7 @@ def run_demo(settings: Settings, options: DemoOptions, stack_kind: str = "native
         collect_from_influx(settings, result, master, wait=not (result.interrupted or result.timed_out))
     except KeyboardInterrupt:
         result.interrupted = True  # stop waiting for the last reports; summarize what arrived
-    except influx.InfluxError as err:
+    except (influx.InfluxError, PromError) as err:
         result.influx_error = str(err)
     print_summary(settings, options, result, stack_kind, say)
     if result.interrupted:

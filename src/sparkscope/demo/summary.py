@@ -14,7 +14,7 @@ from sparkscope.dashboards import LIVE_UID, SUMMARY_UID
 from sparkscope.demo.options import DemoOptions, DemoResult, QueryResult, executor_key, expected_executors
 from sparkscope.settings import Settings
 from sparkscope.store import influx
-from sparkscope.store.reads import InfluxReads
+from sparkscope.stack import metrics_reads
 from sparkscope.store.schema import (
     APPLICATION_MEASUREMENT, JOB_MEASUREMENT, JVM_HEAP_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY, QUERY_MEASUREMENT,
     STAGE_MEASUREMENT,
@@ -35,7 +35,7 @@ def shell_double_quoted(text: str) -> str:
 
 def executor_peaks(settings: Settings, app_id: str) -> dict[str, dict[str, float]]:
     """Each executor's highest sampled heap and RSS of the run, by metric name."""
-    reads = InfluxReads(settings.influx_reader, settings.database)
+    reads = metrics_reads(settings)
     peaks: dict[str, dict[str, float]] = {}
     for measurement in (JVM_HEAP_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY):
         for executor_id, value in reads.executor_maxima(measurement, app_id).items():
@@ -45,7 +45,7 @@ def executor_peaks(settings: Settings, app_id: str) -> dict[str, dict[str, float
 
 def annotations(settings: Settings, app_id: str, measurement: str) -> list[dict[str, Any]]:
     """The end points of the run's application, queries, jobs or stages."""
-    return InfluxReads(settings.influx_reader, settings.database).ended(measurement, app_id)
+    return metrics_reads(settings).ended(measurement, app_id)
 
 
 def collect_from_influx(settings: Settings, result: DemoResult, master: str, wait: bool = True) -> None:
@@ -216,12 +216,13 @@ def print_summary(settings: Settings, options: DemoOptions, result: DemoResult, 
 def _memory_verdict(settings: Settings, app_id: str, say: Out) -> None:
     """The report's verdict and --conf lines, and where its page is."""
     from sparkscope.report.command import make_report
-    from sparkscope.report.run_facts import RunReader
+    from sparkscope.report.run_facts import READ_TIMEOUT_S, REPORT_ROLLUP, RunReader
 
     try:
         # Where ./sparkscope report puts it: reports/ in the working directory.
-        path, advice, _, _ = make_report(RunReader(settings.influx_reader, settings.database), app_id,
-                                         Path(REPORTS_DIR))
+        reader = RunReader(settings.influx_reader, settings.database,
+                           metrics_reads(settings, READ_TIMEOUT_S, REPORT_ROLLUP))
+        path, advice, _, _ = make_report(reader, app_id, Path(REPORTS_DIR))
     except Exception as err:  # the summary must not fail over its last section
         say(f"  memory    no report: {err}")
         return

@@ -19,8 +19,9 @@ from sparkscope.report.advice import advise, gc_share, human, spilled, streaming
 from sparkscope.report.capacity import (capacity, capacity_advice, capacity_document, connect_line, connect_users,
                                        prices_of, summary_line)
 from sparkscope.store.figures import Prices
-from sparkscope.report.run_facts import RunFacts, RunReader
+from sparkscope.report.run_facts import READ_TIMEOUT_S, REPORT_ROLLUP, RunFacts, RunReader
 from sparkscope.settings import load_settings
+from sparkscope.stack import metrics_reads
 from sparkscope.text import clean
 from sparkscope.store.schema import JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY
 
@@ -123,7 +124,8 @@ def report_document(run: RunFacts, advice, runs: list, path: Path, prices: Price
 
 def cmd_report(args: argparse.Namespace) -> int:
     settings = load_settings()
-    reader = RunReader(settings.influx_reader, settings.database)
+    reader = RunReader(settings.influx_reader, settings.database,
+                       metrics_reads(settings, READ_TIMEOUT_S, REPORT_ROLLUP))
     prices = prices_of(settings)
     app_id = args.app_id or reader.latest_app()
     usual = compared(reader, app_id)

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from sparkscope.errors import SparkscopeError
 from sparkscope.stack import rollups
 from sparkscope.store import influx
-from sparkscope.store.reads import RUNNING, InfluxReads, Rollup, Run
+from sparkscope.store.reads import RUNNING, InfluxReads, Reads, Rollup, Run
 from sparkscope.store.schema import (
     CPU_TIME_COUNT, DESERIALIZE_TIME_COUNT, DISK_BYTES_SPILLED_COUNT, HEAP_MAX, JVM_GC_TIME_COUNT, JVM_HEAP_MEMORY,
     MEMORY_BYTES_SPILLED_COUNT, OLD_GEN_POOLS, ON_HEAP_UNIFIED_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY,
@@ -198,14 +198,19 @@ def active_bucket_s(started_ms: int, ended_ms: int) -> int:
     return max(1, -(-(ended_ms - started_ms) // 1000 // ACTIVE_BUCKETS))
 
 
+READ_TIMEOUT_S = 60.0
+REPORT_ROLLUP = Rollup(ROLLUP.policy, ROLLUP_BUCKET_MS)
+
+
 class RunReader:
     """A run's facts, composed from the read layer (store/reads.py)."""
 
-    def __init__(self, where: influx.Where, database: str):
+    def __init__(self, where: influx.Where, database: str, store: Optional[Reads] = None):
         self.url = where
         self.database = database
-        self.store = InfluxReads(where, database, timeout_s=60.0,
-                                 rollup=Rollup(ROLLUP.policy, ROLLUP_BUCKET_MS))
+        # The metrics store's reads (stack.metrics_reads(settings, READ_TIMEOUT_S, REPORT_ROLLUP)).
+        self.store = store if store is not None else InfluxReads(where, database, timeout_s=READ_TIMEOUT_S,
+                                                                 rollup=REPORT_ROLLUP)
 
     def finished_runs(self, app_name: Optional[str] = None) -> list[Run]:
         """Finished applications, newest first."""

@@ -31,6 +31,8 @@ from sparkscope.stack import contact_points
 from sparkscope.errors import SparkscopeError
 from sparkscope.process import Progress, wait_until
 from sparkscope.store import influx
+from sparkscope.store.promql import PromQuery, PromReads
+from sparkscope.store.reads import InfluxReads, Reads, Rollup
 from sparkscope.store.schema import INGEST_REFUSED_MEASUREMENT, TELEGRAF_WRITE_MEASUREMENT
 from sparkscope.stack import remote_store, rollups, thanos
 from sparkscope.stack.influx_storage import REFUSAL_WINDOW_S, human_size, influx_write_problem, telegraf_refusal
@@ -48,6 +50,28 @@ def thanos_layout(settings: Settings) -> thanos.Layout:
         return thanos.layout(settings.thanos_port, settings.thanos_ingesters, settings.thanos_replication_factor)
     except thanos.ThanosConfigError as err:
         raise StackError(f"{err}; fix it in .env") from None
+
+
+def metrics_reads(settings: Settings, timeout_s: float = 10.0, rollup: Optional[Rollup] = None) -> Reads:
+    """The read layer of this stack's metrics store: InfluxReads, or with the
+    Thanos store PromReads (Spark's metrics through Query, as the stack's
+    user; the annotator's events from InfluxDB), or with the remote store
+    PromReads at the user's PromQL API with their credentials and CA. Every
+    command that reads a run (top, report, compare, the demo's summary) takes
+    its Reads here."""
+    events = InfluxReads(settings.influx_reader, settings.database, timeout_s, rollup)
+    if settings.metrics_store == remote_store.STORE_NAME:
+        return PromReads(PromQuery(settings.remote_query_url, settings.remote_user, settings.remote_password,
+                                   timeout_s, ca_file=settings.remote_ca_file, name="the remote store"), events)
+    if settings.metrics_store != thanos.STORE_NAME:
+        return events
+    files = thanos.Files(settings.state_dir / "thanos")
+    try:
+        password = files.password()
+    except OSError:
+        raise StackError(f"the Thanos store has no password at {files.password_file} yet: start the stack "
+                         "with ./sparkscope up (SPARKSCOPE_METRICS_STORE=thanos)") from None
+    return PromReads(PromQuery(thanos_layout(settings).query.http_url, thanos.USER, password, timeout_s), events)
 
 
 def service_names(settings: Settings) -> tuple[str, ...]:

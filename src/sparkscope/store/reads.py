@@ -17,6 +17,7 @@ images).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -67,6 +68,18 @@ class Rollup:
     """Where samples older than a long run's tail are read from instead of raw."""
     policy: str
     bucket_ms: int
+
+
+@dataclass(frozen=True)
+class Recent:
+    """The last `seconds` before now (a run that runs), or before a run's end
+    (ended_ms) with no upper bound: each JVM's last reports leave it as it stops."""
+    seconds: float
+    ended_ms: Optional[int] = None
+
+    def since_ms(self, now_ms: int) -> int:
+        """The exclusive lower bound, in ms."""
+        return (now_ms if self.ended_ms is None else self.ended_ms) - int(self.seconds * 1000)
 
 
 def is_app(app_id: str) -> str:
@@ -161,6 +174,57 @@ class Reads:
         above 0; (bucket start ms, tasks), oldest first."""
         raise NotImplementedError
 
+    # --- Spark's metrics over a run ----------------------------------------------------------
+
+    def highest(self, measurement: str, app_id: str, span: tuple[int, int], long_run_ms: int,
+                tail_ms: int) -> dict[str, float]:
+        """Each executor's highest value of a metric over the span (ms, both ends in)."""
+        raise NotImplementedError
+
+    def plotted(self, measurement: str, app_id: str, span: tuple[int, int], bucket_s: int, long_run_ms: int,
+                tail_ms: int) -> dict[str, list[tuple[int, float]]]:
+        """Each executor's highest value per bucket of bucket_s seconds (buckets from the
+        epoch, the first and last cut to the span): (bucket start ms, value), oldest first."""
+        raise NotImplementedError
+
+    def executor_maxima(self, measurement: str, app_id: str) -> dict[str, float]:
+        """Each executor's highest raw sample of a metric over the whole run."""
+        raise NotImplementedError
+
+    # --- one run now (top) -------------------------------------------------------------------
+
+    def latest(self, app_id: str, measurements: tuple[str, ...], recent: Recent,
+               executors: Optional[list[str]] = None) -> dict[tuple[str, str], tuple[int, float]]:
+        """Each JVM's newest sample of each metric within `recent` (of these executors
+        only, when given): (executor, measurement) -> (time ms, value)."""
+        raise NotImplementedError
+
+    def rates(self, app_id: str, measurements: tuple[str, ...], recent: Recent,
+              executors: Optional[list[str]] = None) -> dict[tuple[str, str], list[tuple[int, float]]]:
+        """Each counter's rate per second from one sample to the next within `recent`
+        (a fall, a restarted counter, is left out): (executor, measurement) -> (time ms,
+        rate), oldest first."""
+        raise NotImplementedError
+
+    def history(self, app_id: str, measurement: str, recent: Recent, bucket_s: int,
+                executors: Optional[list[str]] = None) -> dict[str, list[float]]:
+        """Each JVM's highest value per bucket of bucket_s seconds within `recent`, oldest
+        first; a bucket without samples is left out."""
+        raise NotImplementedError
+
+
+def executors_regex(ids: list[str]) -> str:
+    """The InfluxQL condition that keeps these executors' series. A regex of the ids,
+    not a chain of ORs, which InfluxDB 1.8 evaluates at a cost growing with their
+    square (50 executors: 40 ms against 10)."""
+    return f' AND {influx.identifier(EXECUTOR)} =~ /^(?:' + "|".join(regex_literal(i) for i in ids) + ")$/"
+
+
+def regex_literal(value: str) -> str:
+    """value matched literally inside an InfluxQL /regex/ (Go's RE2): ASCII punctuation
+    backslashed, the regex's own delimiter included."""
+    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", value)
+
 
 class InfluxReads(Reads):
     """Reads from InfluxDB 1.x, as the read-only user."""
@@ -207,12 +271,19 @@ class InfluxReads(Reads):
         return out
 
     def run(self, app_id: str) -> Optional[Run]:
+        found = self.annotated_run(app_id)
+        if found is not None:
+            return found
+        first = self.rows(f'SELECT first("value") FROM {influx.identifier(JVM_HEAP_MEMORY)} WHERE {is_app(app_id)}')
+        return Run(app_id, app_id, int(first[0]["time"])) if first else None
+
+    def annotated_run(self, app_id: str) -> Optional[Run]:
+        """One run by id from the annotator's points alone (None without them)."""
         rows = self.rows(f'SELECT "app_name", "{JOB_KEY}", "end_time_ms", "duration_ms", '
                          f"{influx.identifier(STATUS)}::tag "
                          f"FROM {influx.identifier(APPLICATION_MEASUREMENT)} WHERE {is_app(app_id)}")
         if not rows:
-            first = self.rows(f'SELECT first("value") FROM {influx.identifier(JVM_HEAP_MEMORY)} WHERE {is_app(app_id)}')
-            return Run(app_id, app_id, int(first[0]["time"])) if first else None
+            return None
         ends = [r for r in rows if r.get(STATUS) not in (None, RUNNING)]
         head = ends[0] if ends else rows[0]
         return Run(app_id, head.get("app_name") or rows[0].get("app_name") or app_id, int(rows[0]["time"]),
@@ -443,6 +514,49 @@ class InfluxReads(Reads):
             if name in out:
                 out[name]["end"] = row
         return out
+
+    # --- one run now (top) -------------------------------------------------------------------
+
+    @staticmethod
+    def _recent(recent: Recent) -> str:
+        if recent.ended_ms is None:
+            return f"time > now() - {int(recent.seconds * 1000)}ms"
+        return f"time > {recent.ended_ms - int(recent.seconds * 1000)}ms"
+
+    @staticmethod
+    def _sources(measurements) -> str:
+        return ",".join(influx.identifier(m) for m in sorted(measurements))
+
+    def latest(self, app_id: str, measurements: tuple[str, ...], recent: Recent,
+               executors: Optional[list[str]] = None) -> dict[tuple[str, str], tuple[int, float]]:
+        if not measurements or executors == []:
+            return {}
+        only = "" if executors is None else executors_regex(executors)
+        return {(row[EXECUTOR], row["_measurement"]): (int(row["time"]), row["last"]) for row in self.rows(
+            f'SELECT last("value") FROM {self._sources(measurements)} WHERE {is_app(app_id)} AND '
+            f"{self._recent(recent)}{only} GROUP BY {influx.identifier(EXECUTOR)}") if row.get("last") is not None}
+
+    def rates(self, app_id: str, measurements: tuple[str, ...], recent: Recent,
+              executors: Optional[list[str]] = None) -> dict[tuple[str, str], list[tuple[int, float]]]:
+        if not measurements or executors == []:
+            return {}
+        only = "" if executors is None else executors_regex(executors)
+        out: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for row in self.rows(f'SELECT non_negative_derivative("value", 1s) AS "r" FROM {self._sources(measurements)} '
+                             f"WHERE {is_app(app_id)} AND {self._recent(recent)}{only} "
+                             f"GROUP BY {influx.identifier(EXECUTOR)}"):
+            out.setdefault((row[EXECUTOR], row["_measurement"]), []).append((int(row["time"]), row["r"]))
+        return out
+
+    def history(self, app_id: str, measurement: str, recent: Recent, bucket_s: int,
+                executors: Optional[list[str]] = None) -> dict[str, list[float]]:
+        if executors == []:
+            return {}
+        only = "" if executors is None else executors_regex(executors)
+        return {s["tags"][EXECUTOR]: [v for _, v in s["values"]]
+                for s in self.q(f'SELECT max("value") FROM {influx.identifier(measurement)} WHERE {is_app(app_id)} '
+                                f"AND {self._recent(recent)}{only} GROUP BY time({int(bucket_s)}s), "
+                                f"{influx.identifier(EXECUTOR)} fill(none)")}
 
     # --- the host below the JVMs -------------------------------------------------------------
 

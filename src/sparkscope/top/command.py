@@ -1,8 +1,9 @@
-"""`sparkscope top [APP_ID]`: the loop. Reads InfluxDB every interval
-(data.py), draws the frame (view.py) full screen, and takes single keys
-from the terminal in cbreak mode. InfluxDB lost or answering errors shows a
-banner over the last data and is asked again next interval; nothing read
-from it ends the program."""
+"""`sparkscope top [APP_ID]`: the loop. Reads the store every interval
+(data.py, through the read layer: InfluxDB, or Thanos for the metrics),
+draws the frame (view.py) full screen, and takes single keys from the
+terminal in cbreak mode. A store lost or answering errors shows a banner
+over the last data and is asked again next interval; nothing read from it
+ends the program."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from typing import Callable, Iterator, Optional
 
 from sparkscope.command_line import RUNTIME_ERROR, add_run_argument
 from sparkscope.store.influx import InfluxError
+from sparkscope.store.promql import PromError
 from sparkscope.settings import load_settings
+from sparkscope.stack import metrics_reads
 from sparkscope.top.data import Run, TopReader
 from sparkscope.top.view import SORTABLE, Screen, as_text, frame
 
@@ -126,10 +129,10 @@ class Top:
                     self.run = screen.snapshot.run
             screen.error = None
             screen.updated_ms = int(time.time() * 1000)
-        except InfluxError as err:
+        except (InfluxError, PromError) as err:
             screen.error = str(err)
         except Exception as err:  # a malformed point anyone could have written must not end the view
-            screen.error = f"could not read what InfluxDB returned ({type(err).__name__}: {err})"
+            screen.error = f"could not read what the store returned ({type(err).__name__}: {err})"
 
 
 @contextmanager
@@ -198,8 +201,9 @@ def _interrupted(*_) -> None:
 
 def cmd_top(args: argparse.Namespace) -> int:
     settings = load_settings()
-    reader = TopReader(settings.influx_reader, settings.database, args.interval,
-                       timeout_s=max(2.0, min(10.0, args.interval)))
+    timeout_s = max(2.0, min(10.0, args.interval))
+    reader = TopReader(settings.influx_reader, settings.database, args.interval, timeout_s=timeout_s,
+                       store=metrics_reads(settings, timeout_s))
     top = Top(reader, args.app_id, args.interval)
     if args.disks:
         top.screen.mode = "disks"
@@ -229,7 +233,7 @@ def _interval(text: str) -> float:
 
 
 def register(sub) -> None:
-    top = sub.add_parser("top", help="a live terminal view of one Spark run from InfluxDB: executors, memory, "
+    top = sub.add_parser("top", help="a live terminal view of one Spark run from the metrics store: executors, memory, "
                                      "GC, shuffle, what runs now, stragglers; d: disks")
     add_run_argument(top, "the newest run still running, else the newest")
     top.add_argument("--interval", type=_interval, default=DEFAULT_INTERVAL_S,

@@ -1,23 +1,21 @@
-"""What `sparkscope top` reads from InfluxDB, as the read-only user, into plain
-values: the runs, one run's executors as they are now, what the annotator
-says runs now, and the host's disks.
+"""What `sparkscope top` reads through the read layer (store/reads.py) into
+plain values: the runs, one run's executors as they are now, what the
+annotator says runs now, and the host's disks.
 
-A refresh costs a few aggregated queries (bench/top_refresh.py), each
-grouped by executor and bounded to the last few sink periods: never raw
-samples over the run. A run that ended is shown as it was at its end.
-Every run id and name is data: it reaches InfluxQL through
-influx.string_literal only."""
+A refresh costs a few queries (bench/top_refresh.py), each grouped by
+executor and bounded to the last few sink periods: never samples over the
+whole run. A run that ended is shown as it was at its end. Every run id and
+name is data: the read layer quotes it for the store's query language."""
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from sparkscope.store import influx
 from sparkscope.store.figures import gc_share_of_wall_time
-from sparkscope.store.reads import InfluxReads, Run, is_app
+from sparkscope.store.reads import InfluxReads, Reads, Recent, Run, executors_regex
 from sparkscope.store.schema import (
     ANNOTATION_MEASUREMENTS, EXECUTOR_MEASUREMENT, HEAP_MAX, JVM_HEAP_MEMORY, MAJOR_GC_TIME, MINOR_GC_TIME,
     ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, PROCESS_TREE_JVM_RSS_MEMORY, PROCESS_TREE_OTHER_RSS_MEMORY,
@@ -154,27 +152,22 @@ class DisksSnapshot:
 
 
 
-def _sources(names) -> str:
-    return ",".join(f'"{name}"' for name in names)
-
-
 class TopReader:
     """Reads for one screen; keeps what does not change while a run lives
     (its executors' cores, its memory settings) between refreshes."""
 
-    def __init__(self, where: influx.Where, database: str, interval_s: float = 5.0, timeout_s: float = 10.0):
+    def __init__(self, where: influx.Where, database: str, interval_s: float = 5.0, timeout_s: float = 10.0,
+                 store: Optional[Reads] = None):
         self.where = where
         self.database = database
         self.interval_s = interval_s
         self.timeout_s = timeout_s
-        self.store = InfluxReads(where, database, timeout_s)
+        # The metrics store's reads (stack.metrics_reads: InfluxDB, or Thanos for the metrics).
+        self.store = store if store is not None else InfluxReads(where, database, timeout_s)
         self._cores: dict[str, dict[str, int]] = {}  # app -> executor -> cores
         self._cores_since: dict[str, int] = {}
         self._conf: dict[str, dict[str, Any]] = {}
         self._heap_maxes: dict[str, dict[str, float]] = {}  # app -> executor -> bytes
-
-    def q(self, statement: str) -> list[dict[str, Any]]:
-        return influx.query(self.where, statement, self.database, timeout=self.timeout_s)
 
     # --- runs ----------------------------------------------------------------------------
 
@@ -198,6 +191,11 @@ class TopReader:
 
     # --- one run now ----------------------------------------------------------------------
 
+    def recent(self, run: Run, seconds: float) -> Recent:
+        """The last `seconds` before now, or before the run's end (and the last reports
+        that leave each JVM as it stops)."""
+        return Recent(seconds, None if run.running else run.ended_ms)
+
     def window(self, run: Run, seconds: float) -> str:
         """The time condition of the last `seconds`: before now, or before the run's end
         (and the last reports that leave each JVM as it stops)."""
@@ -213,25 +211,24 @@ class TopReader:
         that order, the ones a screen can show: at 500 executors a read of every
         column of every executor took 300 ms, this a third of it (bench/top_refresh.py)."""
         run = self.run(run.app_id) or run  # it may have ended since
-        app = is_app(run.app_id)
-        alive = self.window(run, max(ALIVE_S, 3 * self.interval_s))
+        alive = self.recent(run, max(ALIVE_S, 3 * self.interval_s))
         limit = container_limit(self._memory_conf(run.app_id))
         executors: dict[str, ExecutorNow] = {}
         # For every executor: JVMHeapMemory comes from every JVM (the driver's too), activeTasks
         # from those that run tasks; RSS too where a container limit makes it a flag.
         gauges = {HEAP, ACTIVE_TASKS, *SORT_NEEDS.get(sort, ()), *(RSS if limit else ())} & set(GAUGES)
         counters = set(SORT_NEEDS.get(sort, ())) & set(COUNTERS)
-        self._read_gauges(executors, gauges, app, alive, None, create=True)
-        self._read_rates(executors, counters, app, alive, None)
+        self._read_gauges(executors, gauges, run, alive, None, create=True)
+        self._read_rates(executors, counters, run, alive, None)
         ids = [e.executor_id for e in ordered(list(executors.values()), sort, descending)]
         start = max(0, min(offset, len(ids) - rows))
         shown = None if len(ids) <= rows else ids[start:start + rows]  # None: all of them
-        self._read_gauges(executors, set(GAUGES) - gauges - {HEAP_MAX}, app, alive, shown)
-        self._read_rates(executors, set(COUNTERS) - counters, app, alive, shown)
-        self._read_history(executors, run, app, shown)
-        heap_max = self._heap_max(run, app, alive, list(executors))
+        self._read_gauges(executors, set(GAUGES) - gauges - {HEAP_MAX}, run, alive, shown)
+        self._read_rates(executors, set(COUNTERS) - counters, run, alive, shown)
+        self._read_history(executors, run, shown)
+        heap_max = self._heap_max(run, alive, list(executors))
         cores = self._executor_cores(run.app_id)
-        measured = self._containers(run.app_id, alive, shown)
+        measured = self._containers(run.app_id, self.window(run, alive.seconds), shown)
         for e in executors.values():
             e.heap_max = heap_max.get(e.executor_id)
             e.cores = cores.get(e.executor_id)
@@ -248,57 +245,50 @@ class TopReader:
             return {}
         return self.store.containers_now(app, alive, _only(shown))
 
-    def _read_gauges(self, executors: dict[str, ExecutorNow], measurements: set[str], app: str, alive: str,
+    def _read_gauges(self, executors: dict[str, ExecutorNow], measurements: set[str], run: Run, alive: Recent,
                      shown: Optional[list[str]], create: bool = False) -> None:
         """Each executor's last sample of each gauge in the window (sets last_ms too)."""
         if not measurements or shown == []:
             return
-        for row in influx.rows(self.q(f'SELECT last("value") FROM {_sources(sorted(measurements))} WHERE {app} AND '
-                                f'{alive}{_only(shown)} GROUP BY "executorid"')):
+        for (executor_id, measurement), (t, value) in self.store.latest(
+                run.app_id, tuple(sorted(measurements)), alive, shown).items():
             if create:
-                executors.setdefault(row["executorid"], ExecutorNow(row["executorid"]))
-            e = executors.get(row["executorid"])
+                executors.setdefault(executor_id, ExecutorNow(executor_id))
+            e = executors.get(executor_id)
             if e is not None:
-                setattr(e, GAUGES[row["_measurement"]], row["last"])
-                e.last_ms = max(e.last_ms, int(row["time"]))
+                setattr(e, GAUGES[measurement], value)
+                e.last_ms = max(e.last_ms, t)
 
-    def _read_rates(self, executors: dict[str, ExecutorNow], measurements: set[str], app: str, alive: str,
+    def _read_rates(self, executors: dict[str, ExecutorNow], measurements: set[str], run: Run, alive: Recent,
                     shown: Optional[list[str]]) -> None:
         """Each counter's rate between consecutive samples of the window (a few rows a series),
         averaged over the last interval: one sample to the next alone jumps, as Spark polls
         ExecutorMetrics every 2 s but sends every sink period."""
         if not measurements or shown == []:
             return
-        rates: dict[tuple[str, str], list[tuple[int, float]]] = {}
-        for row in influx.rows(self.q(f'SELECT non_negative_derivative("value", 1s) AS "r" FROM '
-                                f'{_sources(sorted(measurements))} WHERE {app} AND {alive}{_only(shown)} '
-                                'GROUP BY "executorid"')):
-            rates.setdefault((row["executorid"], row["_measurement"]), []).append((int(row["time"]), row["r"]))
+        rates = self.store.rates(run.app_id, tuple(sorted(measurements)), alive, shown)
         for (executor_id, measurement), points in rates.items():
-            if executor_id in executors:
+            if executor_id in executors and points:
                 e, name = executors[executor_id], COUNTERS[measurement]
                 setattr(e, name, (getattr(e, name) or 0.0) + recent_mean(points, self.interval_s))
 
-    def _read_history(self, executors: dict[str, ExecutorNow], run: Run, app: str,
-                      shown: Optional[list[str]]) -> None:
+    def _read_history(self, executors: dict[str, ExecutorNow], run: Run, shown: Optional[list[str]]) -> None:
         bucket = max(1, round(self.interval_s))
         if shown == []:
             return
-        for s in self.q(f'SELECT max("value") FROM "{HEAP}" WHERE {app} AND '
-                        f'{self.window(run, bucket * HISTORY_POINTS)}{_only(shown)} GROUP BY time({bucket}s), '
-                        '"executorid" fill(none)'):
-            if s["tags"]["executorid"] in executors:
-                executors[s["tags"]["executorid"]].heap_history = [v for _, v in s["values"]][-HISTORY_POINTS:]
+        for executor_id, values in self.store.history(run.app_id, HEAP, self.recent(run, bucket * HISTORY_POINTS),
+                                                      bucket, shown).items():
+            if executor_id in executors:
+                executors[executor_id].heap_history = values[-HISTORY_POINTS:]
 
-    def _heap_max(self, run: Run, app: str, alive: str, ids: list[str]) -> dict[str, float]:
+    def _heap_max(self, run: Run, alive: Recent, ids: list[str]) -> dict[str, float]:
         """Each JVM's max heap: fixed at its start (-Xmx), so read once per executor."""
         known = self._heap_maxes.setdefault(run.app_id, {})
         missing = [i for i in ids if i not in known]
         if missing:
-            only = _only(missing) if len(missing) <= 50 else ""
-            for row in influx.rows(self.q(f'SELECT last("value") FROM "{HEAP_MAX}" WHERE {app} AND {alive}{only} '
-                                    'GROUP BY "executorid"')):
-                known[row["executorid"]] = row["last"]
+            for (executor_id, _), (_, value) in self.store.latest(
+                    run.app_id, (HEAP_MAX,), alive, missing if len(missing) <= 50 else None).items():
+                known[executor_id] = value
         return known
 
     def _executor_cores(self, app_id: str) -> dict[str, int]:
@@ -346,18 +336,8 @@ class TopReader:
 
 
 def _only(ids: Optional[list[str]]) -> str:
-    """The condition that keeps these executors' series (None: every executor). A regex
-    of the ids, not a chain of ORs, which InfluxDB 1.8 evaluates at a cost growing with
-    their square (50 executors: 40 ms against 10)."""
-    if ids is None:
-        return ""
-    return ' AND "executorid" =~ /^(?:' + "|".join(regex_literal(i) for i in ids) + ")$/"
-
-
-def regex_literal(value: str) -> str:
-    """value matched literally inside an InfluxQL /regex/ (Go's RE2): ASCII punctuation
-    backslashed, the regex's own delimiter included."""
-    return re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", value)
+    """The InfluxQL condition that keeps these executors' series (None: every executor)."""
+    return "" if ids is None else executors_regex(ids)
 
 
 def executor_order(executor_id: str) -> tuple:
