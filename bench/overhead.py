@@ -106,6 +106,7 @@ class Run:
     other_cores: float = 0.0  # everything else on the machine, mean cores busy during the run
     forks: int = 0  # processes started on the machine during the run (Spark's own, mostly); see TaskCounter
     threads: Optional[int] = None  # threads started, when TaskCounter tells them apart (else in forks)
+    programs: dict[str, int] = field(default_factory=dict)  # programs Spark's processes ran (exec), by path
     part_s: dict[str, float] = field(default_factory=dict)  # CPU seconds by THREAD_PARTS (ThreadCpu)
 
     @property
@@ -205,6 +206,15 @@ def parse_task_counts(line: str, counts: dict[str, int]) -> bool:
     return False
 
 
+def parse_task_event(line: str) -> Optional[tuple[str, int, str]]:
+    """One event line of bench/forks.bt ("P 10 11", "T 10 12", "E 11 /usr/bin/chmod"), or None."""
+    parts = line.split(" ", 2)
+    if len(parts) == 3 and parts[0] in ("P", "T", "E") and parts[1].isdigit() and \
+            (parts[0] == "E" or parts[2].isdigit()):
+        return parts[0], int(parts[1]), parts[2]
+    return None
+
+
 class TaskCounter:
     """Processes and threads started on the machine, apart: bench/forks.bt under
     bpftrace (root), whose cumulative counts come every second. /proc/stat counts
@@ -216,13 +226,15 @@ class TaskCounter:
         self.counts = {"processes": 0, "threads": 0}
         self.seen = 0  # counts lines read: a reading is fresh once it grew
         self.lock = threading.Condition()
+        self.events: list[tuple[str, int, str]] = []  # (P|T|E, pid, child pid or program), as bpftrace prints them
 
     def start(self) -> Optional[str]:
         """Starts counting; None, or why it counts processes and threads together."""
         if os.geteuid() != 0:
             return "not root"
         try:
-            self.proc = subprocess.Popen(["bpftrace", str(ROOT / "bench" / "forks.bt")], stdout=subprocess.PIPE,
+            self.proc = subprocess.Popen(["bpftrace", "-B", "line", str(ROOT / "bench" / "forks.bt")],
+                                         stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True, start_new_session=True)
         except OSError as err:
             return f"no bpftrace ({err.strerror})"
@@ -235,9 +247,46 @@ class TaskCounter:
     def _read(self) -> None:
         for line in self.proc.stdout:
             with self.lock:
-                if parse_task_counts(line.strip(), self.counts):
+                event = parse_task_event(line.strip())
+                if event is not None:
+                    self.events.append(event)
+                elif parse_task_counts(line.strip(), self.counts):
                     self.seen += 1
                     self.lock.notify_all()
+
+    def mark(self) -> int:
+        """Where the events are now (after a fresh count: what came before is in)."""
+        self._fresh(5)
+        with self.lock:
+            return len(self.events)
+
+    def tree(self, root: int, since: int) -> Optional[tuple[int, int, dict[str, int]]]:
+        """(processes, threads, programs run) of root's descendants (root's own
+        threads included), from the events after mark `since`; None without
+        bpftrace. The tree is built from every event first: bpftrace reads its
+        per-CPU buffers in turn, so a child's line may come before its parent's."""
+        if self.proc is None:
+            return None
+        self._fresh(5)
+        with self.lock:
+            events = self.events[since:]
+        children: dict[int, list[int]] = {}
+        for kind, pid, other in events:
+            if kind == "P":
+                children.setdefault(pid, []).append(int(other))
+        members, todo = {root}, [root]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in members:
+                    members.add(child)
+                    todo.append(child)
+        processes = len(members) - 1
+        threads = sum(1 for kind, pid, _ in events if kind == "T" and pid in members)
+        programs: dict[str, int] = {}
+        for kind, pid, program in events:
+            if kind == "E" and pid in members and pid != root:
+                programs[program] = programs.get(program, 0) + 1
+        return processes, threads, programs
 
     def _fresh(self, timeout: float) -> bool:
         """Waits for the counts printed after this moment (both of them)."""
@@ -274,9 +323,24 @@ def started_text(runs: list[Run]) -> str:
     return f"{forks:.0f} processes and threads started"
 
 
+def descendants(pid: int) -> list[int]:
+    """pid and its live descendants (/proc/<pid>/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in task.read_text().split()]
+            except OSError:
+                pass
+    return out
+
+
 def process_cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU of these processes (those gone count nothing)."""
-    stats = (procstat.read(pid) for pid in pids)
+    """User + system CPU of these processes and their descendants (those gone count
+    nothing): a service's pid file names its supervisor, whose child does the work."""
+    stats = (procstat.read(member) for pid in pids for member in descendants(pid))
     return sum(procstat.cpu_seconds(stat) or 0.0 for stat in stats if stat)
 
 
@@ -422,6 +486,7 @@ def run_once(run: Run, conf: dict[str, str], workload: tuple[Path, list[str]], l
     spark_before, self_before = own_cpu_seconds()
     stack_before, busy_before = process_cpu_seconds(stack_pids), busy_seconds()
     forks_before, threads_before = TASKS.now()
+    mark = TASKS.mark() if TASKS.proc is not None else 0
     started = time.monotonic()
     pass_s: dict[int, float] = {}
     profiler = None
@@ -470,6 +535,9 @@ def run_once(run: Run, conf: dict[str, str], workload: tuple[Path, list[str]], l
     run.forks = forks_after - forks_before
     if threads_before is not None and threads_after is not None:
         run.threads = threads_after - threads_before
+    tree = TASKS.tree(proc.pid, mark)
+    if tree is not None:  # what spark-submit's own tree made, the rest of the machine left out
+        run.forks, run.threads, run.programs = tree
     spark_after, self_after = own_cpu_seconds()
     run.cpu_s = spark_after - spark_before
     run.stack_cpu_s = process_cpu_seconds(stack_pids) - stack_before
@@ -567,6 +635,12 @@ def report(runs: list[Run], arms: list[str], queries: list[str], args: argparse.
               f"{statistics.median(r.cpu_s for r in rs):6.1f} s, spark-submit {statistics.median(r.wall_s for r in rs):5.1f} s, "
               f"{started_text(rs)}, "
               f"Telegraf + InfluxDB {statistics.median(r.stack_cpu_s for r in rs):.1f} s CPU")
+    if all(r.programs or r.forks == 0 for r in runs) and any(r.programs for r in runs):
+        print("Programs Spark's processes ran per run (median; spark-submit's tree, bench/forks.bt):")
+        for arm, rs in by_arm.items():
+            names = sorted({name for r in rs for name in r.programs})
+            print(f"  {arm:10} " + ", ".join(
+                f"{Path(name).name} {statistics.median(r.programs.get(name, 0) for r in rs):g}" for name in names))
     compare(runs, arms, "all rounds")
     parts(by_arm, arms)
     quiet = {r.round for r in runs} - {r.round for r in runs if r.disturbed}
@@ -643,7 +717,8 @@ def main() -> int:
         stack_pids = [PidFile(settings.state_dir, n).running_pid() for n in ("influxdb", "telegraf")]
         why = TASKS.start()
         atexit.register(TASKS.stop)  # bpftrace runs in a session of its own: never left behind
-        print("processes and threads are counted apart (bench/forks.bt)" if why is None else
+        print("processes and threads are counted apart, those of spark-submit's tree (bench/forks.bt)"
+              if why is None else
               f"processes and threads are counted together (/proc/stat): {why}", flush=True)
         print(f"stack: InfluxDB {settings.influx_url}, Graphite {settings.graphite_host}:"
               f"{settings.graphite_port}; Spark logs in {tmp}", flush=True)

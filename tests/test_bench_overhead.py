@@ -116,3 +116,39 @@ def test_threads_started_are_not_counted_as_processes_started():
     finally:
         counter.stop()
     assert counter.proc is None
+
+
+def test_event_lines_are_read_and_counts_are_not_taken_for_events():
+    overhead = load_overhead()
+    assert overhead.parse_task_event("P 10 11") == ("P", 10, "11")
+    assert overhead.parse_task_event("T 10 12") == ("T", 10, "12")
+    assert overhead.parse_task_event("E 11 /usr/bin/chmod") == ("E", 11, "/usr/bin/chmod")
+    for other in ("@processes: 17", "P ten 11", "T 10 x", "22:01:05", "X 1 2"):
+        assert overhead.parse_task_event(other) is None, other
+
+
+def test_a_runs_processes_are_those_of_its_own_tree_not_the_machines():
+    """What another program starts meanwhile (a shell, a git) is not the run's: the
+    count follows spark-submit's descendants, and names the programs they ran."""
+    import os
+    import shutil
+    import subprocess
+    import pytest
+    if os.geteuid() != 0 or not shutil.which("bpftrace"):
+        pytest.skip("needs root and bpftrace (the suite installs bpftrace from apt)")
+    overhead = load_overhead()
+    counter = overhead.TaskCounter()
+    assert counter.start() is None
+    try:
+        mark = counter.mark()
+        run = subprocess.Popen(["bash", "-c", "/bin/true; /bin/true; (/bin/sleep 0.2); wait"])
+        for _ in range(5):  # the rest of the machine, meanwhile
+            subprocess.run(["/bin/true"], check=True)
+        run.wait()
+        processes, threads, programs = counter.tree(run.pid, mark)
+    finally:
+        counter.stop()
+    assert programs.get("/bin/true", 0) + programs.get("/usr/bin/true", 0) == 2, programs
+    assert programs.get("/bin/sleep", 0) + programs.get("/usr/bin/sleep", 0) == 1, programs
+    assert 3 <= processes <= 4, (processes, programs)  # true, true, the subshell and its sleep
+    assert threads == 0
