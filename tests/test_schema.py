@@ -259,3 +259,35 @@ def test_the_python_writers_write_the_names_schema_declares(module, names):
         assert name in text, (module, name)
         literal = getattr(schema, name)
         assert f'"{literal}' not in text and f"'{literal}" not in text, (module, literal)
+
+
+def source_problems(recorded: list[str], sources: dict[str, tuple[str, ...]]) -> list[str]:
+    """Each read name placed in one source, and, where a real application sent it,
+    sent under that source (the namespace of <prefix>.<app>.<executor>.<source>.<name>)."""
+    placed: dict[str, list[str]] = {}
+    for source, names in sources.items():
+        for name in names:
+            placed.setdefault(name, []).append(source)
+    problems = [f"{name}: read, in no source" for name in schema.SPARK_READ if name not in placed]
+    problems += [f"{name}: in {' and '.join(where)}" for name, where in placed.items() if len(where) > 1]
+    sent_under: dict[str, set[str]] = {}
+    for path in recorded:
+        parts = path.split(".", 4)
+        if len(parts) == 5:
+            sent_under.setdefault(parts[4], set()).add(parts[3])
+    for name, where in placed.items():
+        if name in sent_under and where[0] not in sent_under[name]:
+            problems.append(f"{name}: declared from {where[0]}, sent from {', '.join(sorted(sent_under[name]))}")
+    return problems
+
+
+def test_each_read_name_comes_from_the_source_spark_sends_it_under():
+    recorded = (Path(__file__).parent / "data" / "spark-3.5.9-metric-names.txt").read_text().split()
+    assert source_problems(recorded, schema.SPARK_SOURCES) == []
+    # The check is not a formality: a name declared under the wrong source, or in none, is found.
+    moved = {**schema.SPARK_SOURCES, "jvm": (*schema.SPARK_SOURCES["jvm"], schema.JVM_HEAP_MEMORY)}
+    assert source_problems(recorded, moved) == ["JVMHeapMemory: in ExecutorMetrics and jvm"]
+    wrong = {k: v for k, v in schema.SPARK_SOURCES.items() if k != "JVMCPU"}
+    wrong["executor"] = (*wrong["executor"], schema.JVM_CPU_TIME)
+    assert source_problems(recorded, wrong) == ["jvmCpuTime: declared from executor, sent from JVMCPU"]
+    assert set(schema.SINK_WHOLE_SOURCES) <= set(schema.SPARK_SOURCES)

@@ -85,20 +85,27 @@ def test_conf_command_attaches_the_annotator_pointed_at_the_same_host(capsys, mo
 
 
 def test_the_sink_sends_only_what_telegraf_keeps_unless_the_stack_keeps_everything(capsys, monkeypatch):
-    """The generated filter lets through each read name and, for a counter, the
-    name Spark registers it under (the reporter adds .count); a stack that keeps
-    every metric (SPARKSCOPE_UNREAD_METRICS=pass) gets no filter."""
+    """The generated filter lets through each read name under its source and, for a
+    counter, the name Spark registers it under (the reporter adds .count), and the
+    sources sent whole; nothing of the others; a stack that keeps every metric
+    (SPARKSCOPE_UNREAD_METRICS=pass) gets no filter."""
     import re
     from sparkscope.spark.conf import SINK_REGEX, sink_regex
     from sparkscope.store import schema
     found = re.compile(sink_regex()).search  # Spark: Pattern.find on <app>.<executor>.<source>.<name>
-    for name in schema.SPARK_READ:
-        registered = name.removesuffix(".count")
-        assert found(f"app-1.1.executor.{registered}") and found(f"app-1.1.executor.{name}"), name
-    for unread in ("jvm.heap.used", "executor.recordsRead", "CodeGenerator.compilationTime", "jvm.non-heap.max",
-                   "executor.shuffleRecordsRead", "ExecutorMetrics.TotalGCTime", "executor.threadpool.startedTasks"):
+    for source, names in schema.SPARK_SOURCES.items():
+        for name in names:
+            registered = name.removesuffix(".count")
+            assert found(f"app-1.1.{source}.{registered}") and found(f"app-1.1.{source}.{name}"), (source, name)
+    for unread in ("jvm.heap.used", "CodeGenerator.compilationTime", "jvm.non-heap.max", "jvm.pools.G1-Eden-Space.used",
+                   "HiveExternalCatalog.fileCacheHits", "appStatus.jobs.succeededJobs", "DAGScheduler.job.allJobs",
+                   "BlockManager.memory.maxMem_MB", "jvm.heap.max.extra"):
         assert not found(f"app-1.1.{unread}"), unread
+    assert found("app-1.1.executor.recordsRead")  # a whole source: Telegraf drops what it does not read
+    with pytest.raises(ValueError, match="no source"):
+        sink_regex(read=(*schema.SPARK_READ, "newGauge"))
     assert "\\" not in sink_regex()  # Java's properties files would eat a backslash
+    assert len(sink_regex()) < 400  # Spark compiles it for every metric at every report
     assert read_properties(DEFAULTS)[SINK_REGEX] == sink_regex()  # generated, current
     for unread, present in (("drop", True), ("pass", False)):
         monkeypatch.setenv("SPARKSCOPE_UNREAD_METRICS", unread)

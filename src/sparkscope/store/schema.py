@@ -407,6 +407,30 @@ ROLLED_MEASUREMENTS = tuple(m.name for m in MEASUREMENTS if m.rolled)
 SPARK_READ = tuple(m.name for m in MEASUREMENTS if m.writer == SPARK and m.name not in _SPARK_UNREAD_COUNTERS)
 COUNTER_MEASUREMENTS = frozenset(m.name for m in MEASUREMENTS if m.kind == COUNTER)
 
+# Which of Spark's metrics sources each read name comes from: the namespace of
+# <prefix>.<app>.<executor>.<source>.<name> (tests/test_schema.py checks it
+# against the names a real Spark application sent).
+SPARK_SOURCES: dict[str, tuple[str, ...]] = {
+    "ExecutorMetrics": (JVM_HEAP_MEMORY, ON_HEAP_EXECUTION_MEMORY, ON_HEAP_STORAGE_MEMORY, ON_HEAP_UNIFIED_MEMORY,
+                        OFF_HEAP_EXECUTION_MEMORY, OFF_HEAP_STORAGE_MEMORY, OFF_HEAP_UNIFIED_MEMORY, *PROCESS_TREE_RSS,
+                        MINOR_GC_COUNT, MINOR_GC_TIME, MAJOR_GC_COUNT, MAJOR_GC_TIME),
+    "JVMCPU": (JVM_CPU_TIME,),
+    "executor": (THREADPOOL_ACTIVE_TASKS, *TASK_TIME_COUNTERS, RESULT_SERIALIZATION_TIME_COUNT, SUCCEEDED_TASKS_COUNT,
+                 SHUFFLE_BYTES_WRITTEN_COUNT, SHUFFLE_LOCAL_BYTES_READ_COUNT, SHUFFLE_REMOTE_BYTES_READ_COUNT,
+                 SHUFFLE_TOTAL_BYTES_READ_COUNT, MEMORY_BYTES_SPILLED_COUNT, DISK_BYTES_SPILLED_COUNT,
+                 BYTES_READ_COUNT, BYTES_WRITTEN_COUNT,
+                 *(filesystem_bytes(scheme, way) for scheme in FILESYSTEM_SCHEMES for way in ("read", "write"))),
+    "jvm": (HEAP_MAX, *OLD_GEN_POOLS),
+    "appStatus": (TASKS_FAILED_TASKS_COUNT, STAGES_FAILED_STAGES_COUNT),
+}
+# The sources Spark's sink sends whole (its regex, spark/conf.sink_regex): Spark
+# compiles the sink's regex anew for every metric at every report (GraphiteSink's
+# MetricFilter, Spark 3.5 to 4.3), so a regex naming each of the ~50 read names
+# cost more CPU than the lines it saved; naming these three sources and the five
+# other names halved the sink's CPU again (docs/performance.md). Of the rest of
+# these sources, Telegraf keeps only what SPARK_READ names.
+SINK_WHOLE_SOURCES = ("ExecutorMetrics", "JVMCPU", "executor")
+
 
 # --- what comes in through the events listener --------------------------------------------
 
