@@ -21,6 +21,7 @@ import base64
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -255,6 +256,43 @@ def test_querys_password_is_random_kept_in_the_secret_and_only_its_hash_in_the_w
     # Every Thanos pod mounts the web config its --http.config names.
     for kind_name in (INGESTERS, ROUTER, QUERY):
         assert flag(args_of(rendered[THANOS], kind_name), "http.config") == ["/etc/thanos/web.yml"]
+
+
+def test_an_upgrade_keeps_the_certificate_and_password_and_new_names_get_a_new_certificate(helm, tmp_path):
+    """Helm's lookup answers only on a cluster; a copy of the chart reads the
+    Secret a previous install left from a value instead, through the very
+    template: the same names keep the CA, certificate and password (no pod
+    restarts, Grafana's password still Query's); another cluster domain
+    gets a new CA and certificate for the new names, the password kept."""
+    copy_dir = tmp_path / "chart-with-a-cluster"
+    shutil.copytree(test_chart.CHART, copy_dir)
+    (copy_dir / "values.schema.json").unlink()  # it refuses the extra value below
+    template = copy_dir / "templates" / "thanos-secret.yaml"
+    lookup = '(lookup "v1" "Secret" .Release.Namespace $name)'
+    assert lookup in template.read_text()
+    template.write_text(template.read_text().replace(lookup, "(.Values.clusterHas | default dict)"))
+
+    def install(values: dict, previous: dict | None = None) -> tuple[dict, str]:
+        objects = render(helm, tmp_path, {**values, **({"clusterHas": previous} if previous else {})},
+                         chart=copy_dir)
+        # The pods' checksum of the names: a new certificate restarts them.
+        pods = one(objects, "StatefulSet", f"{RELEASE}-ingester")["spec"]["template"]["metadata"]
+        return one(objects, "Secret", THANOS_SECRET), pods["annotations"]["checksum/tls-names"]
+
+    first, checksum = install(MATRIX[THANOS])
+    again, same_checksum = install(MATRIX[THANOS], first)
+    assert again["data"] == first["data"] and same_checksum == checksum
+    fresh, _ = install(MATRIX[THANOS])  # what helm template does: no cluster, all new
+    assert fresh["data"]["ca.crt"] != first["data"]["ca.crt"]
+    assert fresh["data"]["query-password"] != first["data"]["query-password"]
+    moved, new_checksum = install({**MATRIX[THANOS], "clusterDomain": "example.internal"}, first)
+    for key in ("ca.crt", "stack.crt", "stack.key"):
+        assert moved["data"][key] != first["data"][key], key
+    for key in ("query-password", "web.yml"):
+        assert moved["data"][key] == first["data"][key], key
+    assert new_checksum != checksum
+    assert f"*.{RELEASE}-ingester.{NAMESPACE}.svc.example.internal" in \
+        moved["metadata"]["annotations"]["sparkscope.dev/tls-names"].split(",")
 
 
 # --- network: who reaches each port ----------------------------------------------------------------------
