@@ -85,12 +85,19 @@ MATRIX = {
     "remote metrics store without auth": {"metricsStore": {"mode": "remote", "remote": {
         "writeURL": "http://prometheus.monitoring.svc:9090/api/v1/write", "queryURL": "",
         "authSecret": "", "caConfigMap": ""}}},
+    "thanos metrics store": {"metricsStore": {"mode": "thanos"}},
+    "thanos store, 5 ingesters, your storage class and readers, no grafana": {
+        "metricsStore": {"mode": "thanos", "thanos": {"ingesters": 5, "replicationFactor": 3,
+                                                      "persistence": {"size": "100Gi", "storageClass": "fast-ssd"}}},
+        "grafana": {"enabled": False}, "influxdb": {"retention": "INF"},
+        "networkPolicy": {"thanosQueryPeers": [{"namespaceSelector": {"matchLabels": {"team": "data"}}}]}},
     "host probes": {"probes": {"enabled": True,
                                "threadprobe": {"image": {"repository": "registry.example/sparkscope-threadprobe"}},
                                "blockprobe": {"image": {"repository": "registry.example/sparkscope-blockprobe",
                                                         "tag": "b1"}}}},
 }
 PROBES = f"DaemonSet/{RELEASE}-probes"
+THANOS_SECRET = f"{RELEASE}-thanos"
 
 
 # --- helm --------------------------------------------------------------------------------------------
@@ -291,7 +298,10 @@ def test_the_schema_check_refuses_broken_objects(rendered, kubeconform):
 
 def test_no_object_holds_a_default_or_empty_password(rendered):
     for name, objects in rendered.items():
-        secrets = [o for o in objects if o["kind"] == "Secret"]
+        # The Thanos store's Secret (its certificates and Query's password) is checked in test_chart_thanos.py.
+        thanos_secret = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] == THANOS_SECRET]
+        assert len(thanos_secret) == (MATRIX[name].get("metricsStore", {}).get("mode") == "thanos"), name
+        secrets = [o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"] != THANOS_SECRET]
         existing = MATRIX[name].get("secrets", {}).get("existingSecret")
         secret_name = existing or f"{RELEASE}-secrets"
         if existing:
@@ -305,12 +315,15 @@ def test_no_object_holds_a_default_or_empty_password(rendered):
                 assert re.fullmatch(r"[A-Za-z0-9]{32}", value), name
             assert len(set(values)) == len(values), f"{name}: two passwords are the same"
             assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        if thanos_secret:
+            values.append(base64.b64decode(thanos_secret[0]["data"]["query-password"]).decode())
         for kind_name, spec in pod_specs(objects).items():
             for container in spec["containers"]:
                 for var, entry in env_of(container).items():
                     if "PASSWORD" in var:
                         assert "value" not in entry, f"{name}: {kind_name} {var} is a literal"
-                        assert entry["valueFrom"]["secretKeyRef"]["name"] == secret_name, f"{name}: {kind_name}"
+                        assert entry["valueFrom"]["secretKeyRef"]["name"] == (
+                            THANOS_SECRET if var == "THANOS_PASSWORD" else secret_name), f"{name}: {kind_name}"
         for obj in objects:
             if obj["kind"] == "Secret":
                 continue
@@ -874,8 +887,8 @@ def test_the_kubernetes_walkthrough_gives_what_conf_k8s_prints(capsys):
 
 # --- what runs here for real: InfluxDB setup, Telegraf's config, the helm test pod -------------------------
 
-def secret_values(objects: list[dict]) -> dict[str, str]:
-    secret = next(o for o in objects if o["kind"] == "Secret")
+def secret_values(objects: list[dict], name: str = f"{RELEASE}-secrets") -> dict[str, str]:
+    secret = one(objects, "Secret", name)
     return {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
 
 

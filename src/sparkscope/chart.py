@@ -3,9 +3,9 @@
 Helm reads no file outside the chart directory, so charts/sparkscope/files/
 holds copies of the files compose and the native runner read (the same
 relative paths under files/): the dashboards, InfluxDB's config, setup script
-and rollups, Telegraf's config, Grafana's settings and provisioning, and
-spark-defaults.conf. The chart renders them as they are; the copies are never
-edited by hand.
+and rollups, Telegraf's configs, Grafana's settings and provisioning (the
+Thanos store's too, with the PromQL dashboards), and spark-defaults.conf.
+The chart renders them as they are; the copies are never edited by hand.
 
     python -m sparkscope.chart           # write the copies (after changing a source)
     python -m sparkscope.chart --check   # exit 1 and list what differs
@@ -26,7 +26,8 @@ from sparkscope.settings import ROOT
 
 CHART_DIR = Path("charts") / "sparkscope"
 FILES_DIR = CHART_DIR / "files"
-# Sources by path from the repository root; dashboards/*.json are added as found.
+# Sources by path from the repository root; dashboards/*.json and dashboards-prometheus/*.json
+# are added as found.
 SOURCES = (
     "influxdb/influxdb.conf",
     "influxdb/setup.sh",
@@ -34,17 +35,21 @@ SOURCES = (
     "influxdb/rollups.setup",
     "telegraf/telegraf.conf",
     "telegraf/remote.conf",
+    "telegraf/thanos.conf",
     "grafana/grafana.ini",
     "grafana/provisioning/datasources/influxdb.yaml",
     "grafana/provisioning/dashboards/sparkscope.yaml",
     "grafana/provisioning/alerting/sparkscope-rules.yaml",
+    "grafana/thanos/datasources/thanos.yaml",
+    "grafana/thanos/dashboards/sparkscope-thanos.yaml",
     "spark-conf/spark-defaults.conf",
 )
 
 
 def sources(root: Path = ROOT) -> list[str]:
     """Every file the chart carries a copy of, relative to root."""
-    dashboards = sorted(p.relative_to(root).as_posix() for p in (root / "dashboards").glob("*.json"))
+    dashboards = sorted(p.relative_to(root).as_posix() for folder in ("dashboards", "dashboards-prometheus")
+                        for p in (root / folder).glob("*.json"))
     return dashboards + list(SOURCES)
 
 

@@ -146,11 +146,21 @@ listener's user and password. */}}
 {{- end }}
 {{- end -}}
 
-{{/* metricsStore.mode, checked: influxdb, or remote with its write URL. */}}
+{{/* metricsStore.mode, checked: influxdb, remote with its write URL, or thanos
+with a replication factor its ingesters can hold and a retention Thanos reads. */}}
 {{- define "sparkscope.metricsStore" -}}
 {{- $m := .Values.metricsStore -}}
-{{- if not (has $m.mode (list "influxdb" "remote")) -}}
-{{- fail (printf "metricsStore.mode %q: use influxdb or remote" $m.mode) -}}
+{{- if not (has $m.mode (list "influxdb" "remote" "thanos")) -}}
+{{- fail (printf "metricsStore.mode %q: use influxdb, remote or thanos" $m.mode) -}}
+{{- end -}}
+{{- if eq $m.mode "thanos" -}}
+{{- $t := $m.thanos -}}
+{{- if or (lt (int64 $t.replicationFactor) 1) (gt (int64 $t.replicationFactor) (int64 $t.ingesters)) -}}
+{{- fail (printf "metricsStore.thanos.replicationFactor %v: from 1 to the number of ingesters (%v); each series is stored on that many" $t.replicationFactor $t.ingesters) -}}
+{{- end -}}
+{{- if regexMatch "[0-9](ns|u)" .Values.influxdb.retention -}}
+{{- fail (printf "influxdb.retention %q: the Thanos store keeps points as long, and Thanos takes ms, s, m, h, d, w (not ns or u)" .Values.influxdb.retention) -}}
+{{- end -}}
 {{- end -}}
 {{- if eq $m.mode "remote" -}}
 {{- if not (regexMatch "^https?://[^\\s\"\\\\]+$" $m.remote.writeURL) -}}
@@ -161,4 +171,113 @@ listener's user and password. */}}
 {{- end -}}
 {{- end -}}
 {{- $m.mode -}}
+{{- end -}}
+
+{{/* The Thanos store (metricsStore.mode thanos): names, ports, what every
+process reads. The command lines are those src/sparkscope/stack/thanos.py
+gives the native store (receive_argv, query_argv), addresses apart; the files
+sit under /etc/thanos as under the native <state>/thanos (tls/ca.crt,
+tls/stack.crt, tls/stack.key, web.yml, hashring.json): tests/test_chart.py
+compares the two. */}}
+{{- define "sparkscope.thanos.ingester" -}}
+{{ include "sparkscope.fullname" . }}-ingester
+{{- end -}}
+
+{{- define "sparkscope.thanos.router" -}}
+{{ include "sparkscope.fullname" . }}-thanos-router
+{{- end -}}
+
+{{- define "sparkscope.thanos.query" -}}
+{{ include "sparkscope.fullname" . }}-thanos-query
+{{- end -}}
+
+{{- define "sparkscope.thanos.secret" -}}
+{{ include "sparkscope.fullname" . }}-thanos
+{{- end -}}
+
+{{/* Ports inside the pods: Thanos' own defaults. */}}
+{{- define "sparkscope.thanos.grpcPort" -}}10901{{- end -}}
+{{- define "sparkscope.thanos.httpPort" -}}10902{{- end -}}
+{{- define "sparkscope.thanos.remoteWritePort" -}}19291{{- end -}}
+
+{{/* The cluster DNS suffix of the release's Services: <namespace>.svc.<clusterDomain>. */}}
+{{- define "sparkscope.thanos.svcSuffix" -}}
+{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
+{{- end -}}
+
+{{/* Every ingester's gRPC address by its stable DNS name (the StatefulSet's
+pod <sts>-<i> under its headless Service), one per line: the hashring's
+endpoints and Query's. */}}
+{{- define "sparkscope.thanos.ingesterEndpoints" -}}
+{{- $sts := include "sparkscope.thanos.ingester" . -}}
+{{- $suffix := include "sparkscope.thanos.svcSuffix" . -}}
+{{- $out := list -}}
+{{- range $i := until (int .Values.metricsStore.thanos.ingesters) -}}
+{{- $out = append $out (printf "%s-%d.%s.%s:%s" $sts $i $sts $suffix (include "sparkscope.thanos.grpcPort" $)) -}}
+{{- end -}}
+{{- join "\n" $out -}}
+{{- end -}}
+
+{{/* The names the store's certificate is valid for (comma-separated): every
+ingester under its headless Service, and the router's and Query's Services. */}}
+{{- define "sparkscope.thanos.tlsNames" -}}
+{{- $suffix := include "sparkscope.thanos.svcSuffix" . -}}
+{{- $names := list (printf "*.%s.%s" (include "sparkscope.thanos.ingester" .) $suffix) -}}
+{{- range $service := list (include "sparkscope.thanos.router" .) (include "sparkscope.thanos.query" .) -}}
+{{- $names = append $names $service -}}
+{{- $names = append $names (printf "%s.%s" $service $.Release.Namespace) -}}
+{{- $names = append $names (printf "%s.%s" $service $suffix) -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{/* The files every Thanos process reads, at the native store's relative
+paths under /etc/thanos: the certificate and key (all processes serve and
+connect with the one the release made), the CA, the web config (Basic auth:
+the bcrypt hash of Query's password); the router's hashring too. */}}
+{{- define "sparkscope.thanos.filesVolume" -}}
+- name: thanos
+  projected:
+    # 0440: the keys readable by the pod's group (fsGroup) only.
+    defaultMode: 288
+    sources:
+      - secret:
+          name: {{ include "sparkscope.thanos.secret" .root }}
+          items:
+            - {key: ca.crt, path: tls/ca.crt}
+            - {key: stack.crt, path: tls/stack.crt}
+            - {key: stack.key, path: tls/stack.key}
+            - {key: web.yml, path: web.yml}
+      {{- if .hashring }}
+      - configMap:
+          name: {{ include "sparkscope.fullname" .root }}-thanos-hashring
+          items:
+            - {key: hashring.json, path: hashring.json}
+      {{- end }}
+{{- end -}}
+
+{{/* What `thanos receive` runs with on the router and on every ingester (receive_argv's first part). */}}
+{{- define "sparkscope.thanos.receiveArgs" -}}
+- receive
+- --log.level=info
+- --log.format=logfmt
+{{- /* gRPC: an ingester's serves the router's writes and Query's reads; the
+router's (its StoreAPI, holding nothing) is asked by nobody and stays inside its pod. */}}
+- --grpc-address={{ if .router }}127.0.0.1{{ else }}0.0.0.0{{ end }}:{{ include "sparkscope.thanos.grpcPort" . }}
+- --http-address=0.0.0.0:{{ include "sparkscope.thanos.httpPort" . }}
+{{- /* The router takes remote write from Telegraf; an ingester's port is unused
+(the router replicates over gRPC) and stays inside its pod. */}}
+- --remote-write.address={{ if .router }}0.0.0.0{{ else }}127.0.0.1{{ end }}:{{ include "sparkscope.thanos.remoteWritePort" . }}
+{{- /* Thanos 0.42 always opens a Cap'n Proto replication listener without
+authentication; unused (--receive.replication-protocol=protobuf), so it binds the pod's loopback. */}}
+- --receive.capnproto-address=127.0.0.1:19391
+- --http.config=/etc/thanos/web.yml
+- --grpc-server-tls-cert=/etc/thanos/tls/stack.crt
+- --grpc-server-tls-key=/etc/thanos/tls/stack.key
+- --grpc-server-tls-client-ca=/etc/thanos/tls/ca.crt
+- --remote-write.server-tls-cert=/etc/thanos/tls/stack.crt
+- --remote-write.server-tls-key=/etc/thanos/tls/stack.key
+- --remote-write.server-tls-client-ca=/etc/thanos/tls/ca.crt
+- --receive.default-tenant-id=sparkscope
+- --tsdb.path=/var/thanos/data
 {{- end -}}
