@@ -108,25 +108,10 @@ class Usage:
     rss_peak_mb: float
 
 
-def tree(pid: int) -> list[int]:
-    """pid and its live descendants: a service's pid file names its supervisor
-    (and InfluxDB's, the relay), whose child does the work."""
-    out, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        out.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*/children"):
-            try:
-                todo += [int(c) for c in task.read_text().split()]
-            except OSError:
-                pass
-    return out
-
-
 def cpu_seconds(pid: int) -> float:
     """CPU time of pid and its live descendants."""
     total = 0.0
-    for member in tree(pid):
+    for member in procstat.descendants(pid):
         seconds = procstat.cpu_seconds(procstat.read(member) or "")
         if seconds is None and member == pid:
             raise ProcessLookupError(f"no process {pid}")
@@ -137,7 +122,7 @@ def cpu_seconds(pid: int) -> float:
 def rss_peak_mb(pid: int) -> float:
     """The largest peak RSS among pid and its descendants (the service's own process)."""
     peak = 0.0
-    for member in tree(pid):
+    for member in procstat.descendants(pid):
         try:
             for line in Path(f"/proc/{member}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):

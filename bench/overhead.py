@@ -323,24 +323,10 @@ def started_text(runs: list[Run]) -> str:
     return f"{forks:.0f} processes and threads started"
 
 
-def descendants(pid: int) -> list[int]:
-    """pid and its live descendants (/proc/<pid>/task/*/children)."""
-    out, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        out.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*/children"):
-            try:
-                todo += [int(c) for c in task.read_text().split()]
-            except OSError:
-                pass
-    return out
-
-
 def process_cpu_seconds(pids: list[int]) -> float:
     """User + system CPU of these processes and their descendants (those gone count
     nothing): a service's pid file names its supervisor, whose child does the work."""
-    stats = (procstat.read(member) for pid in pids for member in descendants(pid))
+    stats = (procstat.read(member) for pid in pids for member in procstat.descendants(pid))
     return sum(procstat.cpu_seconds(stat) or 0.0 for stat in stats if stat)
 
 
@@ -432,14 +418,8 @@ class ThreadCpu:
             self._stop.wait(self.period_s)
 
     def descendants(self) -> list[int]:
-        """The root and every process below it: a child is listed under the
-        thread that started it (/proc/PID/task/TID/children), so all threads."""
-        out, todo = [], [self.root_pid]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            todo.extend(int(c) for _, text in self.per_thread(pid, "children") for c in text.split())
-        return out
+        """The root and every process below it (a child is listed under the thread that started it)."""
+        return procstat.descendants(self.root_pid, self.proc)
 
     def per_thread(self, pid: int, name: str):
         """(tid, text of /proc/PID/task/TID/NAME) for each thread of a process still there."""

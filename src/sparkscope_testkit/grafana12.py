@@ -909,15 +909,34 @@ def iter_panels(board: dict) -> Iterator[dict]:
         yield from panel.get("panels", [])
 
 
-def _provisioned_datasource() -> Tuple[Optional[str], Optional[str]]:
-    """(uid, timeInterval) of the InfluxDB datasource in grafana/provisioning, when there."""
-    for path in sorted(PROVISIONED_DATASOURCES.glob("*.y*ml")) if PROVISIONED_DATASOURCES.is_dir() else []:
+def _provisioned_datasource(folder: Path = PROVISIONED_DATASOURCES,
+                            kind: str = "influxdb") -> Tuple[Optional[str], Optional[str]]:
+    """(uid, timeInterval) of the datasource of this type provisioned in folder (by
+    default grafana/provisioning's InfluxDB one), when there."""
+    for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else []:
         text = path.read_text()
-        if re.search(r"^\s*type:\s*influxdb\s*$", text, re.M):
+        if re.search(rf"^\s*type:\s*{kind}\s*$", text, re.M):
             uid = re.search(r"^\s*uid:\s*(\S+)\s*$", text, re.M)
             interval = re.search(r"^\s*timeInterval:\s*(\S+)\s*$", text, re.M)
             return (uid.group(1) if uid else None), (interval.group(1) if interval else None)
     return None, None
+
+
+def checked_targets(panel: dict):
+    """(title, refId, target) of each target of a panel, once the panel uses
+    nothing the models leave out and each refId is given once (both datasources'
+    models start from this)."""
+    title = panel.get("title", panel.get("id"))
+    for key in ("repeat", "libraryPanel", "timeFrom", "timeShift"):
+        if panel.get(key):
+            raise ModelError(f"panel {title!r}: {key} is not modelled")
+    ref_ids = set()
+    for target in panel.get("targets", []):
+        ref_id = target.get("refId")
+        if not ref_id or ref_id in ref_ids:
+            raise ModelError(f"panel {title!r}: refId {ref_id!r} missing or repeated")
+        ref_ids.add(ref_id)
+        yield title, ref_id, target
 
 
 class Dashboard12:
@@ -1372,16 +1391,8 @@ class Dashboard12:
 
     def panel_requests(self, panel: dict) -> list[Request]:
         """Each InfluxDB target of the panel as Grafana 12 sends it (hidden ones too, marked)."""
-        title = panel.get("title", panel.get("id"))
-        for key in ("repeat", "libraryPanel", "timeFrom", "timeShift"):
-            if panel.get(key):
-                raise ModelError(f"panel {title!r}: {key} is not modelled")
-        requests, ref_ids = [], set()
-        for target in panel.get("targets", []):
-            ref_id = target.get("refId")
-            if not ref_id or ref_id in ref_ids:
-                raise ModelError(f"panel {title!r}: refId {ref_id!r} missing or repeated")
-            ref_ids.add(ref_id)
+        requests = []
+        for title, ref_id, target in checked_targets(panel):
             if self._is_expression(panel, target):
                 continue
             what = f"panel {title!r} target {ref_id}"

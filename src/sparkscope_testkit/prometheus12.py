@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple, Union
 
-from sparkscope_testkit.grafana12 import (Dashboard12, ModelError, Variable, _CustomAll, _VARIABLE,
+from sparkscope_testkit.grafana12 import (Dashboard12, ModelError, _provisioned_datasource, checked_targets, Variable, _CustomAll, _VARIABLE,
                                           apply_format, calculate_interval, interval_to_ms, options_from_texts,
                                           round_interval)
 from sparkscope_testkit.grafana13 import Dashboard13
@@ -263,13 +263,7 @@ def go_duration(ms: int) -> str:
 
 def _provisioned_prometheus() -> Tuple[Optional[str], Optional[str]]:
     """(uid, timeInterval) of the Prometheus datasource the Thanos store provisions."""
-    for path in sorted(THANOS_DATASOURCES.glob("*.y*ml")) if THANOS_DATASOURCES.is_dir() else []:
-        text = path.read_text()
-        if re.search(r"^\s*type:\s*prometheus\s*$", text, re.M):
-            uid = re.search(r"^\s*uid:\s*(\S+)\s*$", text, re.M)
-            interval = re.search(r"^\s*timeInterval:\s*(\S+)\s*$", text, re.M)
-            return (uid.group(1) if uid else None), (interval.group(1) if interval else None)
-    return None, None
+    return _provisioned_datasource(THANOS_DATASOURCES, "prometheus")
 
 
 @dataclass
@@ -421,16 +415,8 @@ class PrometheusDashboard(Dashboard12):
     # ---------------------------------------------------------------- panels
 
     def panel_requests(self, panel: dict) -> list[PromRequest]:
-        title = panel.get("title", panel.get("id"))
-        for key in ("repeat", "libraryPanel", "timeFrom", "timeShift"):
-            if panel.get(key):
-                raise ModelError(f"panel {title!r}: {key} is not modelled")
-        requests, ref_ids = [], set()
-        for target in panel.get("targets", []):
-            ref_id = target.get("refId")
-            if not ref_id or ref_id in ref_ids:
-                raise ModelError(f"panel {title!r}: refId {ref_id!r} missing or repeated")
-            ref_ids.add(ref_id)
+        requests = []
+        for title, ref_id, target in checked_targets(panel):
             what = f"panel {title!r} target {ref_id}"
             if not self._is_prometheus(target.get("datasource") or panel.get("datasource")):
                 raise ModelError(f"{what}: not the Prometheus datasource")

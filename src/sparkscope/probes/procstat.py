@@ -11,6 +11,7 @@ numbered from the state). Standard library only: the thread sampler imports it.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Optional
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -68,3 +69,18 @@ def cpu_seconds(stat: str) -> Optional[float]:
     """User plus system CPU time the process has used."""
     user, system = number(stat, UTIME), number(stat, STIME)
     return None if user is None or system is None else (user + system) / CLOCK_TICKS
+
+
+def descendants(pid: int, proc: str = "/proc") -> list[int]:
+    """pid and its live descendants, from each thread's children file (a
+    supervisor's work is done by its child: benches sum a service's tree)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"{proc}/{current}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in task.read_text().split()]
+            except (OSError, ValueError):
+                pass
+    return out
