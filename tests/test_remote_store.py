@@ -29,6 +29,7 @@ from sparkscope.stack.native import NativeBackend, telegraf_service
 from sparkscope.store import http
 from sparkscope.store.promql import PromReads
 from sparkscope.store.prometheus import label_name, series_name
+from sparkscope.store.promql import PromQuery
 from sparkscope.store.reads import InfluxReads
 from sparkscope.store.schema import APPLICATION, EXECUTOR, JVM_HEAP_MEMORY
 from sparkscope_testkit.sandbox import isolated_settings, throwaway_stack
@@ -112,7 +113,7 @@ def users_store(tmp_path_factory):
                              f"--http-address=127.0.0.1:{http_q}", f"--http.config={web}",
                              f"--endpoint=127.0.0.1:{grpc}"], root / "query.log")
         started.append(query)
-        point = remote_store.Endpoint(f"https://127.0.0.1:{http_q}", USER, password, str(files.ca))
+        point = PromQuery(f"https://127.0.0.1:{http_q}", USER, password, ca_file=str(files.ca), name=remote_store.NAME)
         front = AuthFront(f"http://127.0.0.1:{rw}/api/v1/receive", USER, HOSTILE_PASSWORD)
         assert wait_until(lambda: remote_store.check(point)[0] == "up", 60, 0.5), \
             (remote_store.check(point), (root / "query.log").read_text()[-2000:])
@@ -126,7 +127,7 @@ def users_store(tmp_path_factory):
 
 def remote_settings(point, front, **changes) -> dict[str, str]:
     return {"SPARKSCOPE_METRICS_STORE": "remote", "SPARKSCOPE_REMOTE_WRITE_URL": front.url,
-            "SPARKSCOPE_REMOTE_QUERY_URL": point.query_url, "SPARKSCOPE_REMOTE_USER": USER,
+            "SPARKSCOPE_REMOTE_QUERY_URL": point.url, "SPARKSCOPE_REMOTE_USER": USER,
             "SPARKSCOPE_REMOTE_PASSWORD": HOSTILE_PASSWORD, "SPARKSCOPE_REMOTE_CA_FILE": point.ca_file, **changes}
 
 
@@ -149,8 +150,8 @@ def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(u
         promql = f'sum by ({executor}) (count_over_time({name}{{{app_label}="{app.group(1)}"}}[1h]))'
 
         def per_executor() -> dict[str, float]:
-            body = point.get_json("/api/v1/query", {"query": promql})
-            return {r["metric"][executor]: float(r["value"][1]) for r in body["data"]["result"]}
+            result = point.instant(promql, int(time.time() * 1000))
+            return {r["metric"][executor]: float(r["value"][1]) for r in result}
 
         # Read through the user's Query, over its TLS, with its Basic auth.
         assert wait_until(lambda: set(per_executor()) >= {"driver", "0", "1"}, 60, 2), per_executor()
@@ -173,7 +174,7 @@ def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(u
 
         rows = {row.name: row for row in NativeBackend(settings).status()}
         assert rows[remote_store.ROW].state == "up", rows[remote_store.ROW]
-        assert rows[remote_store.ROW].url.startswith(point.query_url)
+        assert rows[remote_store.ROW].url.startswith(point.url)
         assert "to the remote store: buffer" in rows["telegraf"].data or \
             "to the remote store: no report" in rows["telegraf"].data, rows["telegraf"].data
 
@@ -183,7 +184,7 @@ def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(u
     state, detail = remote_store.check(remote_store.endpoint(wrong))
     assert state == "unhealthy" and "401" in detail and "SPARKSCOPE_REMOTE_PASSWORD" in detail, detail
     # No CA: the store's certificate is refused, and said.
-    state, detail = remote_store.check(remote_store.Endpoint(point.query_url, point.user, point.password))
+    state, detail = remote_store.check(PromQuery(point.url, point.user, point.password, name=remote_store.NAME))
     assert state == "down" and "CERTIFICATE_VERIFY_FAILED" in detail, detail
 
 

@@ -11,6 +11,7 @@ from sparkscope.errors import SparkscopeError
 from sparkscope.store import schema
 from sparkscope.store.http import EVENTS_PASSWORD_ENV
 from sparkscope.settings import Settings
+from sparkscope.text import replaced
 
 LISTENER_CLASS = "dev.sparkscope.annotator.AnnotatorListener"
 # JVM flame graphs on demand (./sparkscope profile); idle until asked: each
@@ -68,7 +69,6 @@ SINK_END = "# END GENERATED (the sink's filter)\n"
 def with_sink_regex(text: str, key: str) -> str:
     """A properties file (spark-defaults.conf with key SINK_REGEX, metrics.properties
     with its own spelling) with the sink's filter regenerated between its markers."""
-    from sparkscope.text import replaced
     return replaced(text, SINK_BEGIN, SINK_END, f"{SINK_BEGIN}{key}={sink_regex()}\n{SINK_END}",
                     "the Graphite sink's filter")
 

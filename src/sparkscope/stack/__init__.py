@@ -61,8 +61,7 @@ def metrics_reads(settings: Settings, timeout_s: float = 10.0, rollup: Optional[
     its Reads here."""
     events = InfluxReads(settings.influx_reader, settings.database, timeout_s, rollup)
     if settings.metrics_store == remote_store.STORE_NAME:
-        return PromReads(PromQuery(settings.remote_query_url, settings.remote_user, settings.remote_password,
-                                   timeout_s, ca_file=settings.remote_ca_file, name="the remote store"), events)
+        return PromReads(remote_store.endpoint(settings, timeout_s), events)
     if settings.metrics_store != thanos.STORE_NAME:
         return events
     files = thanos.Files(settings.state_dir / "thanos")
@@ -368,9 +367,9 @@ class Backend:
                         row.detail = INFLUXDB_PLUGIN_MISSING.format(where=self.plugin_install_hint())
             rows.append(row)
         if settings.metrics_store == remote_store.STORE_NAME:
-            point = remote_store.endpoint(settings)
-            state, detail = remote_store.check(point)
-            rows.append(ServiceStatus(remote_store.ROW, "remote", state, "-", f"{point.query_url} (PromQL)",
+            query = remote_store.endpoint(settings, timeout_s=5)
+            state, detail = remote_store.check(query)
+            rows.append(ServiceStatus(remote_store.ROW, "remote", state, "-", f"{query.url} (PromQL)",
                                       detail=detail))
         return rows
 

@@ -10,47 +10,21 @@ Standard library only.
 
 from __future__ import annotations
 
-import json
-import ssl
+import time
 import urllib.error
-import urllib.parse
-import urllib.request
-from dataclasses import dataclass
-from typing import Optional
 
 from sparkscope.store import http
+from sparkscope.store.promql import PromError, PromQuery
 
 STORE_NAME = "remote"
 ROW = "remote-store"  # its line in status: not a process of ours, a store we send to and read from
+NAME = "the remote store"  # in messages
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """Where PromQL is read, and how to ask."""
-    query_url: str  # the part before /api/v1
-    user: str = ""
-    password: str = ""
-    ca_file: str = ""
-
-    def request(self, path: str, params: Optional[dict[str, str]] = None) -> urllib.request.Request:
-        url = f"{self.query_url}{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
-        request = urllib.request.Request(url)
-        if self.user:
-            request.add_header("Authorization", http.basic_auth(self.user, self.password))
-        return request
-
-    def context(self) -> Optional[ssl.SSLContext]:
-        return ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
-
-    def get_json(self, path: str, params: Optional[dict[str, str]] = None, timeout_s: float = 10.0) -> dict:
-        """GET path as JSON; OSError (unreachable, refused, an HTTP error) or ValueError (not JSON)."""
-        with http.urlopen(self.request(path, params), timeout=timeout_s, context=self.context()) as resp:
-            return json.loads(resp.read())
-
-
-def endpoint(settings) -> Endpoint:
-    return Endpoint(settings.remote_query_url, settings.remote_user, settings.remote_password,
-                    settings.remote_ca_file)
+def endpoint(settings, timeout_s: float = 10.0) -> PromQuery:
+    """The user's PromQL API, with their Basic auth (none without a user) and CA."""
+    return PromQuery(settings.remote_query_url, settings.remote_user, settings.remote_password, timeout_s,
+                     ca_file=settings.remote_ca_file, name=NAME)
 
 
 def telegraf_env(settings) -> dict[str, str]:
@@ -64,16 +38,13 @@ def telegraf_env(settings) -> dict[str, str]:
             "SPARKSCOPE_REMOTE_CA_FILE": settings.remote_ca_file}
 
 
-def check(point: Endpoint) -> tuple[str, str]:
+def check(query: PromQuery) -> tuple[str, str]:
     """(state, detail) of the store as status shows it: up when its PromQL API
-    answers an instant query, else why not."""
+    answers an instant query; unhealthy when it answers with an error (the
+    message names the settings for a 401 or 403); down when it does not answer."""
     try:
-        answer = point.get_json("/api/v1/query", {"query": "vector(1)"}, timeout_s=5)
-    except urllib.error.HTTPError as err:
-        hint = " (check SPARKSCOPE_REMOTE_USER and SPARKSCOPE_REMOTE_PASSWORD)" if err.code in (401, 403) else ""
-        return "unhealthy", f"its PromQL API answered {err.code} {err.reason}{hint}"
-    except (OSError, ValueError) as err:
-        return "down", f"no answer from its PromQL API: {err}; check SPARKSCOPE_REMOTE_QUERY_URL"
-    if answer.get("status") != "success":
-        return "unhealthy", f"its PromQL API answered {str(answer)[:200]}"
+        query.instant("vector(1)", int(time.time() * 1000))
+    except PromError as err:
+        answered = isinstance(err.__cause__, urllib.error.HTTPError) or err.__cause__ is None
+        return ("unhealthy", str(err)) if answered else ("down", f"{err}; check SPARKSCOPE_REMOTE_QUERY_URL")
     return "up", ""
