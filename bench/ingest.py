@@ -48,6 +48,7 @@ from sparkscope.process import quiet, stop_group, wait_until
 from sparkscope.store import influx
 from sparkscope.probes import procstat
 from sparkscope.stack import thanos
+from sparkscope.store.promql import PromQuery
 from sparkscope.stack.native import NativeBackend, PidFile
 from sparkscope.settings import Settings
 from sparkscope_testkit.sandbox import free_port, isolated_settings, throwaway_stack
@@ -181,18 +182,11 @@ def stored_points(url: str, db: str, app_id: str, since_s: int = 0) -> int:
 def thanos_stored_points(query_url: str, password: str, app_id: str, since_s: int = 0) -> int:
     """Samples of the application stamped since_s or later that Thanos Query
     answers with (each ingester's copy merged into one: the replica label)."""
-    import json
-    import urllib.parse
-    import urllib.request
-    from sparkscope.store import http
     # The raw samples of every series of the run, counted here: count_over_time drops
     # the metric name, and series of different names would then clash (422).
     window = max(1, int(time.time()) - since_s + 1)
-    promql = f'{{applicationid="{app_id}"}}[{window}s]'
-    request = urllib.request.Request(f"{query_url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
-    request.add_header("Authorization", http.basic_auth(thanos.USER, password))
-    with http.urlopen(request, timeout=120) as resp:
-        result = json.loads(resp.read())["data"]["result"]
+    result = PromQuery(query_url, thanos.USER, password, timeout_s=120).instant(
+        f'{{applicationid="{app_id}"}}[{window}s]', int(time.time() * 1000))
     return sum(1 for series in result for t, _ in series["values"] if float(t) >= since_s)
 
 
