@@ -77,7 +77,7 @@ from sparkscope.provision.annotator_jar import ensure_annotator_jar
 from sparkscope.demo import command, tpcds
 from sparkscope.demo import run as demo_run
 from sparkscope.demo.options import DemoOptions
-from sparkscope.spark.conf import annotator_properties, sparkscope_properties
+from sparkscope.spark.conf import LISTENER_PLUGIN_CLASS, annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope.stack.native import PidFile
 from sparkscope.settings import load_settings
@@ -133,7 +133,7 @@ def conf_for(arm: str, settings, jar: Path, with_conf: dict[str, str]) -> dict[s
         conf = {k: v for k, v in conf.items() if k not in annotator}
         conf.update(SINK_ONLY if name == "sink" else SPARK_PROCESS_TREE)
     elif name == "listener":
-        conf["spark.plugins"] = ""
+        conf["spark.plugins"] = LISTENER_PLUGIN_CLASS  # the listener alone, none of the executors' plugins
     conf.update(with_conf)
     return {k: v for k, v in conf.items() if v != ""}
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from sparkscope.provision.annotator_jar import ensure_annotator_jar
-from sparkscope.spark.conf import PROFILER_PLUGIN_CLASS, annotator_properties, sparkscope_properties
+from sparkscope.spark.conf import LISTENER_PLUGIN_CLASS, PROFILER_PLUGIN_CLASS, annotator_properties, sparkscope_properties
 from sparkscope.spark.submit import spark_env, submit_argv
 from sparkscope_testkit.sandbox import throwaway_stack
 from overhead import process_cpu_seconds  # bench/overhead.py, beside this file
@@ -77,10 +77,10 @@ def main() -> int:
         for n in range(1, args.rounds + 1):
             for arm in (("without", "with") if n % 2 else ("with", "without")):
                 conf = dict(base)
-                if arm == "without":
-                    conf.pop("spark.plugins", None)
-                else:
-                    conf["spark.plugins"] = PROFILER_PLUGIN_CLASS
+                # The listener in both arms; the profiler's plugin in one.
+                conf["spark.plugins"] = LISTENER_PLUGIN_CLASS
+                if arm == "with":
+                    conf["spark.plugins"] += f",{PROFILER_PLUGIN_CLASS}"
                 used, jvms = one_run(conf, args.seconds, Path(tmp) / f"{arm}{n}.log")
                 results[arm].append(used / args.seconds)
                 print(f"round {n} {arm:7} plugin: {jvms} JVMs used {used:.2f} CPU s in {args.seconds:.0f} s idle "

@@ -54,6 +54,17 @@ def within(row: dict, mark: dict) -> bool:
     return mark["start"] - SLACK_MS <= row["time"] < row["end"] <= mark["end"] + SLACK_MS
 
 
+def listener_queues(run) -> list[str]:
+    return next(json.loads(line.split(" ", 1)[1]) for line in run.stdout.splitlines() if line.startswith("QUEUES "))
+
+
+def test_the_listener_runs_on_sparks_status_queue_not_a_queue_of_its_own(annotated):
+    run, _ = annotated
+    # spark.extraListeners would add the shared queue: a thread woken for every event.
+    assert "spark-listener-group-appStatus" in listener_queues(run)
+    assert "spark-listener-group-shared" not in listener_queues(run)
+
+
 def test_each_sql_query_is_a_region_spanning_its_run(stack, annotated):
     run, marks = annotated
     rows = annotation_rows(stack, run, "SQL queries")
@@ -145,6 +156,7 @@ def test_the_same_jar_works_on_spark_4(stack, jar, tmp_path):
                         spark_home=home)
     log = run.log.read_text()
     assert "NoSuchMethodError" not in log and "LinkageError" not in log
+    assert "spark-listener-group-shared" not in listener_queues(run)  # Spark 4 has the status queue too
     app = stack.wait_for(f'SELECT "spark_version" FROM "sparkscope_application" '
                          f'WHERE "applicationid" = \'{run.app_id}\' AND "status" = \'FINISHED\'', bool)
     assert app[0]["values"][0][1].startswith("4.")

@@ -340,7 +340,7 @@ def test_a_spark_job_whose_local_dir_is_on_a_slow_disk_has_its_slow_ios_stored_b
         stack, tmp_path_factory, monkeypatch):
     from conftest import run_spark_job
     from sparkscope.provision.annotator_jar import ensure_annotator_jar
-    from sparkscope.spark.conf import annotator_properties
+    from sparkscope.spark.conf import LISTENER_PLUGIN_CLASS, annotator_properties
     from sparkscope.settings import ROOT
 
     base = tmp_path_factory.mktemp("slow-local-dir")
@@ -364,11 +364,11 @@ def test_a_spark_job_whose_local_dir_is_on_a_slow_disk_has_its_slow_ios_stored_b
             try:
                 # Workers and executors take their local dirs from here (standalone and local-cluster).
                 monkeypatch.setenv("SPARK_LOCAL_DIRS", str(local_dir))
-                # The listener, without the executors' plugins. The jar is on the
+                # The listener alone, without the executors' plugins. The jar is on the
                 # class path, as shipped: with spark.jars, each executor first copied
                 # the 1 MB jar onto the slow disk (2 minutes of 150 ms writes) before
                 # its first task.
-                conf = {k: v for k, v in annotator_properties(stack.settings, jar).items() if k != "spark.plugins"}
+                conf = {**annotator_properties(stack.settings, jar), "spark.plugins": LISTENER_PLUGIN_CLASS}
                 assert "spark.jars" not in conf
                 run = run_spark_job(stack, "slow_local_dir_job.py", base, conf=conf)
             finally:

@@ -69,7 +69,9 @@ def test_conf_command_attaches_the_annotator_pointed_at_the_same_host(capsys, mo
     assert cli.main(["conf", "--host", "metrics.example.com"]) == 0
     words = shlex.split(capsys.readouterr().out.replace("\\\n", " "))
     pairs = dict(w.split("=", 1) for w in words if "=" in w)
-    assert pairs["spark.extraListeners"] == "dev.sparkscope.annotator.AnnotatorListener"
+    # The listener through its plugin, on Spark's status queue (no queue thread of its own).
+    assert pairs["spark.plugins"].split(",")[0] == "dev.sparkscope.annotator.ListenerPlugin"
+    assert "spark.extraListeners" not in pairs
     assert pairs["spark.sparkscope.influx.url"] == "http://metrics.example.com:8186"
     # This host's jar on the class path: no executor fetches it (a copy, a chmod, an rm of its folder).
     assert pairs["spark.driver.extraClassPath"] == pairs["spark.executor.extraClassPath"]

@@ -46,4 +46,8 @@ sc.setJobDescription('TPC-DS-like "q1", with, commas')
 mark("query-1", lambda: spark.sql("SELECT id % 10 AS k, count(*) FROM numbers GROUP BY id % 10").collect())
 sc.setJobDescription("second query\nover two lines")
 mark("query-2", lambda: spark.sql("SELECT sum(id) FROM numbers WHERE id % 3 = 0").collect())
+# The driver's listener queues, by their threads' names (spark-listener-group-<queue>).
+threads = sc._jvm.java.lang.Thread.getAllStackTraces().keySet()
+print("QUEUES", json.dumps(sorted(t.getName() for t in threads if t.getName().startswith("spark-listener-group-"))),
+      flush=True)
 spark.stop()

@@ -92,8 +92,7 @@ path, fetched by no executor; a URL in spark.jars (jar_properties in conf.py). *
 {{- $props = append $props (list "spark.driver.extraClassPath" $path) -}}
 {{- $props = append $props (list "spark.executor.extraClassPath" $path) -}}
 {{- end -}}
-{{- $props = append $props (list "spark.extraListeners" "dev.sparkscope.annotator.AnnotatorListener") -}}
-{{- $props = append $props (list "spark.plugins" "dev.sparkscope.annotator.ProfilerPlugin,dev.sparkscope.annotator.ContainerMemoryPlugin") -}}
+{{- $props = append $props (list "spark.plugins" "dev.sparkscope.annotator.ListenerPlugin,dev.sparkscope.annotator.ProfilerPlugin,dev.sparkscope.annotator.ContainerMemoryPlugin") -}}
 {{- $props = append $props (list "spark.sparkscope.influx.url" (printf "http://%s:%d" (include "sparkscope.telegrafHost" .) (int64 .Values.telegraf.ports.events))) -}}
 {{- if .Values.events.auth -}}
 {{- $props = append $props (list "spark.sparkscope.influx.username" .Values.events.user) -}}

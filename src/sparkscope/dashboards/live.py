@@ -487,7 +487,7 @@ def containers_row() -> Row:
     ], collapsed=True)
 
 
-NEEDS_STREAMING = ("Needs the sparkscope annotator (spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener): "
+NEEDS_STREAMING = ("Needs the sparkscope annotator (spark.plugins=dev.sparkscope.annotator.ListenerPlugin): "
                    "it reads Structured Streaming's progress events from Spark's listener bus; nothing else to set.")
 
 

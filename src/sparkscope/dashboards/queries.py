@@ -70,8 +70,8 @@ NEEDS_PROCESS_TREE = ("Needs the annotator's ContainerMemoryPlugin in spark.plug
                       "it reads the process tree without forking), or Spark's own "
                       "spark.executor.processTreeMetrics.enabled=true and the Graphite sink.")
 NEEDS_APP_STATUS = "Needs spark.metrics.appStatusSource.enabled=true (driver) and the Graphite sink."
-NEEDS_ANNOTATOR = ("Needs the sparkscope annotator: --jars sparkscope-annotator.jar and "
-                   "spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener.")
+NEEDS_ANNOTATOR = ("Needs the sparkscope annotator: its jar and "
+                   "spark.plugins=dev.sparkscope.annotator.ListenerPlugin (./sparkscope conf prints both).")
 NEEDS_TELEGRAF = "From Telegraf's host inputs on the machine running the stack, not Spark."
 
 
@@ -346,8 +346,8 @@ def task_threads(field: str, alias: str) -> dict[str, Any]:
 # The annotator's exact peaks (sparkscope_*_peaks): Spark's own maxima between
 # heartbeats, per executor and per stage, polled every
 # spark.executor.metrics.pollingInterval; not the Graphite samples.
-NEEDS_PEAKS = ("Needs the sparkscope annotator (--jars sparkscope-annotator.jar, "
-               "spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener): it writes the exact peaks "
+NEEDS_PEAKS = ("Needs the sparkscope annotator (its jar and "
+               "spark.plugins=dev.sparkscope.annotator.ListenerPlugin): it writes the exact peaks "
                "when an executor is removed, when a stage ends and at application end, as fine as "
                "spark.executor.metrics.pollingInterval (2s in spark-conf/).")
 RESERVED_BYTES = 300 * 1024 * 1024  # Spark keeps this much heap out of the unified pool

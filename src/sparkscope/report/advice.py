@@ -313,7 +313,7 @@ def _without_peaks(run: RunFacts, role: str, notes: list[str]) -> Advice:
                       "so the annotator never wrote the exact peaks it keeps until the end. The dashboards show "
                       "what was sampled until then.", notes=notes)
     return Advice("UNKNOWN", f"no exact peaks for the {role}s of {run.app_id}: was the annotator attached "
-                  "(spark.extraListeners, see ./sparkscope conf) and did the application end?", notes=notes)
+                  "(spark.plugins=...ListenerPlugin, see ./sparkscope conf) and did the application end?", notes=notes)
 
 
 def _heap_need(pools: _Pools, fraction: float, notes: list[str]) -> tuple[float, str]:

@@ -265,7 +265,7 @@ class RunReader:
         if not apps:
             raise NoRunError(f"application {app_id} is not in InfluxDB (no sparkscope_application point): check "
                              "the id (./sparkscope report without an id takes the latest run), and that the run "
-                             "had the annotator (spark.extraListeners, see ./sparkscope conf)")
+                             "had the annotator (spark.plugins=...ListenerPlugin, see ./sparkscope conf)")
         ends = [a for a in apps if a.get(STATUS) not in (None, RUNNING)]
         head = ends[0] if ends else apps[0]
         last_report_ms = self.store.last_report_ms(app_id)

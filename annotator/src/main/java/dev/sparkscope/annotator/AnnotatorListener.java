@@ -66,7 +66,7 @@ import scala.Tuple2;
 /**
  * Writes SQL queries, jobs, stages (with straggler detection), executors and
  * the application itself to InfluxDB as annotation points. Attach with
- * {@code --jars sparkscope-annotator.jar --conf spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener}.
+ * {@code spark.plugins=dev.sparkscope.annotator.ListenerPlugin} (Spark's status queue; see that class), or {@code spark.extraListeners=dev.sparkscope.annotator.AnnotatorListener} (a queue of its own).
  *
  * <p>Built on SparkFirehoseListener (one {@code onEvent} for every event) so
  * that new callbacks in later Spark versions need nothing from this class.
@@ -151,7 +151,7 @@ public class AnnotatorListener extends SparkFirehoseListener {
         this.running = start(conf, keys);
     }
 
-    private static Collection<String> keysOf(SparkConf sparkConf) {
+    static Collection<String> keysOf(SparkConf sparkConf) {
         List<String> keys = new ArrayList<>();
         if (sparkConf != null) {
             for (Tuple2<String, String> kv : sparkConf.getAll()) {
