@@ -59,12 +59,24 @@ import java.util.Set;
  * zombie (no resident pages: it exited and its children were reparented out
  * of the tree) makes this read walk again. Without a readable loadavg every
  * read walks.
+ *
+ * <p>When the newest pid has moved, it was mostly a thread (a JVM starts
+ * threads all the time; the bench saw the driver's walk of a local cluster
+ * cost 45-90 ms a short run). /proc's listing names processes only, never
+ * threads, so the read lists it and looks at the processes that were not
+ * listed last time: one whose parent is the JVM or a descendant joins the tree
+ * (its stat's parent field; repeated until no more join, for a child listed
+ * before its parent). A pid reused by a new process within one polling period
+ * (only after the kernel's pid counter wrapped) would be missed that way, so
+ * every {@link #FULL_WALK_EVERY}th read walks in full anyway.
  */
 final class ProcessTree {
 
     /** A tree larger than this is cut (a fork bomb under an executor must not stall the sampler). */
     static final int MAX_PROCESSES = 4096;
     static final long DEFAULT_PAGE_SIZE = 4096;
+    /** A full walk at least this often (reads), whatever the newest pid says: 1 min at the 2 s polling. */
+    static final int FULL_WALK_EVERY = 30;
     /** AT_PAGESZ in the ELF auxiliary vector (/proc/self/auxv). */
     private static final long AT_PAGESZ = 6;
 
@@ -76,7 +88,11 @@ final class ProcessTree {
     private String newestAtWalk;
     /** The descendants the last walk found, in the order it found them. */
     private List<String> members = new ArrayList<>();
+    /** The processes /proc listed at the last walk or listing; null: list at the next walk. */
+    private Set<String> listed;
+    private int readsSinceWalk;
     private long walks;
+    private long listings;
 
     ProcessTree(Path proc, String pid, long pageSize, boolean childrenFiles) {
         this.proc = proc;
@@ -144,19 +160,95 @@ final class ProcessTree {
         long[] sizes = new long[ProcessTreePeaks.SIZES];
         sizes[ProcessTreePeaks.JVM] = resident(pid);
         String newest = newestPid();
-        if (newest != null && newest.equals(newestAtWalk) && readMembers(sizes)) {
-            return sizes;
+        if (newest != null && ++readsSinceWalk < FULL_WALK_EVERY) {
+            if (newest.equals(newestAtWalk) && readMembers(sizes)) {
+                return sizes;
+            }
+            if (!newest.equals(newestAtWalk) && joinNewProcesses()) {
+                newestAtWalk = newest;
+                if (readMembers(sizes)) {
+                    return sizes;
+                }
+            }
         }
         sizes[ProcessTreePeaks.PYTHON] = 0;
         sizes[ProcessTreePeaks.OTHER] = 0;
+        listed = listProcesses();
         walk(sizes);
         newestAtWalk = newest;
+        readsSinceWalk = 0;
         return sizes;
     }
 
     /** How many reads walked the threads' children (tests). */
     long walks() {
         return walks;
+    }
+
+    /** How many reads listed /proc for new processes instead of walking (tests). */
+    long listings() {
+        return listings;
+    }
+
+    /**
+     * Adds to members each process /proc lists now and did not list before
+     * whose parent is in the tree. False when /proc cannot be listed, or was
+     * not at the last walk (then the read walks).
+     */
+    private boolean joinNewProcesses() {
+        Set<String> now = listed == null ? null : listProcesses();
+        if (now == null) {
+            return false;
+        }
+        listings++;
+        Set<String> inTree = new HashSet<>(members);
+        inTree.add(pid);
+        List<String> fresh = new ArrayList<>();
+        for (String p : now) {
+            if (!listed.contains(p)) {
+                fresh.add(p);
+            }
+        }
+        listed = now;
+        Map<String, String> parentOf = new HashMap<>();
+        for (String p : fresh) {
+            try {
+                String ppid = parentOf(readText(proc.resolve(p).resolve("stat")));
+                if (ppid != null) {
+                    parentOf.put(p, ppid);
+                }
+            } catch (IOException gone) {
+                // exited since the listing: nothing to count
+            }
+        }
+        boolean joined = true;
+        while (joined && members.size() < MAX_PROCESSES) {
+            joined = false;
+            for (Map.Entry<String, String> e : parentOf.entrySet()) {
+                if (!inTree.contains(e.getKey()) && inTree.contains(e.getValue())) {
+                    inTree.add(e.getKey());
+                    members.add(e.getKey());
+                    joined = true;
+                }
+            }
+        }
+        return true;
+    }
+
+    /** The processes (not threads) /proc lists now; null when it cannot be listed. */
+    private Set<String> listProcesses() {
+        Set<String> out = new HashSet<>();
+        try (DirectoryStream<Path> all = Files.newDirectoryStream(proc)) {
+            for (Path dir : all) {
+                String name = dir.getFileName().toString();
+                if (!name.isEmpty() && Character.isDigit(name.charAt(0))) {
+                    out.add(name);
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return null;
+        }
+        return out;
     }
 
     /** Each known descendant's size into sizes; false as soon as one is gone (the tree must be walked). */

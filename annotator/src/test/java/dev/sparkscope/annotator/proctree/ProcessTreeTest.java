@@ -135,9 +135,59 @@ class ProcessTreeTest {
         write("100/task/100/children", "300 400 ");
         assertArrayEquals(bytes(50_000, 13_000, 7_000), tree.read());
         assertEquals(1, tree.walks());
-        // A pid taken anywhere: the next read walks and finds it.
+        // A pid taken anywhere: the next read lists /proc and finds the new process by its parent, no walk.
         newestPid(1_000);
         assertArrayEquals(bytes(50_000, 13_000, 7_077), tree.read());
+        assertEquals(1, tree.walks());
+        assertEquals(1, tree.listings());
+    }
+
+    @Test
+    void a_new_thread_moves_the_newest_pid_but_costs_a_listing_not_a_walk() throws IOException {
+        executorTree();
+        newestPid(999);
+        ProcessTree tree = new ProcessTree(proc, "100", PAGE, true);
+        tree.read();
+        newestPid(1_005); // the JVM started a thread: /proc lists no new process
+        assertArrayEquals(bytes(50_000, 18_000, 1_000), tree.read());
+        assertEquals(1, tree.walks());
+        assertEquals(1, tree.listings());
+    }
+
+    @Test
+    void new_processes_join_by_their_parent_even_listed_before_it_and_strangers_do_not() throws IOException {
+        executorTree();
+        newestPid(999);
+        ProcessTree tree = new ProcessTree(proc, "100", PAGE, true);
+        tree.read();
+        // After a wrap of the pid counter: a grandchild (12) with a lower pid than its parent (5000),
+        // a new child of the Python daemon (7000), and a new process elsewhere (8000).
+        process(5000, "bash", 10, 300);
+        process(12, "python3", 20, 5000);
+        process(7000, "python3", 30, 200);
+        process(8000, "python3", 99_999, 1);
+        newestPid(12);
+        assertArrayEquals(bytes(50_000, 18_000 + 20 + 30, 1_000 + 10), tree.read());
+        assertEquals(1, tree.walks());
+        // and they are members now: read again while the newest pid stays
+        write("12/statm", "3 25 1 1 0 1 0\n");
+        assertArrayEquals(bytes(50_000, 18_000 + 25 + 30, 1_000 + 10), tree.read());
+        assertEquals(1, tree.walks());
+    }
+
+    @Test
+    void a_full_walk_comes_every_so_many_reads_whatever_the_newest_pid_says() throws IOException {
+        executorTree();
+        newestPid(999);
+        ProcessTree tree = new ProcessTree(proc, "100", PAGE, true);
+        for (int i = 0; i < ProcessTree.FULL_WALK_EVERY; i++) {
+            tree.read();
+        }
+        assertEquals(1, tree.walks());
+        // A pid reused while the newest pid stayed (only after a wrap): found by the next full walk.
+        process(400, "perl", 77, 100);
+        write("100/task/100/children", "300 400 ");
+        assertArrayEquals(bytes(50_000, 18_000, 1_077), tree.read());
         assertEquals(2, tree.walks());
     }
 
