@@ -377,9 +377,12 @@ def _retention(retention: str) -> str:
     return "0d" if retention.upper() == "INF" else retention
 
 
-def receive_argv(thanos: Path, plan: Layout, process: Process, files: Files, retention: str) -> list[str]:
+def receive_argv(thanos: Path, plan: Layout, process: Process, files: Files, retention: str,
+                 bucket: bool = True) -> list[str]:
     """`thanos receive` as the router (process is plan.router: the hashring, no
-    TSDB kept) or as an ingester (a TSDB, no hashring: it stores what it is sent)."""
+    TSDB kept) or as an ingester (a TSDB, no hashring: it stores what it is sent;
+    with a bucket, uploading each block it cuts). The native store always has its
+    bucket; the Helm chart only when given an object store."""
     argv = [str(thanos), "receive", "--log.level=info", "--log.format=logfmt",
             f"--grpc-address={process.grpc_address}", f"--http-address={process.host}:{process.http}",
             f"--remote-write.address={process.host}:{process.remote_write}",
@@ -401,15 +404,15 @@ def receive_argv(thanos: Path, plan: Layout, process: Process, files: Files, ret
     index = plan.ingesters.index(process) + 1
     # Each 2-hour block goes to the bucket when cut; retention is then how long it also stays local.
     return argv + [f'--label={REPLICA_LABEL}="{index}"', f"--tsdb.retention={_retention(retention)}",
-                   f"--objstore.config-file={files.objstore_config}"]
+                   *([f"--objstore.config-file={files.objstore_config}"] if bucket else [])]
 
 
-def query_argv(thanos: Path, plan: Layout, files: Files) -> list[str]:
+def query_argv(thanos: Path, plan: Layout, files: Files, bucket: bool = True) -> list[str]:
     query = plan.query
     return [str(thanos), "query", "--log.level=info", "--log.format=logfmt",
             f"--grpc-address={query.grpc_address}", f"--http-address={query.host}:{query.http}",
             f"--http.config={files.web_config}", *_tls_server("grpc-server-tls", files),
-            *[f"--endpoint={p.grpc_address}" for p in (*plan.ingesters, plan.store)],
+            *[f"--endpoint={p.grpc_address}" for p in (*plan.ingesters, *([plan.store] if bucket else []))],
             "--grpc-client-tls-secure", f"--grpc-client-tls-cert={files.cert}",
             f"--grpc-client-tls-key={files.key}", f"--grpc-client-tls-ca={files.ca}",
             f"--query.replica-label={REPLICA_LABEL}",
