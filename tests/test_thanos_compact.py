@@ -316,6 +316,12 @@ def test_a_bucket_that_takes_no_writes_is_said_in_status_and_query_keeps_answeri
         assert remote_write.send(plan.router.remote_write_url, [({"__name__": "sparkscope_test_during", "job": "x"},
                                                                  [(now, 7.0)])], files.ca, files.cert, files.key) == 200
         assert query.range('sparkscope_test_during{job="x"}', now, now, 60) == {now: 7.0}
+        # Started meanwhile, the compactor starts (Thanos takes a file for an empty bucket, silently);
+        # up says what is wrong.
+        backend.down(only=(thanos.COMPACT,), progress=quiet)
+        said = []
+        backend.up(only=(thanos.COMPACT,), progress=said.append)
+        assert any("warning: the bucket" in line and "does not take new blocks" in line for line in said), said
     finally:
         files.bucket.unlink()
         aside.rename(files.bucket)

@@ -377,8 +377,10 @@ def thanos_service(settings: Settings, name: str, progress: Progress) -> Service
                                    settings.thanos_retention_5m, settings.thanos_retention_1h)
     else:
         argv = thanos.receive_argv(binary, plan, process, files, settings.thanos_receive_retention)
-    # Every process but Query reads or writes the bucket (the router's uploads: none, its TSDB is empty).
-    return Service(name, argv, _base_env(), dirs=[files.data(name), files.bucket])
+    # Every process but Query reads or writes the bucket (the router's uploads: none, its TSDB is empty);
+    # as root it is handed to the service user with their data. Not a folder: left as it is (up warned).
+    bucket = [files.bucket] if files.bucket.is_dir() else []
+    return Service(name, argv, _base_env(), dirs=[files.data(name), *bucket])
 
 
 SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
@@ -543,6 +545,9 @@ class NativeBackend(Backend):
             ensure_telegraf(self.settings.cache_dir, progress)
         if any(name not in SERVICES for name in names):
             prepare_thanos(self.settings, progress)
+            problem = thanos.bucket_problem(thanos_files(self.settings).bucket)
+            if problem:  # the store runs, serving what it holds; said once, here and in status
+                progress(f"  warning: {problem}")
 
     def refuse_untrusted_state_dir(self) -> None:
         """As root, up and down signal the pids recorded in the state dir and append

@@ -302,7 +302,10 @@ def objstore_text(bucket: Path) -> str:
 
 def write_objstore_config(files: Files) -> None:
     files.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    files.bucket.mkdir(mode=0o700, exist_ok=True)
+    if not files.bucket.exists() and not files.bucket.is_symlink():
+        files.bucket.mkdir(mode=0o700)
+    # Whatever is there stays: Thanos reads a file in its place as an empty bucket, silently,
+    # so bucket_problem says so (up's warning, the compactor's status row).
     _write_private(files.objstore_config, objstore_text(files.bucket))
 
 
