@@ -116,6 +116,8 @@ def test_a_halted_compactor_is_found_in_its_log_with_its_error():
              'ts=3 level=info msg="still here"']
     assert thanos.compactor_halted(lines) == 'overlaps found \\"x\\" y'
     assert thanos.compactor_halted(lines[:1]) is None
+    # Started again since (up's header line): that halt is over.
+    assert thanos.compactor_halted([*lines, "--- 2026-11-28 03:00:00 $ (cd /state && thanos compact ...)"]) is None
 
 
 def test_remote_write_bodies_are_snappy_framed_protobuf():

@@ -355,8 +355,11 @@ def bucket_summary(bucket: Path) -> str:
 
 def compactor_halted(log_lines: list[str]) -> str | None:
     """The error the compactor halted on (Thanos halts on an error it cannot retry,
-    such as overlapping blocks, and waits for a person), or None."""
+    such as overlapping blocks, and waits for a person), or None. Only since its
+    last start: `up` begins each start's part of the log with a "--- " line."""
     for line in reversed(log_lines):
+        if line.startswith("--- "):
+            return None
         if "halting" in line and "critical error" in line:
             found = re.search(r'err="((?:[^"\\]|\\.)*)"', line)
             return found.group(1) if found else line.strip()[-300:]
