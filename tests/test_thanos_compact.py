@@ -181,7 +181,8 @@ OLD_HOURS = 50  # more than the 40 h from which Thanos makes 5-minute blocks
 @pytest.fixture(scope="module")
 def bucket_stack(tmp_path_factory):
     """One ingester, the router, the store gateway, the compactor and Query, started
-    over a bucket that already holds a 50-hour raw block of four days ago."""
+    over a bucket that already holds a 50-hour raw block of four days ago, twice:
+    as ingesters 1 and 2 would have uploaded their copies of a replicated series."""
     from sparkscope.stack.native import NativeBackend
     state = tmp_path_factory.mktemp("thanos-bucket")
     base = free_base_port(1)
@@ -191,15 +192,18 @@ def bucket_stack(tmp_path_factory):
     thanos.write_objstore_config(files)
     start = (int(time.time() * 1000) // (24 * HOUR_MS) - 4) * 24 * HOUR_MS
     series = {"__name__": "sparkscope_test_sawtooth", "job": "old"}
-    given = {"external_labels": ingester_labels(1), "source": "receive",
-             "series": [{"labels": series, "samples": sawtooth(start, OLD_HOURS)}]}
-    done = subprocess.run([str(tsdb_blocks(settings)), "-out", str(files.bucket)], input=json.dumps(given),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    blocks = []
+    for replica in (1, 2):
+        given = {"external_labels": ingester_labels(replica), "source": "receive",
+                 "series": [{"labels": series, "samples": sawtooth(start, OLD_HOURS)}]}
+        done = subprocess.run([str(tsdb_blocks(settings)), "-out", str(files.bucket)], input=json.dumps(given),
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        blocks.append(done.stdout.strip())
     backend = NativeBackend(settings)
     try:
         backend.up(only=thanos_layout(settings).names, progress=quiet)
-        yield settings, backend, {"start": start, "raw_block": done.stdout.strip(), "series": series}
+        yield settings, backend, {"start": start, "raw_blocks": blocks, "series": series}
     finally:
         backend.down(progress=quiet)
 
@@ -226,7 +230,7 @@ def test_an_ingesters_block_lands_in_the_bucket_and_is_answered_after_the_ingest
 
     def uploaded() -> list[dict]:
         return [m for m in metas(files.bucket).values()
-                if m["thanos"].get("source") == "receive" and m["ulid"] != bucket_stack[2]["raw_block"]]
+                if m["thanos"].get("source") == "receive" and m["ulid"] not in bucket_stack[2]["raw_blocks"]]
     assert uploaded(), f"no block of the ingester's reached the bucket; {backend.log_excerpt(ingester)}"
     block = uploaded()[0]
     assert block["minTime"] <= early < block["maxTime"]
@@ -252,24 +256,29 @@ def test_the_compactor_downsamples_old_blocks_and_query_answers_from_the_5m_ones
     settings, backend, given = bucket_stack
     files = thanos.Files(settings.state_dir / "thanos")
     query = Query(settings)
-    start, raw_block = given["start"], given["raw_block"]
+    start, raw_blocks = given["start"], given["raw_blocks"]
 
     def downsampled() -> list[dict]:
         return [m for m in metas(files.bucket).values() if m["thanos"]["downsample"]["resolution"] == 300_000
                 and m["minTime"] < start + OLD_HOURS * HOUR_MS and m["maxTime"] > start]
     assert wait_until(lambda: downsampled(), 240), \
         f"no 5-minute block; compactor's log:\n{backend.log_excerpt(thanos.COMPACT)}"
-    five = downsampled()[0]
+    (five,) = downsampled()
     assert five["minTime"] <= start + 15_000 and five["maxTime"] >= start + (OLD_HOURS - 1) * HOUR_MS
-    assert thanos.REPLICA_LABEL not in five["thanos"]["labels"]  # the replicas' copies are one after compaction
+    assert thanos.REPLICA_LABEL not in five["thanos"]["labels"]
+    # The two replicas' blocks became one raw block without the replica label (vertical
+    # compaction on it), which the 5-minute block was made from; theirs are marked for deletion.
+    raw_now = [m for m in metas(files.bucket).values() if m["thanos"]["downsample"]["resolution"] == 0
+               and m["minTime"] < start + OLD_HOURS * HOUR_MS and m["maxTime"] > start]
+    assert [m["thanos"]["labels"] for m in raw_now] == [{"tenant_id": thanos.TENANT}], raw_now
+    assert sorted(raw_now[0]["compaction"]["sources"]) == sorted(raw_blocks)
+    assert raw_now[0]["stats"]["numSamples"] == len(sawtooth(start, OLD_HOURS))  # one copy, not two
+    assert all((files.bucket / ulid / "deletion-mark.json").exists() for ulid in raw_blocks)
+    assert five["compaction"]["sources"] == raw_now[0]["compaction"]["sources"]
 
-    # Only the 5-minute copy answers now: the raw block leaves the bucket, the gateway lists it again.
-    shutil.move(str(files.bucket / raw_block), str(files.folder / raw_block))
-    for folder in files.bucket.iterdir():  # a raw block the compactor may have made from it goes too
-        meta = folder / "meta.json"
-        if meta.exists() and json.loads(meta.read_text())["thanos"]["downsample"]["resolution"] == 0 \
-                and json.loads(meta.read_text())["minTime"] < start + OLD_HOURS * HOUR_MS:
-            shutil.move(str(folder), str(files.folder / folder.name))
+    # Only the 5-minute copy answers now: the raw blocks leave the bucket, the gateway lists it again.
+    for ulid in [*raw_blocks, raw_now[0]["ulid"]]:
+        shutil.move(str(files.bucket / ulid), str(files.folder / ulid))
     backend.down(only=(thanos.STORE,), progress=quiet)
     backend.up(only=(thanos.STORE,), progress=quiet)
 
