@@ -364,6 +364,10 @@ def test_a_bucket_that_takes_no_writes_is_said_in_status_and_query_keeps_answeri
     rows = {row.name: row for row in backend.status()}
     assert rows[thanos.COMPACT].state == "up" and rows[thanos.COMPACT].data.startswith("bucket: "), rows
     assert rows[thanos.QUERY].data == "reaches 1 of 1 ingesters and the store gateway", rows[thanos.QUERY]
+    # The gateway, started again by the tests above after the compactor's work, serves every block
+    # of the bucket not marked for deletion: the 5-minute, the 1-hour, the ingester's upload.
+    blocks = len(thanos.bucket_blocks(files.bucket))
+    assert rows[thanos.STORE].data == f"serves {blocks} blocks of the bucket" and blocks >= 3, rows[thanos.STORE]
     aside = files.folder / "bucket.aside"
     files.bucket.rename(aside)
     try:

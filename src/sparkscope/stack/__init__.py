@@ -16,6 +16,7 @@ versions, InfluxDB's statistics and the wait for health, lives in Backend.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -364,6 +365,8 @@ class Backend:
                     self._thanos_query_row(row)
                 elif name == thanos.COMPACT:
                     self._thanos_compact_row(row)
+                elif name == thanos.STORE:
+                    self._thanos_store_row(row)
                 elif name == "grafana":
                     row.version = (grafana_health(settings.grafana_url) or {}).get("version", row.version)
                     if influxdb_plugin_installed(settings) is False:
@@ -407,6 +410,23 @@ class Backend:
             row.detail = (f"does not reach {', '.join(missing)}: each series is on {plan.replication_factor} "
                           f"ingesters, so answers stay whole while fewer than {plan.replication_factor} are "
                           f"missing; start them: ./sparkscope up {' '.join(missing)}")
+
+    def _thanos_store_row(self, row: ServiceStatus) -> None:
+        """How many of the bucket's blocks the store gateway serves (its own count,
+        thanos_bucket_store_blocks_loaded; it looks for new ones every few minutes)."""
+        plan = thanos_layout(self.settings)
+        files = thanos.Files(self.settings.state_dir / "thanos")
+        try:
+            request = urllib.request.Request(f"{plan.store.http_url}/metrics")
+            request.add_header("Authorization", http.basic_auth(thanos.USER, files.password()))
+            with http.urlopen(request, timeout=5) as resp:
+                text = resp.read().decode(errors="replace")
+        except (OSError, ValueError) as err:
+            row.data = f"blocks served: unknown ({err})"
+            return
+        found = re.search(r"^thanos_bucket_store_blocks_loaded(?:\{[^}]*\})? (\S+)$", text, re.MULTILINE)
+        row.data = f"serves {float(found.group(1)):.0f} blocks of the bucket" if found else \
+            "blocks served: not reported"
 
     def _thanos_compact_row(self, row: ServiceStatus) -> None:
         """What the bucket holds per resolution, and whether it takes new blocks:
