@@ -91,6 +91,8 @@ MATRIX = {
                                                       "persistence": {"size": "100Gi", "storageClass": "fast-ssd"}}},
         "grafana": {"enabled": False}, "influxdb": {"retention": "INF"},
         "networkPolicy": {"thanosQueryPeers": [{"namespaceSelector": {"matchLabels": {"team": "data"}}}]}},
+    "thanos store with your bucket": {"metricsStore": {"mode": "thanos", "thanos": {"objstore": {
+        "existingSecret": "thanos-bucket", "receiveRetention": "12h", "retention": {"raw": "14d", "oneHour": "0d"}}}}},
     "host probes": {"probes": {"enabled": True,
                                "threadprobe": {"image": {"repository": "registry.example/sparkscope-threadprobe"}},
                                "blockprobe": {"image": {"repository": "registry.example/sparkscope-blockprobe",

@@ -41,10 +41,11 @@ from sparkscope_testkit.sandbox import free_base_port, isolated_settings
 def test_every_process_gets_ports_of_its_own_and_the_hashring_names_the_ingesters():
     plan = thanos.layout(20000, ingesters=3, replication_factor=2)
     assert plan.names == ("thanos-receive-1", "thanos-receive-2", "thanos-receive-3", "thanos-router",
-                          "thanos-query")
+                          "thanos-store", "thanos-compact", "thanos-query")
     ports = [port for process in plan.processes for port in process.ports()]
-    assert len(ports) == len(set(ports)) == 4 * 4 + 2  # grpc, http, remote write, capnproto; Query grpc, http
-    assert all(20000 < port < 20000 + 10 * 5 for port in ports)
+    # grpc, http, remote write, capnproto; Query's and the store gateway's grpc, http; the compactor's http
+    assert len(ports) == len(set(ports)) == 4 * 4 + 2 + 2 + 1
+    assert all(20000 < port < 20000 + 10 * 7 for port in ports)
     ring = plan.hashring()
     assert [entry["endpoints"] for entry in ring] == [[f"127.0.0.1:{p.grpc}" for p in plan.ingesters]]
     assert plan.router.grpc_address not in ring[0]["endpoints"]  # the router stores nothing
@@ -85,7 +86,7 @@ def test_the_router_replicates_to_the_ingesters_over_mtls_and_each_ingester_keep
         assert f"--remote-write.server-tls-client-ca={files.ca}" in argv
     query = thanos.query_argv(Path("/bin/thanos"), plan, files)
     assert [arg for arg in query if arg.startswith("--endpoint=")] == [
-        f"--endpoint={p.grpc_address}" for p in plan.ingesters]
+        f"--endpoint={p.grpc_address}" for p in (*plan.ingesters, plan.store)]
     assert f"--query.replica-label={thanos.REPLICA_LABEL}" in query and "--grpc-client-tls-secure" in query
 
 
@@ -135,7 +136,8 @@ def test_up_starts_the_store_between_influxdb_and_telegraf_and_only_when_asked(t
     assert service_names(influx_only) == ("influxdb", "telegraf", "grafana")
     settings = isolated_settings(tmp_path / "b", SPARKSCOPE_METRICS_STORE="thanos", THANOS_PORT="20000")
     assert service_names(settings) == ("influxdb", "thanos-receive-1", "thanos-receive-2", "thanos-receive-3",
-                                       "thanos-router", "thanos-query", "telegraf", "grafana")
+                                       "thanos-router", "thanos-store", "thanos-compact", "thanos-query",
+                                       "telegraf", "grafana")
     assert wanted_services(settings, ("influxdb", "telegraf", "grafana")) == service_names(settings)
     assert wanted_services(settings, ("telegraf",)) == ("telegraf",)
     assert wanted_services(settings, ("thanos-receive-2",)) == ("thanos-receive-2",)
@@ -313,11 +315,12 @@ def test_status_lists_every_thanos_process_with_its_pid_and_url(thanos_stack):
     for process in plan.processes:
         row = services[process.name]
         assert row["state"] == "up" and isinstance(row["pid"], int), row
-        assert str(process.http if process is plan.query else
+        assert str(process.http if process in (plan.query, plan.compact) else
                    process.remote_write if process is plan.router else process.grpc) in row["url"], row
     assert services["influxdb"]["state"] == services["telegraf"]["state"] == "up"
     assert "to Thanos: buffer" in services["telegraf"]["data"], services["telegraf"]  # its remote write, counted
-    assert services[thanos.QUERY]["data"] == "reaches 3 of 3 ingesters"
+    assert services[thanos.QUERY]["data"] == "reaches 3 of 3 ingesters and the store gateway"
+    assert services[thanos.COMPACT]["data"].startswith("bucket: "), services[thanos.COMPACT]
 
 
 def test_a_plain_up_without_grafana_still_starts_the_whole_thanos_store(tmp_path, monkeypatch):
@@ -333,7 +336,7 @@ def test_a_plain_up_without_grafana_still_starts_the_whole_thanos_store(tmp_path
     settings = isolated_settings(tmp_path, SPARKSCOPE_METRICS_STORE="thanos", THANOS_PORT="20000")
     native.NativeBackend(settings).up(SERVICE_NAMES, progress=quiet)
     assert asked == [("influxdb", "thanos-receive-1", "thanos-receive-2", "thanos-receive-3", "thanos-router",
-                      "thanos-query", "telegraf")]
+                      "thanos-store", "thanos-compact", "thanos-query", "telegraf")]
 
 
 def test_the_password_is_private_reaches_the_hasher_on_stdin_and_a_new_one_remakes_the_web_config(tmp_path):

@@ -156,6 +156,14 @@ class Settings:
     thanos_port: int  # the base of the Thanos processes' ports (stack/thanos.layout)
     thanos_ingesters: int
     thanos_replication_factor: int
+    # How long the ingesters keep blocks on their own disk (they upload each 2-hour
+    # block to the bucket, whence the store gateway serves it), and how long the
+    # compactor keeps raw, 5-minute and 1-hour blocks in the bucket (0d: forever).
+    # Prometheus durations (THANOS_DURATION), checked here.
+    thanos_receive_retention: str
+    thanos_retention_raw: str
+    thanos_retention_5m: str
+    thanos_retention_1h: str
     # remote: a Prometheus-compatible store the user runs (stack/remote_store.py): where Telegraf
     # sends remote write, where PromQL is read, its Basic auth and the CA of its TLS ("" = none).
     remote_write_url: str
@@ -241,6 +249,9 @@ class Settings:
             "SPARKSCOPE_METRICS_STORE": self.metrics_store, "THANOS_PORT": str(self.thanos_port),
             "THANOS_INGESTERS": str(self.thanos_ingesters),
             "THANOS_REPLICATION_FACTOR": str(self.thanos_replication_factor),
+            "THANOS_RECEIVE_RETENTION": self.thanos_receive_retention,
+            "THANOS_RETENTION_RAW": self.thanos_retention_raw, "THANOS_RETENTION_5M": self.thanos_retention_5m,
+            "THANOS_RETENTION_1H": self.thanos_retention_1h,
             "SPARKSCOPE_REMOTE_WRITE_URL": self.remote_write_url, "SPARKSCOPE_REMOTE_QUERY_URL": self.remote_query_url,
             "SPARKSCOPE_REMOTE_USER": self.remote_user, "SPARKSCOPE_REMOTE_PASSWORD": self.remote_password,
             "SPARKSCOPE_REMOTE_CA_FILE": self.remote_ca_file,
@@ -297,6 +308,39 @@ def _count(values: dict[str, str], key: str) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise SettingsError(f"{key}={raw!r} is not a positive whole number; fix it in .env")
     return int(raw)
+
+
+# Prometheus' duration (what Thanos' flags parse): units from the largest down, each at most once.
+THANOS_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+_DURATION_MS = {"y": 365 * 86400_000, "w": 7 * 86400_000, "d": 86400_000, "h": 3600_000, "m": 60_000,
+                "s": 1000, "ms": 1}
+# What each retention must reach, unless 0 (forever): Thanos' compactor makes 5-minute blocks
+# from raw blocks spanning 40 h, and 1-hour blocks from 5-minute ones spanning 10 days; data
+# deleted sooner is never downsampled. The ingesters keep at least the 2-hour block they upload.
+THANOS_RETENTION_MINIMUM = {"THANOS_RECEIVE_RETENTION": ("2h", "one 2-hour block, which it uploads when cut"),
+                            "THANOS_RETENTION_RAW": ("2d", "5-minute blocks are made from raw blocks of 40 h"),
+                            "THANOS_RETENTION_5M": ("10d", "1-hour blocks are made from 5-minute blocks of 10 days"),
+                            "THANOS_RETENTION_1H": ("1d", "a shorter one deletes what it was made for")}
+
+
+def duration_ms(text: str) -> int:
+    """A Prometheus duration (THANOS_DURATION) in milliseconds."""
+    return sum(int(part[:-len(unit)]) * _DURATION_MS[unit]
+               for part in filter(None, THANOS_DURATION.match(text).groups())
+               for unit in [part.lstrip("0123456789")])
+
+
+def _thanos_retentions(values: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for key, (minimum, why) in THANOS_RETENTION_MINIMUM.items():
+        value = values.get(key, "").strip()
+        if value in ("", "0") or not THANOS_DURATION.match(value):
+            raise SettingsError(f"{key}={value!r} is not a duration as Thanos reads them: a number and a unit, "
+                                f"largest unit first (y w d h m s ms), e.g. 36h, 30d, 1y2w; 0d keeps forever")
+        if duration_ms(value) and duration_ms(value) < duration_ms(minimum):
+            raise SettingsError(f"{key}={value}: at least {minimum} ({why}), or 0d to keep forever")
+        out[key.lower()] = value
+    return out
 
 
 def _price(values: dict[str, str], key: str) -> Optional[float]:
@@ -444,6 +488,7 @@ def load_settings(root: Path = ROOT, environ: dict[str, str] | None = None, *, d
         thanos_port=_port(values, "THANOS_PORT"),
         thanos_ingesters=_count(values, "THANOS_INGESTERS"),
         thanos_replication_factor=_count(values, "THANOS_REPLICATION_FACTOR"),
+        **_thanos_retentions(values),
         **_remote_store(values),
         influx_admin_user=_user(values, "INFLUXDB_ADMIN_USER", defaults),
         influx_admin_password=_secret(values, "INFLUXDB_ADMIN_PASSWORD"),

@@ -39,9 +39,12 @@ def free_port(pair_offset: int | None = None) -> int:
 
 
 def free_base_port(processes: int) -> int:
-    """A base port whose whole block of ports (thanos.layout) is free on 127.0.0.1 now."""
-    for base in range(21000, 60000, 97):
-        ports = [p for proc in thanos.layout(base, processes).processes for p in proc.ports()]
+    """A base port whose whole block of ports (thanos.layout) is free on 127.0.0.1 now.
+    The search starts at a random block: two test runs on one machine (each checking,
+    then starting a moment later) would otherwise both take the first free one."""
+    first = 21000 + 97 * secrets.randbelow(300)
+    for base in [*range(first, 60000, 97), *range(21000, first, 97)]:
+        ports = [p for proc in thanos.layout(base, processes, replication_factor=1).processes for p in proc.ports()]
         try:
             sockets = []
             for port in ports:

@@ -157,6 +157,14 @@ with a replication factor its ingesters can hold and a retention Thanos reads. *
 {{- if or (lt (int64 $t.replicationFactor) 1) (gt (int64 $t.replicationFactor) (int64 $t.ingesters)) -}}
 {{- fail (printf "metricsStore.thanos.replicationFactor %v: from 1 to the number of ingesters (%v); each series is stored on that many" $t.replicationFactor $t.ingesters) -}}
 {{- end -}}
+{{- with $t.objstore.existingSecret -}}
+{{- $duration := "^([0-9]+y)?([0-9]+w)?([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?([0-9]+ms)?$" -}}
+{{- range $key, $value := dict "receiveRetention" $t.objstore.receiveRetention "retention.raw" $t.objstore.retention.raw "retention.fiveMinutes" $t.objstore.retention.fiveMinutes "retention.oneHour" $t.objstore.retention.oneHour -}}
+{{- if or (not (regexMatch $duration (toString $value))) (eq (toString $value) "") -}}
+{{- fail (printf "metricsStore.thanos.objstore.%s %q: a duration as Thanos reads them, largest unit first (36h, 30d, 1y2w; 0d keeps forever)" $key (toString $value)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if regexMatch "[0-9](ns|u)" .Values.influxdb.retention -}}
 {{- fail (printf "influxdb.retention %q: the Thanos store keeps points as long, and Thanos takes ms, s, m, h, d, w (not ns or u)" .Values.influxdb.retention) -}}
 {{- end -}}
@@ -188,6 +196,19 @@ compares the two. */}}
 
 {{- define "sparkscope.thanos.query" -}}
 {{ include "sparkscope.fullname" . }}-thanos-query
+{{- end -}}
+
+{{- define "sparkscope.thanos.store" -}}
+{{ include "sparkscope.fullname" . }}-thanos-store
+{{- end -}}
+
+{{- define "sparkscope.thanos.compact" -}}
+{{ include "sparkscope.fullname" . }}-thanos-compact
+{{- end -}}
+
+{{/* Whether the release has a bucket (metricsStore.thanos.objstore.existingSecret): "true" or "". */}}
+{{- define "sparkscope.thanos.bucket" -}}
+{{- if .Values.metricsStore.thanos.objstore.existingSecret -}}true{{- end -}}
 {{- end -}}
 
 {{- define "sparkscope.thanos.secret" -}}
@@ -222,7 +243,11 @@ ingester under its headless Service, and the router's and Query's Services. */}}
 {{- define "sparkscope.thanos.tlsNames" -}}
 {{- $suffix := include "sparkscope.thanos.svcSuffix" . -}}
 {{- $names := list (printf "*.%s.%s" (include "sparkscope.thanos.ingester" .) $suffix) -}}
-{{- range $service := list (include "sparkscope.thanos.router" .) (include "sparkscope.thanos.query" .) -}}
+{{- $services := list (include "sparkscope.thanos.router" .) (include "sparkscope.thanos.query" .) -}}
+{{- if include "sparkscope.thanos.bucket" . -}}
+{{- $services = append $services (include "sparkscope.thanos.store" .) -}}
+{{- end -}}
+{{- range $service := $services -}}
 {{- $names = append $names $service -}}
 {{- $names = append $names (printf "%s.%s" $service $.Release.Namespace) -}}
 {{- $names = append $names (printf "%s.%s" $service $suffix) -}}
@@ -247,6 +272,13 @@ the bcrypt hash of Query's password); the router's hashring too. */}}
             - {key: stack.crt, path: tls/stack.crt}
             - {key: stack.key, path: tls/stack.key}
             - {key: web.yml, path: web.yml}
+      {{- if and .objstore (include "sparkscope.thanos.bucket" .root) }}
+      # The user's objstore config, at the native store's path (<state>/thanos/objstore.yml).
+      - secret:
+          name: {{ .root.Values.metricsStore.thanos.objstore.existingSecret }}
+          items:
+            - {key: objstore.yml, path: objstore.yml}
+      {{- end }}
       {{- if .hashring }}
       - configMap:
           name: {{ include "sparkscope.fullname" .root }}-thanos-hashring

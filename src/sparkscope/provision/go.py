@@ -279,3 +279,20 @@ def ensure_thanos(cache_dir: Path, progress: Progress = print) -> Path:
     finally:
         shutil.rmtree(source, ignore_errors=True)  # 64 MB of source; the next build copies it again
     return dest / "thanos"
+
+
+# A small program of ours over Prometheus' tsdb package (Apache-2.0, the version
+# Thanos THANOS_VERSION builds with): it writes TSDB blocks, with Thanos' meta.json
+# section, for given series and times. The tests make blocks spanning days with it
+# (Thanos downsamples blocks of 40 h and more), which no test could wait for.
+TSDB_BLOCKS_SOURCE = Path(__file__).with_name("tsdb_blocks")
+
+
+def ensure_tsdb_blocks(cache_dir: Path, progress: Progress = print) -> Path:
+    """tsdb-blocks, built once per version of its source (main.go, go.mod, go.sum)."""
+    digest = hashlib.sha256(b"".join((TSDB_BLOCKS_SOURCE / name).read_bytes()
+                                     for name in ("main.go", "go.mod", "go.sum"))).hexdigest()[:12]
+    return go_build(["go", "build", "-p", "1", "-o", "{out}", "."], "tsdb-blocks",
+                    cache_dir / "bin" / f"tsdb-blocks-{digest}", progress,
+                    "tsdb-blocks (writes TSDB blocks for the Thanos tests; once, about a minute)",
+                    needs="It needs Go and, the first time, the Go module proxy. ", cwd=TSDB_BLOCKS_SOURCE)

@@ -16,6 +16,7 @@ versions, InfluxDB's statistics and the wait for health, lives in Backend.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -195,6 +196,8 @@ def thanos_health_checks(settings: Settings) -> dict[str, tuple[Callable[[], boo
             address = f"{process.http_url} (PromQL, Basic auth {thanos.USER})"
         elif process is plan.router:
             address = f"{process.remote_write_url} (remote write, client certificate)"
+        elif process is plan.compact:
+            address = f"{process.http_url} (block viewer, Basic auth {thanos.USER})"
         else:
             address = f"grpc://{process.grpc_address} (StoreAPI, client certificate)"
         checks[process.name] = ((lambda url=process.http_url: thanos_ready(url, files.password)), address)
@@ -360,6 +363,10 @@ class Backend:
                             f"and retries: see influxdb above", row.detail]))
                 elif name == thanos.QUERY:
                     self._thanos_query_row(row)
+                elif name == thanos.COMPACT:
+                    self._thanos_compact_row(row)
+                elif name == thanos.STORE:
+                    self._thanos_store_row(row)
                 elif name == "grafana":
                     row.version = (grafana_health(settings.grafana_url) or {}).get("version", row.version)
                     if influxdb_plugin_installed(settings) is False:
@@ -382,18 +389,59 @@ class Backend:
             request = urllib.request.Request(f"{plan.query.http_url}/api/v1/stores")
             request.add_header("Authorization", http.basic_auth(thanos.USER, files.password()))
             with http.urlopen(request, timeout=5) as resp:
-                stores = json.loads(resp.read()).get("data", {}).get("receive", [])
+                found = json.loads(resp.read()).get("data", {})
+            stores = [*found.get("receive", []), *found.get("store", [])]
         except (OSError, ValueError, AttributeError) as err:
             row.data = f"ingesters: unknown ({err})"
             return
         reached = {store.get("name") for store in stores if store.get("lastError") is None}
         missing = [p.name for p in plan.ingesters if p.grpc_address not in reached]
         row.data = f"reaches {len(plan.ingesters) - len(missing)} of {len(plan.ingesters)} ingesters"
+        if plan.store.grpc_address not in reached:
+            row.state = "degraded"
+            row.data += ", not the store gateway"
+            row.detail = (f"does not reach {plan.store.name}: answers lack what the ingesters no longer keep "
+                          f"(older than THANOS_RECEIVE_RETENTION={self.settings.thanos_receive_retention}); "
+                          f"start it: ./sparkscope up {plan.store.name}")
+        else:
+            row.data += " and the store gateway"
         if missing:
             row.state = "degraded"
             row.detail = (f"does not reach {', '.join(missing)}: each series is on {plan.replication_factor} "
                           f"ingesters, so answers stay whole while fewer than {plan.replication_factor} are "
                           f"missing; start them: ./sparkscope up {' '.join(missing)}")
+
+    def _thanos_store_row(self, row: ServiceStatus) -> None:
+        """How many of the bucket's blocks the store gateway serves (its own count,
+        thanos_bucket_store_blocks_loaded; it looks for new ones every few minutes)."""
+        plan = thanos_layout(self.settings)
+        files = thanos.Files(self.settings.state_dir / "thanos")
+        try:
+            request = urllib.request.Request(f"{plan.store.http_url}/metrics")
+            request.add_header("Authorization", http.basic_auth(thanos.USER, files.password()))
+            with http.urlopen(request, timeout=5) as resp:
+                text = resp.read().decode(errors="replace")
+        except (OSError, ValueError) as err:
+            row.data = f"blocks served: unknown ({err})"
+            return
+        found = re.search(r"^thanos_bucket_store_blocks_loaded(?:\{[^}]*\})? (\S+)$", text, re.MULTILINE)
+        row.data = f"serves {float(found.group(1)):.0f} blocks of the bucket" if found else \
+            "blocks served: not reported"
+
+    def _thanos_compact_row(self, row: ServiceStatus) -> None:
+        """What the bucket holds per resolution, and whether it takes new blocks:
+        a bucket that does not is said here (the compactor's log says it too, on
+        every pass), while Query goes on answering from what is there."""
+        bucket = thanos.Files(self.settings.state_dir / "thanos").bucket
+        row.data = thanos.bucket_summary(bucket)
+        problem = thanos.bucket_problem(bucket)
+        if problem:
+            row.state = "degraded"
+            row.detail = problem
+        elif halted := thanos.compactor_halted(self.recent_log(thanos.COMPACT, 3600)):
+            row.state = "degraded"
+            row.detail = (f"the compactor stopped working on the bucket: {halted}; Query still answers. "
+                          f"{self.log_hint(thanos.COMPACT)}")
 
     def _telegraf_row(self, row: ServiceStatus) -> None:
         """Telegraf's own count of what it holds and what it lost (inputs.internal:

@@ -351,13 +351,14 @@ def thanos_files(settings: Settings) -> thanos.Files:
 def prepare_thanos(settings: Settings, progress: Progress) -> Path:
     """The thanos binary (built once), and the files every Thanos process reads:
     the stack's CA and certificate, the password and its web config, the
-    hashring. Returns the binary."""
+    hashring, the bucket's objstore config. Returns the binary."""
     binary = ensure_thanos(settings.cache_dir, progress)
     files, plan = thanos_files(settings), thanos_layout(settings)
     try:
         thanos.ensure_password(files, binary.with_name("bcrypt-hash"))
         thanos.ensure_tls(files, plan.router.host)
         thanos.write_hashring(files, plan)
+        thanos.write_objstore_config(files)
     except (thanos.ThanosConfigError, OSError) as err:
         raise StackError(f"the Thanos store cannot start: {err}") from err
     return binary
@@ -367,9 +368,19 @@ def thanos_service(settings: Settings, name: str, progress: Progress) -> Service
     binary = prepare_thanos(settings, progress)
     files, plan = thanos_files(settings), thanos_layout(settings)
     process = plan.by_name(name)
-    argv = (thanos.query_argv(binary, plan, files) if process is plan.query else
-            thanos.receive_argv(binary, plan, process, files, settings.retention))
-    return Service(name, argv, _base_env(), dirs=[] if process is plan.query else [files.data(name)])
+    if process is plan.query:
+        return Service(name, thanos.query_argv(binary, plan, files), _base_env())
+    if process is plan.store:
+        argv = thanos.store_argv(binary, plan, files)
+    elif process is plan.compact:
+        argv = thanos.compact_argv(binary, plan, files, settings.thanos_retention_raw,
+                                   settings.thanos_retention_5m, settings.thanos_retention_1h)
+    else:
+        argv = thanos.receive_argv(binary, plan, process, files, settings.thanos_receive_retention)
+    # Every process but Query reads or writes the bucket (the router's uploads: none, its TSDB is empty);
+    # as root it is handed to the service user with their data. Not a folder: left as it is (up warned).
+    bucket = [files.bucket] if files.bucket.is_dir() else []
+    return Service(name, argv, _base_env(), dirs=[files.data(name), *bucket])
 
 
 SERVICES = {"influxdb": influxdb_service, "telegraf": telegraf_service, "grafana": grafana_service}
@@ -534,6 +545,9 @@ class NativeBackend(Backend):
             ensure_telegraf(self.settings.cache_dir, progress)
         if any(name not in SERVICES for name in names):
             prepare_thanos(self.settings, progress)
+            problem = thanos.bucket_problem(thanos_files(self.settings).bucket)
+            if problem:  # the store runs, serving what it holds; said once, here and in status
+                progress(f"  warning: {problem}")
 
     def refuse_untrusted_state_dir(self) -> None:
         """As root, up and down signal the pids recorded in the state dir and append

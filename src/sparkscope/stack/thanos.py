@@ -8,9 +8,21 @@ which ports, with which files, for the native backend.
   the ingesters, chosen by the hashring (hashring.json);
 - each ingester (`thanos receive` with no hashring: it stores what it is
   sent) keeps a TSDB under the state dir and serves it over gRPC;
-- Query answers PromQL over every ingester, merging the replicas (each
-  ingester labels its series receive_replica="<n>"; Query removes the label
-  and keeps one copy).
+- Query answers PromQL over every ingester and the store gateway, merging
+  the replicas (each ingester labels its series receive_replica="<n>"; Query
+  removes the label and keeps one copy), and picks downsampled blocks for
+  long ranges (--query.auto-downsampling);
+- the bucket: Thanos' FILESYSTEM object store in <state>/thanos/bucket. Each
+  ingester uploads every 2-hour block it cuts and keeps it locally only for
+  THANOS_RECEIVE_RETENTION; the store gateway (`thanos store`) serves what
+  is in the bucket; the compactor (`thanos compact --wait`, the only process
+  that rewrites or deletes blocks there, Thanos' rule: one per bucket) merges
+  blocks, removes the replicas' duplicates, makes 5-minute and 1-hour
+  copies, and applies THANOS_RETENTION_RAW/5M/1H.
+
+    ingesters --upload--> bucket <--read-- store gateway <--gRPC-- Query
+                            ^
+                            +--compact, downsample, delete-- compactor
 
 With a replication factor of 2 a write succeeds once one ingester took it
 (Thanos' quorum for 2), so with one ingester down every series still lands.
@@ -33,14 +45,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 STORE_NAME = "thanos"
 ROUTER = "thanos-router"
 QUERY = "thanos-query"
+STORE = "thanos-store"  # the store gateway over the bucket
+COMPACT = "thanos-compact"
 USER = "sparkscope"  # the Basic auth user of Query's and every receive's HTTP port
 # Each ingester adds this label; Query drops it and merges the copies (--query.replica-label).
 REPLICA_LABEL = "receive_replica"
@@ -68,7 +83,7 @@ class Process:
     capnproto: int = 0  # receive only
 
     @property
-    def grpc_address(self) -> str:
+    def grpc_address(self) -> str:  # none for the compactor
         return f"{self.host}:{self.grpc}"
 
     @property
@@ -90,11 +105,14 @@ class Layout:
     ingesters: tuple[Process, ...]
     query: Process
     replication_factor: int
+    store: Process
+    compact: Process  # HTTP only (its status and block viewer)
 
     @property
     def processes(self) -> tuple[Process, ...]:
-        """In the order they start: ingesters first (the router sends to them), Query last."""
-        return (*self.ingesters, self.router, self.query)
+        """In the order they start: ingesters first (the router sends to them), the
+        store gateway and the compactor over the bucket, Query last (it reaches them all)."""
+        return (*self.ingesters, self.router, self.store, self.compact, self.query)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -114,16 +132,18 @@ def ingester_name(index: int) -> str:
 
 def layout(base_port: int, ingesters: int = 3, replication_factor: int = 2, host: str = "127.0.0.1") -> Layout:
     """The ports of every process: blocks of ten from base_port, ingester n
-    (1..) in block n, the router in block 0, Query after the last ingester.
-    base_port 10900: router 10901-10904, ingester 1 10911-10914, ..., Query 10941-10942."""
+    (1..) in block n, the router in block 0, Query after the last ingester
+    (where it was before the bucket came), then the store gateway, then the
+    compactor. base_port 10900: router 10901-10904, ingester 1 10911-10914,
+    ..., Query 10941-10942, store gateway 10951-10952, compactor 10962."""
     if ingesters < 1:
         raise ThanosConfigError(f"THANOS_INGESTERS={ingesters}: at least 1 ingester")
     if not 1 <= replication_factor <= ingesters:
         raise ThanosConfigError(f"THANOS_REPLICATION_FACTOR={replication_factor}: from 1 to the number of "
                                 f"ingesters ({ingesters}); each series is stored on that many")
-    last = base_port + PORTS_PER_PROCESS * (ingesters + 1) + HTTP
+    last = base_port + PORTS_PER_PROCESS * (ingesters + 3) + HTTP
     if base_port < 1024 or last > 65535:
-        raise ThanosConfigError(f"THANOS_PORT={base_port}: its {ingesters + 2} processes take ports "
+        raise ThanosConfigError(f"THANOS_PORT={base_port}: its {ingesters + 4} processes take ports "
                                 f"{base_port + 1}-{last}; choose a base from 1024 to {65535 - (last - base_port)}")
 
     def block(index: int, name: str, receive: bool) -> Process:
@@ -134,7 +154,9 @@ def layout(base_port: int, ingesters: int = 3, replication_factor: int = 2, host
     return Layout(router=block(0, ROUTER, True),
                   ingesters=tuple(block(n, ingester_name(n), True) for n in range(1, ingesters + 1)),
                   query=block(ingesters + 1, QUERY, False),
-                  replication_factor=replication_factor)
+                  replication_factor=replication_factor,
+                  store=block(ingesters + 2, STORE, False),
+                  compact=replace(block(ingesters + 3, COMPACT, False), grpc=0))
 
 
 # --- the files: certificates, password, web config, hashring ---------------------------
@@ -171,6 +193,16 @@ class Files:
     @property
     def hashring(self) -> Path:
         return self.folder / "hashring.json"
+
+    @property
+    def bucket(self) -> Path:
+        """The FILESYSTEM object store: a folder per block (<ULID>/meta.json, index, chunks/)."""
+        return self.folder / "bucket"
+
+    @property
+    def objstore_config(self) -> Path:
+        """Thanos' --objstore.config-file for the bucket (0600: a cloud bucket's would hold keys)."""
+        return self.folder / "objstore.yml"
 
     def data(self, name: str) -> Path:
         return self.folder / "data" / name
@@ -263,6 +295,77 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def objstore_text(bucket: Path) -> str:
+    """The objstore config of a FILESYSTEM bucket (the path as a JSON string: a YAML double-quoted scalar)."""
+    return f"type: FILESYSTEM\nconfig:\n  directory: {json.dumps(str(bucket))}\n"
+
+
+def write_objstore_config(files: Files) -> None:
+    files.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not files.bucket.exists() and not files.bucket.is_symlink():
+        files.bucket.mkdir(mode=0o700)
+    # Whatever is there stays: Thanos reads a file in its place as an empty bucket, silently,
+    # so bucket_problem says so (up's warning, the compactor's status row).
+    _write_private(files.objstore_config, objstore_text(files.bucket))
+
+
+def bucket_problem(bucket: Path) -> str | None:
+    """None when the bucket folder takes a new file (as the uploads and the compactor
+    need), else what is wrong and what to do: checked by writing, so a read-only
+    disk, a full one or a folder of another user's all show."""
+    probe = bucket / f".sparkscope-write-check-{os.getpid()}"
+    try:
+        with open(probe, "w") as out:
+            out.write("ok\n")
+        probe.unlink()
+        return None
+    except OSError as err:
+        return (f"the bucket {bucket} does not take new blocks ({err.strerror or err}): the ingesters keep "
+                f"their blocks locally and retry the upload, the compactor cannot downsample. Make it a folder "
+                f"this user can write (or free its disk), then ./sparkscope up {COMPACT}")
+
+
+RESOLUTIONS = {0: "raw", 300_000: "5m", 3_600_000: "1h"}  # meta.json's thanos.downsample.resolution (ms)
+
+
+def bucket_blocks(bucket: Path) -> list[dict]:
+    """The meta.json of every block in the bucket that is not marked for deletion."""
+    metas = []
+    for meta in sorted(bucket.glob("*/meta.json")) if bucket.is_dir() else []:
+        if (meta.parent / "deletion-mark.json").exists():
+            continue
+        try:
+            metas.append(json.loads(meta.read_text()))
+        except (OSError, ValueError):
+            continue  # being uploaded, or deleted meanwhile
+    return metas
+
+
+def bucket_summary(bucket: Path) -> str:
+    """What the bucket holds: blocks per resolution and their size on disk."""
+    blocks = bucket_blocks(bucket)
+    counts: dict[str, int] = {}
+    for meta in blocks:
+        name = RESOLUTIONS.get(meta.get("thanos", {}).get("downsample", {}).get("resolution", 0), "other")
+        counts[name] = counts.get(name, 0) + 1
+    size = sum(f.stat().st_size for f in bucket.rglob("*") if f.is_file()) if bucket.is_dir() else 0
+    held = ", ".join(f"{counts[name]} {name}" for name in (*RESOLUTIONS.values(), "other") if name in counts)
+    return f"bucket: {len(blocks)} blocks ({held or 'none yet'}), {size / 1e6:.1f} MB"
+
+
+def compactor_halted(log_lines: list[str]) -> str | None:
+    """The error the compactor halted on (Thanos halts on an error it cannot retry,
+    such as overlapping blocks, and waits for a person), or None. Only since its
+    last start: `up` begins each start's part of the log with a "--- " line."""
+    for line in reversed(log_lines):
+        if line.startswith("--- "):
+            return None
+        if "halting" in line and "critical error" in line:
+            found = re.search(r'err="((?:[^"\\]|\\.)*)"', line)
+            return found.group(1) if found else line.strip()[-300:]
+    return None
+
+
 def write_hashring(files: Files, plan: Layout) -> None:
     files.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     _write_private(files.hashring, json.dumps(plan.hashring(), indent=2) + "\n")
@@ -280,9 +383,12 @@ def _retention(retention: str) -> str:
     return "0d" if retention.upper() == "INF" else retention
 
 
-def receive_argv(thanos: Path, plan: Layout, process: Process, files: Files, retention: str) -> list[str]:
+def receive_argv(thanos: Path, plan: Layout, process: Process, files: Files, retention: str,
+                 bucket: bool = True) -> list[str]:
     """`thanos receive` as the router (process is plan.router: the hashring, no
-    TSDB kept) or as an ingester (a TSDB, no hashring: it stores what it is sent)."""
+    TSDB kept) or as an ingester (a TSDB, no hashring: it stores what it is sent;
+    with a bucket, uploading each block it cuts). The native store always has its
+    bucket; the Helm chart only when given an object store."""
     argv = [str(thanos), "receive", "--log.level=info", "--log.format=logfmt",
             f"--grpc-address={process.grpc_address}", f"--http-address={process.host}:{process.http}",
             f"--remote-write.address={process.host}:{process.remote_write}",
@@ -302,18 +408,53 @@ def receive_argv(thanos: Path, plan: Layout, process: Process, files: Files, ret
                        "--remote-write.client-tls-secure", f"--remote-write.client-tls-cert={files.cert}",
                        f"--remote-write.client-tls-key={files.key}", f"--remote-write.client-tls-ca={files.ca}"]
     index = plan.ingesters.index(process) + 1
-    return argv + [f'--label={REPLICA_LABEL}="{index}"', f"--tsdb.retention={_retention(retention)}"]
+    # Each 2-hour block goes to the bucket when cut; retention is then how long it also stays local.
+    return argv + [f'--label={REPLICA_LABEL}="{index}"', f"--tsdb.retention={_retention(retention)}",
+                   *([f"--objstore.config-file={files.objstore_config}"] if bucket else [])]
 
 
-def query_argv(thanos: Path, plan: Layout, files: Files) -> list[str]:
+def query_argv(thanos: Path, plan: Layout, files: Files, bucket: bool = True) -> list[str]:
     query = plan.query
     return [str(thanos), "query", "--log.level=info", "--log.format=logfmt",
             f"--grpc-address={query.grpc_address}", f"--http-address={query.host}:{query.http}",
             f"--http.config={files.web_config}", *_tls_server("grpc-server-tls", files),
-            *[f"--endpoint={p.grpc_address}" for p in plan.ingesters],
+            *[f"--endpoint={p.grpc_address}" for p in (*plan.ingesters, *([plan.store] if bucket else []))],
             "--grpc-client-tls-secure", f"--grpc-client-tls-cert={files.cert}",
             f"--grpc-client-tls-key={files.key}", f"--grpc-client-tls-ca={files.ca}",
-            f"--query.replica-label={REPLICA_LABEL}"]
+            f"--query.replica-label={REPLICA_LABEL}",
+            # A query without max_source_resolution reads blocks of up to a fifth of its
+            # step: raw for a few hours, the 5-minute or 1-hour copies for weeks and months.
+            "--query.auto-downsampling"]
+
+
+# The store gateway looks for blocks new in the bucket this often (Thanos' default, 15m, is
+# for buckets of thousands of blocks; a folder is listed in milliseconds). An ingester keeps
+# each block THANOS_RECEIVE_RETENTION after uploading it, so none is missed meanwhile.
+STORE_SYNC_INTERVAL = "3m"
+
+
+def store_argv(thanos: Path, plan: Layout, files: Files) -> list[str]:
+    """`thanos store`: the bucket's blocks over gRPC (StoreAPI), for Query."""
+    store = plan.store
+    return [str(thanos), "store", "--log.level=info", "--log.format=logfmt",
+            f"--grpc-address={store.grpc_address}", f"--http-address={store.host}:{store.http}",
+            f"--http.config={files.web_config}", *_tls_server("grpc-server-tls", files),
+            f"--data-dir={files.data(store.name)}", f"--objstore.config-file={files.objstore_config}",
+            f"--sync-block-duration={STORE_SYNC_INTERVAL}"]
+
+
+def compact_argv(thanos: Path, plan: Layout, files: Files, retention_raw: str, retention_5m: str,
+                 retention_1h: str) -> list[str]:
+    """`thanos compact --wait`: compaction, downsampling and retention over the bucket,
+    again every 5 minutes. The replicas' copies of a series become one (vertical
+    compaction on the replica label: the receive replicas hold the same samples)."""
+    compact = plan.compact
+    return [str(thanos), "compact", "--wait", "--wait-interval=5m", "--log.level=info", "--log.format=logfmt",
+            f"--http-address={compact.host}:{compact.http}", f"--http.config={files.web_config}",
+            f"--data-dir={files.data(compact.name)}", f"--objstore.config-file={files.objstore_config}",
+            f"--retention.resolution-raw={retention_raw}", f"--retention.resolution-5m={retention_5m}",
+            f"--retention.resolution-1h={retention_1h}",
+            f"--deduplication.replica-label={REPLICA_LABEL}"]
 
 
 def telegraf_env(plan: Layout, files: Files) -> dict[str, str]:
