@@ -68,7 +68,7 @@ def build() -> dict[str, dict[str, Any]]:
 def build_prometheus() -> dict[str, dict[str, Any]]:
     """File name in dashboards-prometheus/ -> dashboard JSON."""
     from sparkscope.dashboards import prometheus
-    return {"spark-executors.json": prometheus.build()}
+    return {"spark-executors.json": prometheus.build(), "spark-application.json": prometheus.build_summary()}
 
 
 def summary_rows() -> list:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope.dashboards.reads import INFLUXQL, render
+from sparkscope.dashboards.reads import INFLUXQL, is_read, rendered
 from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, newest_first,
                                            range_max, source)
 from sparkscope.store.schema import (ALL_EXECUTORS, BLOCK_OUTLIER, DISKIO_MEASUREMENT, EXECUTOR_MEASUREMENT,
@@ -64,13 +64,14 @@ class Row:
 
 def _panel_json(panel: Panel, panel_id: int, x: int, y: int, dialect: str = INFLUXQL,
                 datasource: dict[str, str] = DATASOURCE) -> dict[str, Any]:
-    targets = []
-    for index, target in enumerate(panel.targets):
-        ref = chr(ord("A") + index)
-        t = dict(render(target, dialect), refId=ref)
-        if ref in panel.hidden_refs:
-            t["hide"] = True
-        targets.append(t)
+    targets: list[dict[str, Any]] = []
+    for target in panel.targets:
+        for body, hidden in rendered(target, dialect, chr(ord("A") + len(targets))):
+            ref = chr(ord("A") + len(targets))
+            t = dict(body, refId=ref)
+            if hidden or ref in panel.hidden_refs:
+                t["hide"] = True
+            targets.append(t)
     defaults: dict[str, Any] = {"unit": panel.unit}
     if panel.min is not None:
         defaults["min"] = panel.min
@@ -134,7 +135,12 @@ def _layout(rows: list[Row], dialect: str = INFLUXQL, datasource: dict[str, str]
             if x + panel.width > GRID_COLUMNS:
                 x, y = 0, y + line_height
                 line_height = 0
-            body = _panel_json(panel, next_id, x, y, dialect, datasource)
+            # A panel of a PromQL dashboard that reads something Thanos does not hold (events,
+            # strings, the annotator's points) is an InfluxDB panel: Grafana picks the datasource per panel.
+            if dialect == INFLUXQL or all(is_read(t) for t in panel.targets):
+                body = _panel_json(panel, next_id, x, y, dialect, datasource)
+            else:
+                body = _panel_json(panel, next_id, x, y, INFLUXQL, DATASOURCE)
             if panel.annotated:
                 annotated.append(next_id)
             if panel.io_outliers:

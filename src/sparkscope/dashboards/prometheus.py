@@ -26,13 +26,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkscope.dashboards import live
+from dataclasses import replace
+
+from sparkscope import dashboards
+from sparkscope.dashboards import live, summary
 from sparkscope.dashboards.layout import (REFRESH_ON_TIME_RANGE, SORT_ALPHABETICAL, SORT_NUMERICAL, Panel, Row,
-                                          dashboard)
+                                          _executor_cores, _peak_source, _top_by_heap, dashboard)
 from sparkscope.dashboards.queries import WHOLE_DISKS
 from sparkscope.dashboards.reads import (APP_LABEL, APP_MATCHER, DEVICE_TAG, EXECUTOR_LABEL, PROMETHEUS_DATASOURCE,
-                                         PROMQL, SAFE_OPTION, is_read)
-from sparkscope.dashboards.uids import LIVE_UID
+                                         PROMQL, SAFE_OPTION, ExecutorPeak, is_read)
+from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 from sparkscope.store.prometheus import label_name, series_name
 from sparkscope.store.schema import DISKIO_MEASUREMENT, JVM_HEAP_MEMORY
 
@@ -89,6 +92,56 @@ def variables() -> list[dict[str, Any]]:
                   sort=SORT_ALPHABETICAL, multi=True, includeAll=True, allValue=WHOLE_DISKS,
                   current={"selected": True, "text": ["All"], "value": ["$__all"]}),
     ]
+
+
+SUMMARY_PROMETHEUS_UID = f"{SUMMARY_UID}-thanos"
+
+
+def _value_columns_named(panel: Panel) -> Panel:
+    """A table of ExecutorPeak columns as PromQL gives it: Grafana names each
+    instant table query's value "Value #<refId>"; renamed to the column the
+    InfluxDB table names by its alias, after the merge by executor."""
+    if not panel.targets or not all(isinstance(t, ExecutorPeak) for t in panel.targets):
+        return panel
+    names = {f"Value #{chr(ord('A') + n)}": t.column for n, t in enumerate(panel.targets)}
+    return replace(panel, transformations=[*panel.transformations,
+                                           {"id": "organize", "options": {"renameByName": names}}])
+
+
+def summary_rows() -> list[Row]:
+    """The summary's rows: Spark's metrics in PromQL (the declared reads), the
+    rest (the annotator's events and exact peaks, and what needs the
+    executors' cores from them) on InfluxDB, panel by panel (layout.py)."""
+    return [Row(row.title, [_value_columns_named(p) for p in row.panels], collapsed=row.collapsed)
+            for row in dashboards.summary_rows()]
+
+
+def summary_not_promql() -> list[str]:
+    """The summary's panels that read InfluxDB in its PromQL variant."""
+    return [panel.title for row in summary_rows() for panel in row.panels
+            if not (panel.targets and all(is_read(t) for t in panel.targets))]
+
+
+def summary_variables() -> list[dict[str, Any]]:
+    """The run (from Thanos), and the InfluxDB variables the InfluxDB panels
+    read: where peaks read whole minutes ($peak_rp), the executors' cores, the
+    run's job and its last runs; $top, how many executors the sampled peak
+    table lists (topk in PromQL, no $drawn)."""
+    top = next(v for v in _top_by_heap("Executors shown", "The sampled peak table lists at most this many "
+                                       "executors: those with the highest heap peak in the time range (the "
+                                       "driver among them). The stats, the sizing and work tables count every "
+                                       "executor.", "", "") if v["name"] == "top")
+    return [variables()[0], *_peak_source(), _executor_cores(), top, *summary.variables()]
+
+
+def build_summary() -> dict[str, Any]:
+    return dashboard(
+        SUMMARY_PROMETHEUS_UID, "Spark application summary (Thanos)",
+        "One Spark application over its whole run, Spark's metrics read from the Thanos store with PromQL: "
+        "task time, failures, peak memory and work per executor; the job's last runs, the exact peaks, "
+        "stages and SQL queries from InfluxDB (the annotator's events). Set the time range to cover the run.",
+        summary_rows(), with_executors=False, time_from="now-6h", refresh="", variables=summary_variables(),
+        dialect=PROMQL, datasource=PROMETHEUS_DATASOURCE)
 
 
 def build() -> dict[str, Any]:
