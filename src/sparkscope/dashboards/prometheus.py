@@ -1,18 +1,23 @@
-"""The live dashboard for the Thanos store: the same panel declarations as
-the InfluxDB one (live.py), rendered to PromQL for Grafana's Prometheus
-datasource (reads.py), with the events still read from InfluxDB as
-annotations (they are strings, which a Prometheus store does not hold).
+"""The dashboards for a Prometheus store (Thanos, or the user's): the same
+panel declarations as the InfluxDB ones (live.py, summary.py), rendered to
+PromQL for Grafana's Prometheus datasource (reads.py), with the events still
+read from InfluxDB as annotations (they are strings, which a Prometheus store
+does not hold).
 
-Only the panels whose every target is a declared read (reads.py) are
-rendered: the summary's stats (active tasks now, executors alive, task
-time, failed tasks and stages, peak heap and RSS), the per-executor graphs
-of tasks, CPU, memory, GC, shuffle, spill and file system I/O, and the
-host's CPU, memory, network, pressure and disk graphs. The rest of the live
-dashboard is InfluxQL only so far (not_yet() lists it): the GC share (a
-Grafana math expression over two queries), the applications table
-(strings: InfluxDB only), slots held, task time by component, task
-threads, containers, streaming, disk await (a ratio of two differences)
-and the block I/O probe's panels (InfluxDB only, as the events).
+The live dashboard renders the panels whose every target is a declared read:
+the summary's stats, the per-executor graphs, task time by component (the
+executors' counters), the GC share (one ratio) and the host's graphs, disk
+await included. not_yet() lists the rest, all on data that never reaches
+Thanos (telegraf/thanos.conf drops sparkscope_* and block_*): the
+applications table (strings), slots busy vs held (spark.executor.cores comes
+from the annotator's executor events; no Spark metric carries it), the task
+thread panels (the thread sampler), the containers row (the annotator's
+cgroup plugin), the streaming row (its progress events) and the block I/O
+probe's panels.
+
+The summary (build_summary) keeps every panel: those of declared reads in
+PromQL, the others as InfluxDB panels (layout.py picks the datasource per
+panel), with the InfluxDB variables they read.
 
 Variables are Grafana's label_values() of the Prometheus names
 (store/prometheus.py): the run, its executors, the host's devices. The run picker lists the runs whose driver sends

@@ -10,7 +10,16 @@ application, and how it is read:
 - Recent: executors reporting at the end of the range, counted or added up;
 - Total: a counter's total over the run (each executor's highest, added up);
 - Highest: the highest value of the run's series (a driver's count so far);
-- Peak: a gauge's highest sample of the executors, or of the driver.
+- Peak: a gauge's highest sample of the executors, or of the driver;
+- Share: one Total over another (GC over run time);
+- SummedRate: a counter's rate summed over the picked executors;
+- DiskAwait: ms per completed I/O of a device (two diskio counters' increases);
+- ExecutorsReporting: how many JVMs sent a series of the run;
+- ExecutorPeak: a table column, each executor's highest value.
+
+A read may need more queries in one dialect than in the other (Share: two
+hidden totals and a math expression in InfluxQL, one ratio in PromQL):
+rendered() gives each dialect's list.
 
 The same declaration renders to
 

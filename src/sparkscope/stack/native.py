@@ -268,17 +268,24 @@ THANOS_PROVISIONING = Path("grafana") / "thanos"
 def grafana_provisioning(settings: Settings) -> Path:
     """Grafana's provisioning folder: grafana/provisioning as it is; with the
     Thanos store, <state>/grafana/provisioning, remade at each start, linking
-    every file of grafana/provisioning and of grafana/thanos. Grafana reads
-    one provisioning folder; links keep the repository's files the only copy."""
+    every file of grafana/provisioning and of grafana/thanos, but for the
+    alert rules on InfluxDB, which grafana/thanos/alerting's PromQL twins
+    replace (the same uids: Grafana refuses a uid provisioned twice). Grafana
+    reads one provisioning folder; links keep the repository's files the
+    only copy."""
+    from sparkscope.alerts.generate import RULES_FILE
     repo = settings.root / "grafana" / "provisioning"
     if settings.metrics_store not in (thanos.STORE_NAME, remote_store.STORE_NAME):
         return repo
     out = settings.state_dir / "grafana" / "provisioning"
     staging = out.with_name(".provisioning.new")
     shutil.rmtree(staging, ignore_errors=True)
+    replaced = {repo / "alerting" / RULES_FILE}
     for source in (repo, settings.root / THANOS_PROVISIONING):
         for path in sorted(source.rglob("*")):
             link = staging / path.relative_to(source)
+            if path in replaced:
+                continue
             if path.is_dir():
                 link.mkdir(parents=True, exist_ok=True)
             elif link.exists():
