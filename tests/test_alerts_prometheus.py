@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from sparkscope.alerts import generate
-from sparkscope.alerts.rules import INFLUXDB_STORE, PROMETHEUS_STORE, rules
+from sparkscope.alerts.rules import INFLUXDB_STORE, PROMETHEUS_STORE
 from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 from sparkscope.dashboards.queries import DATASOURCE
 from sparkscope.dashboards.reads import PROMETHEUS_DATASOURCE
@@ -161,7 +161,17 @@ def test_model_is_no_data_on_an_empty_vector_and_refuses_a_dashboard_variable():
 
 # ---------------------------------------------------------------- real: runs through Thanos Query
 
-from test_prometheus_dashboards import thanos_run, thanos_stack  # noqa: E402,F401  (module fixtures)
+@pytest.fixture(scope="module")
+def thanos_stack(tmp_path_factory):
+    from test_thanos import started_thanos_stack
+    with started_thanos_stack(tmp_path_factory) as settings:
+        yield settings
+
+
+@pytest.fixture(scope="module")
+def thanos_run(thanos_stack, tmp_path_factory):
+    from test_prometheus_dashboards import metrics_run_through_thanos
+    return metrics_run_through_thanos(thanos_stack, tmp_path_factory)
 
 
 def thanos_rule(settings, uid: str, thresholds: Thresholds | None = None) -> Rule:

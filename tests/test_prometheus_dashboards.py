@@ -455,6 +455,12 @@ EMPTY_WITHOUT.update({("File system write", legend): why for (_, legend), why in
 
 @pytest.fixture(scope="module")
 def thanos_run(thanos_stack, tmp_path_factory):
+    return metrics_run_through_thanos(thanos_stack, tmp_path_factory)
+
+
+def metrics_run_through_thanos(thanos_stack, tmp_path_factory):
+    """tests/jobs/metrics_job.py with the annotator into the Thanos store, once Thanos Query has
+    every JVM's series."""
     from conftest import Stack, run_spark_job
     from sparkscope.process import quiet
     from sparkscope.provision.annotator_jar import ensure_annotator_jar

@@ -232,20 +232,26 @@ def _task_scope() -> list[dict[str, Any]]:
     ]
 
 
-def _top_by_heap(label: str, description: str, peaks: str, drawn_description: str) -> list[dict[str, Any]]:
-    """$top, how many executors to show (10, 20, 50 or all; 20 by default),
-    and the hidden $drawn: the executors with the highest heap peaks, from
-    `peaks` (a query of one "peak" per executor). At 500 executors a panel
-    of every one is thousands of series that nobody reads one by one, and
-    that InfluxDB and Grafana take up to seconds to serve over a day."""
-    return [{
+def top_variable(label: str, description: str) -> dict[str, Any]:
+    """$top: how many executors a panel lists (10, 20, 50 or all; 20 by default), a number
+    in either dialect (InfluxQL's top(), PromQL's topk())."""
+    return {
         "name": "top", "label": label, "type": "custom", "hide": 0,
         "query": "10,20,50,all : 100000", "multi": False, "includeAll": False,
         "current": {"selected": True, "text": "20", "value": "20"},
         "options": [{"selected": text == "20", "text": text, "value": value}
                     for text, value in (("10", "10"), ("20", "20"), ("50", "50"), ("all", "100000"))],
         "description": description,
-    }, _variable(
+    }
+
+
+def _top_by_heap(label: str, description: str, peaks: str, drawn_description: str) -> list[dict[str, Any]]:
+    """$top, how many executors to show (10, 20, 50 or all; 20 by default),
+    and the hidden $drawn: the executors with the highest heap peaks, from
+    `peaks` (a query of one "peak" per executor). At 500 executors a panel
+    of every one is thousands of series that nobody reads one by one, and
+    that InfluxDB and Grafana take up to seconds to serve over a day."""
+    return [top_variable(label, description), _variable(
         "drawn", "drawn", f'SELECT "executorid" FROM (SELECT top("peak", "executorid", $top) FROM ({peaks}))',
         hide=2, sort=SORT_NUMERICAL, multi=True, includeAll=True,
         current={"selected": True, "text": ["All"], "value": ["$__all"]}, description=drawn_description)]

@@ -36,7 +36,7 @@ from dataclasses import replace
 from sparkscope import dashboards
 from sparkscope.dashboards import live, summary
 from sparkscope.dashboards.layout import (REFRESH_ON_TIME_RANGE, SORT_ALPHABETICAL, SORT_NUMERICAL, Panel, Row,
-                                          _executor_cores, _peak_source, _top_by_heap, dashboard)
+                                          _executor_cores, _peak_source, dashboard, top_variable)
 from sparkscope.dashboards.queries import WHOLE_DISKS
 from sparkscope.dashboards.reads import (APP_LABEL, APP_MATCHER, DEVICE_TAG, EXECUTOR_LABEL, PROMETHEUS_DATASOURCE,
                                          PROMQL, SAFE_OPTION, ExecutorPeak, is_read)
@@ -132,10 +132,9 @@ def summary_variables() -> list[dict[str, Any]]:
     read: where peaks read whole minutes ($peak_rp), the executors' cores, the
     run's job and its last runs; $top, how many executors the sampled peak
     table lists (topk in PromQL, no $drawn)."""
-    top = next(v for v in _top_by_heap("Executors shown", "The sampled peak table lists at most this many "
-                                       "executors: those with the highest heap peak in the time range (the "
-                                       "driver among them). The stats, the sizing and work tables count every "
-                                       "executor.", "", "") if v["name"] == "top")
+    top = top_variable("Executors shown", "The sampled peak table lists at most this many executors: those "
+                       "with the highest heap peak in the time range (the driver among them). The stats, the "
+                       "sizing and work tables count every executor.")
     return [variables()[0], *_peak_source(), _executor_cores(), top, *summary.variables()]
 
 
