@@ -430,7 +430,12 @@ def hog_jar(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trouble_run(stack, hog_jar, tmp_path_factory):
-    """tests/jobs/alert_trouble_job.py with executor 1 in a memory cgroup (test_containers' wrapper)."""
+    return run_trouble_job(stack, hog_jar, tmp_path_factory)
+
+
+def run_trouble_job(stack, hog_jar, tmp_path_factory):
+    """tests/jobs/alert_trouble_job.py with executor 1 in a memory cgroup (test_containers' wrapper):
+    (the run, its MARK lines), once the annotator wrote its end."""
     from test_containers import MEMORY, WRAPPER, remove_cgroup
     if os.geteuid() != 0 or not os.access(MEMORY, os.W_OK):
         pytest.fail("needs root and cgroup v1's memory controller at /sys/fs/cgroup/memory "

@@ -449,6 +449,16 @@ def test_grafana_reads_query_with_the_secrets_password_and_gets_the_promql_dashb
         ["influxdb.yaml", "thanos.yaml"]
     assert [i["key"] for i in volumes[mounts["/etc/grafana/provisioning/dashboards"]]["configMap"]["items"]] == \
         ["sparkscope.yaml", "sparkscope-thanos.yaml"]
+    # The alert rules with those on Spark's metrics in PromQL, under the name Grafana reads, in place
+    # of the InfluxDB ones (the same uids: test_alerts_prometheus.py); the InfluxDB store keeps its own.
+    assert config["sparkscope-rules-prometheus.yaml"] == \
+        (ROOT / "grafana/thanos/alerting/sparkscope-rules-prometheus.yaml").read_text()
+    assert volumes[mounts["/etc/grafana/provisioning/alerting"]]["configMap"]["items"] == \
+        [{"key": "sparkscope-rules-prometheus.yaml", "path": "sparkscope-rules.yaml"}]
+    default_spec = pod_specs(rendered["defaults"])[f"Deployment/{RELEASE}-grafana"]
+    default_mounts = {m["mountPath"]: m["name"] for m in default_spec["containers"][0]["volumeMounts"]}
+    assert {v["name"]: v for v in default_spec["volumes"]}[default_mounts["/etc/grafana/provisioning/alerting"]][
+        "configMap"]["items"] == [{"key": "sparkscope-rules.yaml", "path": "sparkscope-rules.yaml"}]
     # The PromQL dashboards, byte for byte, where the provider reads them, on this datasource's uid.
     folder = env["SPARKSCOPE_PROMETHEUS_DASHBOARDS_DIR"]["value"]
     sources = sorted((ROOT / "dashboards-prometheus").glob("*.json"))

@@ -31,7 +31,8 @@ from sparkscope.dashboards.reads import (INFLUXQL, PROMQL, SAFE_OPTION, Executor
                                          prometheus_legend)
 from sparkscope.settings import ROOT
 from sparkscope.store.prometheus import series_name
-from sparkscope.store.schema import JVM_CPU_TIME, JVM_HEAP_MEMORY, MINOR_GC_COUNT, SHUFFLE_BYTES_WRITTEN_COUNT
+from sparkscope.store.schema import (JVM_CPU_TIME, JVM_HEAP_MEMORY, MINOR_GC_COUNT, OLD_GEN_POOLS,
+                                     SHUFFLE_BYTES_WRITTEN_COUNT)
 from sparkscope_testkit.grafana12 import ModelError
 from sparkscope_testkit.grafana13 import conversion_losses
 from sparkscope_testkit.prometheus12 import (CLASSIC, RULE_SETS, SPECIAL_CHARS, PrometheusDashboard,
@@ -53,7 +54,8 @@ BY_SERIES.update({series_name(m, "value"): (m, "value") for m in (
 BY_SERIES.update({series_name(m, f): (m, f) for m, fields in (
     ("cpu", [f"usage_{s}" for s in ("user", "system", "iowait", "steal")]), ("mem", ["used", "available"]),
     ("net", ["bytes_recv", "bytes_sent"]), ("pressure", ["total"]),
-    ("diskio", ["io_time", "reads", "writes", "read_bytes", "write_bytes", "weighted_io_time"])) for f in fields})
+    ("diskio", ["io_time", "reads", "writes", "read_bytes", "write_bytes", "weighted_io_time", "read_time",
+                "write_time"])) for f in fields})
 # A run id written by whoever reaches Telegraf: it ends the string it lands in and adds a series.
 BREAKS_OUT = 'x"} or vector(1) or {a="'
 # A run id full of regex characters, none of which ends a string: it must match itself only.
@@ -64,8 +66,17 @@ def panels(board: dict) -> list[dict]:
     return [p for top in board["panels"] for p in [top, *top.get("panels", [])] if p["type"] != "row"]
 
 
+def is_promql(panel: dict) -> bool:
+    return panel["datasource"]["type"] == "prometheus"
+
+
+def prom_panels(board: dict) -> list[dict]:
+    """The PromQL panels (a PromQL dashboard keeps InfluxDB panels for events and strings)."""
+    return [p for p in panels(board) if is_promql(p)]
+
+
 def exprs(board: dict) -> list[tuple[str, str]]:
-    return [(p["title"], t["expr"]) for p in panels(board) for t in p["targets"]]
+    return [(p["title"], t["expr"]) for p in prom_panels(board) for t in p["targets"]]
 
 
 class FakeProm:
@@ -197,12 +208,35 @@ def test_the_prometheus_live_dashboard_has_the_per_executor_graphs_and_the_influ
     assert {p["datasource"]["type"] for p in panels(board)} == {"prometheus"}
     assert [a["datasource"]["type"] for a in board["annotations"]["list"]] == ["influxdb"] * 7
     annotated = board["annotations"]["list"][0]["filter"]["ids"]
-    assert {p["title"] for p in panels(board) if p["id"] in annotated} == {"Active tasks", "JVM heap used vs max"}
+    assert {p["title"] for p in panels(board) if p["id"] in annotated} == {"Active tasks", "JVM heap used vs max",
+                                                                  "Task time by component"}
     # Whatever is not rendered is listed, and nothing is both.
     assert set(prometheus.not_yet()).isdisjoint(titles)
-    assert {"Task time by component", "GC share of task time", "Applications", "Disk await: read and write",
-            "Block I/O outliers"} <= set(prometheus.not_yet())
-    assert {"CPU busy", "Network", "Disk busy", "Disk IOPS: read and write"} <= set(titles)
+    # What Thanos does not hold stays InfluxDB-only: strings, the annotator's, the probes' points.
+    assert {"Applications", "Slots busy vs held", "Container memory against its limit", "Block I/O outliers",
+            "Input rate vs processing rate", "Task threads: on CPU vs waiting"} <= set(prometheus.not_yet())
+    assert {"CPU busy", "Network", "Disk busy", "Disk IOPS: read and write", "Task time by component",
+            "GC share of task time", "Disk await: read and write"} <= set(titles)
+
+
+def test_a_share_is_a_math_expression_over_two_hidden_totals_in_influxql_and_one_ratio_in_promql():
+    influx = next(p for p in panels(json.loads((ROOT / "dashboards" / "spark-executors.json").read_text()))
+                  if p["title"] == "GC share of task time")
+    assert [(t["refId"], t.get("hide", False)) for t in influx["targets"]] == [("A", True), ("B", True), ("C", False)]
+    assert influx["targets"][2]["expression"] == "$A / $B"
+    [prom] = next(p for p in panels(BOARDS["spark-executors.json"]) if p["title"] == "GC share of task time")["targets"]
+    assert not prom.get("hide") and prom["instant"]
+    assert prom["expr"] == ('sum(max_over_time(jvmGCTime_count_value{applicationid="$applicationid"}[$__range])) / '
+                            '(sum(max_over_time(runTime_count_value{applicationid="$applicationid"}[$__range])) > 0)')
+
+
+def test_task_time_by_component_reads_the_annotator_totals_in_influxql_only():
+    influx = next(p for p in panels(json.loads((ROOT / "dashboards" / "spark-executors.json").read_text()))
+                  if p["title"] == "Task time by component")
+    prom = next(p for p in panels(BOARDS["spark-executors.json"]) if p["title"] == "Task time by component")
+    assert len(influx["targets"]) == 2 * len(prom["targets"]) == 12
+    assert [t["alias"] for t in influx["targets"]][::2] == [t["legendFormat"] for t in prom["targets"]]
+    assert all("sparkscope_app" not in t["expr"] and t["expr"].startswith("sum(rate(") for t in prom["targets"])
 
 
 # ------------------------------------------------------------------ the model: escaping
@@ -297,7 +331,10 @@ def test_a_hostile_run_id_in_the_store_is_not_offered_and_a_regex_looking_one_ma
         assert dash.variables["applicationid"].current == [picked]
         for panel in panels(BOARDS[name]):
             for request in dash.panel_requests(panel):  # each checked under both escapings
-                assert "$" not in request.expr and "[$" not in request.expr
+                if is_promql(panel):
+                    assert "$" not in request.expr, request.expr
+                else:  # InfluxQL: a regex's $ anchor stays, no variable or macro
+                    assert not re.search(r"\$(\w|\{)", request.query), request.query
         for annotation in BOARDS[name]["annotations"]["list"]:
             dash.annotation_events(annotation)  # InfluxQL: the InfluxDB model's own rules and checks
 
@@ -308,14 +345,66 @@ def test_a_quote_forced_through_the_url_is_caught_where_grafanas_classic_escapin
     Grafana does: the classic escaping leaves a double quote as it is, the newer one escapes it."""
     labels = {"applicationid": ["app-1"], "executorid": ["0"]}
     with pytest.raises(ModelError, match=rf"\[{CLASSIC}\].*ended its string"):
-        opened(BOARDS[name], labels, url_vars={"applicationid": BREAKS_OUT})
+        opened(BOARDS[name], labels, url_vars={"applicationid": BREAKS_OUT}).panel_requests(
+            prom_panels(BOARDS[name])[0])
     newer = opened(BOARDS[name], labels, url_vars={"applicationid": BREAKS_OUT}, readings=(SPECIAL_CHARS,))
-    request = newer.panel_requests(panels(BOARDS[name])[0])[0]
+    request = newer.panel_requests(prom_panels(BOARDS[name])[0])[0]
     assert 'applicationid="x\\"} or vector(1) or {a=\\""' in request.expr
 
 
 def test_the_option_filter_is_the_one_the_dashboard_uses():
     assert {v["regex"] for v in prometheus.variables()} == {SAFE_OPTION}
+    assert prometheus.summary_variables()[0] == prometheus.variables()[0]
+
+
+# ------------------------------------------------------------------ the summary: Spark's metrics in PromQL
+
+SUMMARY = "spark-application.json"
+
+
+def test_the_prometheus_summary_reads_sparks_metrics_from_thanos_and_the_events_from_influxdb():
+    board = BOARDS[SUMMARY]
+    influx_board = json.loads((ROOT / "dashboards" / SUMMARY).read_text())
+    assert board["uid"] != influx_board["uid"]
+    # The same panels in the same places, each on the datasource that holds what it reads.
+    assert [(p["title"], p["gridPos"]) for p in panels(board)] == [(p["title"], p["gridPos"]) for p in
+                                                                   panels(influx_board)]
+    on_thanos = {p["title"] for p in prom_panels(board)}
+    assert {"Executors used", "Task time", "GC share of task time", "Failed tasks and stages",
+            "Peak memory per executor, sampled", "Task time by component, all executors",
+            "Work per executor"} == on_thanos
+    assert set(prometheus.summary_not_promql()) == {p["title"] for p in panels(board)} - on_thanos
+    # InfluxDB panels as the InfluxDB summary has them, query for query.
+    by_title = {p["title"]: p for p in panels(influx_board)}
+    for panel in panels(board):
+        if not is_promql(panel):
+            assert panel["targets"] == by_title[panel["title"]]["targets"], panel["title"]
+            assert {t["datasource"]["type"] for t in panel["targets"]} <= {"influxdb", "__expr__"}
+
+
+def test_a_per_executor_table_in_promql_names_its_columns_as_the_influxdb_one():
+    board = BOARDS[SUMMARY]
+    influx_board = json.loads((ROOT / "dashboards" / SUMMARY).read_text())
+    for title in ("Peak memory per executor, sampled", "Work per executor"):
+        [prom] = [p for p in panels(board) if p["title"] == title]
+        [influx] = [p for p in panels(influx_board) if p["title"] == title]
+        assert all(t["format"] == "table" and t["instant"] for t in prom["targets"])
+        renamed = prom["transformations"][-1]["options"]["renameByName"]
+        assert list(renamed.values()) == [t["alias"] for t in influx["targets"]]
+        assert list(renamed) == [f"Value #{t['refId']}" for t in prom["targets"]]
+        assert prom["transformations"][:-1] == influx["transformations"]
+    sampled = next(p for p in panels(board) if p["title"] == "Peak memory per executor, sampled")
+    assert all(t["expr"].endswith("topk($top, max by (executorid) (max_over_time(JVMHeapMemory_value"
+                                  '{applicationid="$applicationid"}[$__range])))') for t in sampled["targets"])
+    work = next(p for p in panels(board) if p["title"] == "Work per executor")
+    assert not any("topk" in t["expr"] for t in work["targets"])  # every executor's work
+
+
+def test_the_top_variable_limits_the_sampled_table_as_the_model_sends_it():
+    dash = opened(BOARDS[SUMMARY], url_vars={"applicationid": "app-1", "top": "10"})
+    sampled = next(p for p in panels(BOARDS[SUMMARY]) if p["title"] == "Peak memory per executor, sampled")
+    assert all(r.expr.endswith('topk(10, max by (executorid) (max_over_time(JVMHeapMemory_value'
+                               '{applicationid="app-1"}[1800s])))') for r in dash.panel_requests(sampled))
 
 
 # ------------------------------------------------------------------ Grafana 12.4 and 13 models
@@ -366,6 +455,12 @@ EMPTY_WITHOUT.update({("File system write", legend): why for (_, legend), why in
 
 @pytest.fixture(scope="module")
 def thanos_run(thanos_stack, tmp_path_factory):
+    return metrics_run_through_thanos(thanos_stack, tmp_path_factory)
+
+
+def metrics_run_through_thanos(thanos_stack, tmp_path_factory):
+    """tests/jobs/metrics_job.py with the annotator into the Thanos store, once Thanos Query has
+    every JVM's series."""
     from conftest import Stack, run_spark_job
     from sparkscope.process import quiet
     from sparkscope.provision.annotator_jar import ensure_annotator_jar
@@ -396,6 +491,24 @@ def executors_sending(query: Query, expr: str, app_id: str) -> set[str]:
                          **{"match[]": f'{name}{{applicationid="{app_id}"}}'})["data"])
 
 
+def influx_panel_has_data(dash: PrometheusDashboard, panel: dict) -> list[tuple[str, str]]:
+    """An InfluxDB panel of a PromQL dashboard, run by the model with the dashboard's variables: data
+    for each target the InfluxDB dashboards' test finds data for on the same job (test_dashboards)."""
+    from test_dashboards import EMPTY_ON_A_HEALTHY_HOST, EMPTY_WITHOUT as EMPTY_IN_INFLUXDB, non_empty
+    results = dash.run_panel(panel)
+    checked = []
+    for target in panel["targets"]:
+        if target.get("hide") or panel["title"] in EMPTY_ON_A_HEALTHY_HOST or \
+                (panel["title"], target.get("alias")) in EMPTY_IN_INFLUXDB or "'NO_END_SEEN'" in target.get("query", ""):
+            continue
+        if target["datasource"]["type"] == "influxdb" and any(f'"{pool}"' in target["query"]
+                                                             for pool in OLD_GEN_POOLS):
+            continue  # one per collector: only the run's own has series
+        assert non_empty(results.get(target["refId"], [])), f"{panel['title']} {target['refId']}: no data"
+        checked.append((panel["title"], target["refId"]))
+    return checked
+
+
 def reads_the_end(panel: dict) -> bool:
     """A stat of what reports at the end of the range ("now"): opened mid-run, as the InfluxDB test does."""
     return any("last_over_time" in t["expr"] for t in panel["targets"])
@@ -410,14 +523,25 @@ def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_
                              rules=rules)
     assert dash.variables["applicationid"].current == [thanos_run.app_id]
     assert thanos_run.app_id in dash.variables["applicationid"].options_values()  # offered, not only from the URL
-    assert set(dash.variables["executorid"].options_values()) >= {"driver", "0", "1"}
+    if "executorid" in dash.variables:  # the summary reads every executor
+        assert set(dash.variables["executorid"].options_values()) >= {"driver", "0", "1"}
     query = Query(thanos_stack)
     checked = []
     for panel in panels(board):
+        if not is_promql(panel):
+            checked += influx_panel_has_data(dash, panel)
+            continue
         opened_ = mid_run if reads_the_end(panel) else dash
         results = opened_.run_panel(panel)
         for request in opened_.panel_requests(panel):
             got = results[request.ref_id]
+            if request.instant and request.expr.startswith("max by (executorid)"):  # a table: a row per executor
+                expected = executors_sending(query, request.expr, thanos_run.app_id)
+                assert {s["metric"].get("executorid") for s in got} == expected, (panel["title"], request.expr)
+                assert all(float(s["value"][1]) >= 0 for s in got)
+                if expected:  # read by name for runs that send it (Python RSS without Python workers)
+                    checked.append((panel["title"], request.ref_id))
+                continue
             if request.instant:
                 assert len(got) == 1 and float(got[0]["value"][1]) >= 0, (panel["title"], request.legend, got)
                 if panel["title"] in ("Active tasks now", "Executors alive", "Task time", "Peak heap"):
@@ -429,6 +553,10 @@ def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_
                 continue
             assert points, f"{panel['title']} {request.ref_id}: no data: {request.expr}"
             assert all(float(v) >= 0 for v in points), f"{panel['title']}: a negative rate or size"
+            if request.expr.startswith("sum(rate("):  # summed over the picked executors: one line
+                assert len(got) == 1, (panel["title"], request.legend, got)
+                checked.append((panel["title"], request.legend))
+                continue
             if "by (executorid)" not in request.expr:  # the host's: a line per host and device or interface
                 assert all(s["metric"].get("host") for s in got), got[:1]
                 names = opened_.series_names(request, got)
@@ -442,7 +570,7 @@ def test_every_promql_panel_has_data_for_a_real_run_through_thanos_query(thanos_
             names = opened_.series_names(request, got)
             assert len(set(names)) == len(names) and all(n.split(" ")[0] in expected for n in names), names
             checked.append((panel["title"], request.legend))
-    assert len(checked) >= 45, checked
+    assert len(checked) >= {"spark-executors.json": 45, SUMMARY: 40}[name], checked
     # The events, from InfluxDB, on the same run.
     for annotation in board["annotations"]["list"]:
         events = dash.annotation_events(annotation)
@@ -481,7 +609,7 @@ def test_the_same_declarations_read_the_same_figures_from_thanos_and_influxdb(th
         return [next(v for row in results[ref][0]["values"] for v in row[1:] if v is not None)
                 for ref in sorted(results)]
 
-    for title in ("Task time", "Peak heap", "Peak RSS"):
+    for title in ("Task time", "Peak heap", "Peak RSS", "GC share of task time"):
         thanos_figures, influx_figures = stat(on_thanos, board, title), stat(on_influx, influx_board, title)
         assert thanos_figures == pytest.approx(influx_figures), (title, thanos_figures, influx_figures)
 
@@ -511,7 +639,12 @@ def test_grafana_gets_the_promql_datasource_and_dashboards_only_with_the_thanos_
     folder = Path(service.env["GF_PATHS_PROVISIONING"])
     provided = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
     repo = ROOT / "grafana" / "provisioning"
-    assert {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()} < set(provided)
+    # Every file of the repository's provisioning but the InfluxDB alert rules, whose PromQL twins
+    # (the same uids) replace them: test_alerts_prometheus.py.
+    assert {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()} - set(provided) == \
+        {"alerting/sparkscope-rules.yaml"}
+    assert provided["alerting/sparkscope-rules-prometheus.yaml"].resolve() == \
+        ROOT / "grafana" / "thanos" / "alerting" / "sparkscope-rules-prometheus.yaml"
     assert provided["datasources/thanos.yaml"].resolve() == ROOT / "grafana" / "thanos" / "datasources" / "thanos.yaml"
     assert all(p.is_symlink() for p in provided.values())  # the repository's files, the only copy
     # Every ${VAR} a provisioned file reads, Grafana's environment holds; the password there only.

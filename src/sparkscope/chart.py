@@ -42,6 +42,7 @@ SOURCES = (
     "grafana/provisioning/alerting/sparkscope-rules.yaml",
     "grafana/thanos/datasources/thanos.yaml",
     "grafana/thanos/dashboards/sparkscope-thanos.yaml",
+    "grafana/thanos/alerting/sparkscope-rules-prometheus.yaml",
     "spark-conf/spark-defaults.conf",
 )
 

@@ -1,5 +1,8 @@
 """Grafana 12's alert rule evaluation, without Grafana: a provisioned rule's
-queries sent to a real InfluxDB as the InfluxDB datasource sends them, its
+queries sent to a real InfluxDB as the InfluxDB datasource sends them (and,
+for a Prometheus mode's rules, its PromQL instant queries to a real Prometheus
+API, Thanos Query: $__range the query's window, evaluated at its end, a
+frame per series of the vector, labelled by its labels), its
 expressions (reduce, math, threshold) computed, its condition turned into a
 state per alert instance, and `for` applied over a series of evaluations.
 
@@ -333,9 +336,35 @@ def threshold_math(ref: str, conditions: list) -> str:
 
 # ---------------------------------------------------------------- one rule
 
+def prom_interpolate(expr: str, from_ms: int, to_ms: int) -> str:
+    """Grafana's Prometheus backend (pkg/promlib) on an alert query: $__range (and _s, _ms) the query's
+    time range; any other $ is refused (a dashboard variable has no value in an alert rule)."""
+    seconds = (to_ms - from_ms) // 1000
+    text = (expr.replace("$__range_ms", str(to_ms - from_ms)).replace("$__range_s", str(seconds))
+            .replace("$__range", f"{seconds}s"))
+    if "$" in text:
+        raise ModelError(f"{expr!r}: only $__range is modelled in an alert's PromQL")
+    return text
+
+
+def prom_frames(ref: str, body: dict, at_ms: int) -> list[Series]:
+    """An instant query's vector as Grafana's frames: one per series, labelled by its labels (the
+    metric name dropped), its one sample stamped at the evaluation."""
+    if body.get("status") != "success" or body["data"]["resultType"] != "vector":
+        raise ModelError(f"{ref}: {body}: an instant query's vector is modelled, nothing else")
+    out = [Series(tuple(sorted((k, v) for k, v in one["metric"].items() if k != "__name__")),
+                  [(at_ms, float(one["value"][1]))]) for one in body["data"]["result"]]
+    if len({s.labels for s in out}) != len(out):
+        raise ModelError(f"{ref}: several series with the same labels: Grafana's duplicate labels error")
+    return out
+
+
 class Rule:
-    def __init__(self, rule: dict, send: Send, datasource_uid: str):
+    def __init__(self, rule: dict, send: Send, datasource_uid: str, prom=None, prometheus_uid: str | None = None):
+        """prom(path, params) -> the Prometheus API's JSON, for the queries of the datasource
+        prometheus_uid (a Prometheus mode's rules); send: InfluxDB's, for the others."""
         self.rule, self.send, self.datasource_uid = rule, send, datasource_uid
+        self.prom, self.prometheus_uid = prom, prometheus_uid
         self.uid, self.title = rule["uid"], rule["title"]
         self.for_s = duration_s(rule.get("for", "0s"))
         self.interval_s = rule.get("_interval_s", 60)
@@ -353,6 +382,17 @@ class Rule:
             ref, model = query["refId"], query["model"]
             if query["datasourceUid"] == EXPRESSION_UID:
                 results[ref] = self._expression(ref, model, results)
+                continue
+            if self.prometheus_uid and query["datasourceUid"] == self.prometheus_uid:
+                if model.get("instant") is not True or model.get("range") or model.get("editorMode") != "code":
+                    raise ModelError(f"{self.uid} {ref}: only instant code-mode PromQL queries are modelled")
+                window = query["relativeTimeRange"]
+                text = prom_interpolate(model["expr"], at_ms - window["from"] * 1000, at_ms - window["to"] * 1000)
+                sent[ref] = text
+                to_s = (at_ms - window["to"] * 1000) / 1000
+                results[ref] = prom_frames(ref, self.prom("/api/v1/query", {"query": text, "time": str(to_s)}),
+                                           at_ms)
+                no_data = no_data or not results[ref]
                 continue
             if query["datasourceUid"] != self.datasource_uid:
                 raise ModelError(f"{self.uid} {ref}: datasource {query['datasourceUid']!r} is not the provisioned "

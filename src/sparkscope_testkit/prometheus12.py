@@ -34,7 +34,9 @@ exactly its values: with = the string is the value, with =~ the regex is
 those values as literals (a|b), or the custom All value. A substitution
 that fails under one reading raises ModelError naming it.
 
-Annotations are InfluxDB queries: Dashboard12's rules, unchanged.
+Annotations, and the panels of the InfluxDB datasource a PromQL dashboard keeps (events
+and strings, which a Prometheus store does not hold), are InfluxDB queries: Dashboard12's rules,
+unchanged.
 
 Sources: Grafana's Prometheus datasource (packages/grafana-prometheus,
 datasource.ts: interpolateQueryExpr, prometheusRegularEscape,
@@ -414,7 +416,15 @@ class PrometheusDashboard(Dashboard12):
 
     # ---------------------------------------------------------------- panels
 
+    def is_influx_panel(self, panel: dict) -> bool:
+        """A panel of the InfluxDB datasource in a PromQL dashboard (Grafana picks the datasource per
+        panel): its queries are Dashboard12's, with its rules and checks."""
+        ds = panel.get("datasource")
+        return isinstance(ds, dict) and ds.get("type") == "influxdb"
+
     def panel_requests(self, panel: dict) -> list[PromRequest]:
+        if self.is_influx_panel(panel):
+            return super().panel_requests(panel)
         requests = []
         for title, ref_id, target in checked_targets(panel):
             what = f"panel {title!r} target {ref_id}"
@@ -441,7 +451,10 @@ class PrometheusDashboard(Dashboard12):
         return requests
 
     def run_panel(self, panel: dict) -> dict[str, list[dict]]:
-        """refId -> the API's result (each {metric, values or value}) of each visible target."""
+        """refId -> the API's result (each {metric, values or value}) of each visible target; of an
+        InfluxDB panel, its InfluxDB series (Dashboard12.run_panel)."""
+        if self.is_influx_panel(panel):
+            return super().run_panel(panel)
         return {r.ref_id: self.prom_send(r.path, r.params)["data"]["result"]
                 for r in self.panel_requests(panel) if not r.hidden}
 

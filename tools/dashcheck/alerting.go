@@ -51,6 +51,11 @@ var (
 	influxModelKeys = set("refId", "datasource", "hide", "intervalMs", "maxDataPoints", "queryType", "query",
 		"rawQuery", "resultFormat", "alias", "policy", "measurement", "tags", "groupBy", "select",
 		"orderByTime", "limit", "slimit", "tz")
+	// What Grafana's Prometheus backend reads from a query model (pkg/promlib/models/
+	// query.go: PrometheusQueryProperties and the common properties).
+	promModelKeys = set("refId", "datasource", "hide", "intervalMs", "maxDataPoints", "queryType", "expr",
+		"instant", "range", "exemplar", "editorMode", "legendFormat", "format", "interval", "intervalFactor",
+		"utcOffsetSec", "scope", "adhocFilters", "groupByKeys")
 )
 
 var (
@@ -420,8 +425,10 @@ func (c *alertingCheck) queries(where string, v any) map[string]bool {
 			expressions = append(expressions, expression{at, model})
 		case "influxdb":
 			c.influxQuery(at, q, model)
+		case "prometheus":
+			c.promQuery(at, q, model)
 		default:
-			c.add(at+".model.datasource.type", "%v: only __expr__ and influxdb models are checked here", ds["type"])
+			c.add(at+".model.datasource.type", "%v: only __expr__, influxdb and prometheus models are checked here", ds["type"])
 		}
 	}
 	for _, e := range expressions {
@@ -459,6 +466,35 @@ func (c *alertingCheck) influxQuery(where string, q, model map[string]any) {
 	if h, ok := model["hide"]; ok {
 		if _, isBool := h.(bool); !isBool {
 			c.add(where+".model.hide", "must be true or false")
+		}
+	}
+}
+
+func (c *alertingCheck) promQuery(where string, q, model map[string]any) {
+	c.unknownKeys(where+".model", model, promModelKeys)
+	rt, _ := q["relativeTimeRange"].(map[string]any)
+	from, okFrom := rt["from"].(int)
+	to, okTo := rt["to"].(int)
+	if rt == nil || !okFrom || !okTo || from <= to || to < 0 {
+		c.add(where+".relativeTimeRange", "a datasource query needs {from, to}: whole seconds before now, from > to >= 0")
+	}
+	expr := c.str(where+".model.expr", model["expr"], true)
+	if strings.Contains(expr, "$__interval") || strings.Contains(expr, "$__rate_interval") {
+		c.add(where+".model.expr", "$__interval in an alert query is the query's intervalMs, not a panel's interval: write the duration or $__range")
+	}
+	for _, key := range []string{"instant", "range", "exemplar", "hide"} {
+		if v, ok := model[key]; ok {
+			if _, isBool := v.(bool); !isBool {
+				c.add(where+".model."+key, "must be true or false")
+			}
+		}
+	}
+	if model["instant"] == true && model["range"] == true {
+		c.add(where+".model", "instant and range both: two frames per series, which the rule's reduce reads as duplicates")
+	}
+	for _, key := range []string{"editorMode", "legendFormat", "format", "interval", "queryType"} {
+		if model[key] != nil {
+			c.str(where+".model."+key, model[key], false)
 		}
 	}
 }

@@ -6,7 +6,11 @@ Grafana's editor and in the file:
 
     A, B ...   InfluxQL queries (the provisioned InfluxDB datasource), each over
                its own window of the recent past (relativeTimeRange), one
-               series per alert instance (GROUP BY the instance's tags)
+               series per alert instance (GROUP BY the instance's tags); in
+               the Prometheus modes, the rules on Spark's metrics read them
+               with PromQL instead (PromQuery: the Thanos or the user's store,
+               an instant query over [$__range], one series per instance by
+               its labels)
     LastA ...  reduce: the last value of each series; a null becomes 0 (mode
                replaceNN), so a missing field reads as "nothing wrong" and
                never as NaN, which Grafana counts as firing
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from sparkscope.dashboards.queries import DATASOURCE, EXPRESSION
+from sparkscope.dashboards.reads import PROMETHEUS_DATASOURCE
 
 ORG_ID = 1
 FOLDER = "Spark"  # the dashboards' folder (grafana/provisioning/dashboards/sparkscope.yaml)
@@ -49,6 +54,15 @@ class Query:
 
 
 @dataclass(frozen=True)
+class PromQuery:
+    """One PromQL instant query over the last `window_s` seconds (the Prometheus
+    modes' twin of a Query on Spark's metrics): Grafana's Prometheus backend
+    writes $__range as the window and evaluates the query at its end."""
+    promql: str
+    window_s: int
+
+
+@dataclass(frozen=True)
 class Above:
     """FIRING when VALUE is above this number (Grafana's threshold expression, gt)."""
     value: float
@@ -59,7 +73,7 @@ class AlertRule:
     """One rule: what to query, what number to show, when it fires, and what to tell."""
     uid: str
     title: str
-    queries: dict[str, Query]           # refId -> query; refIds A, B, ...
+    queries: dict[str, Union[Query, PromQuery]]  # refId -> query; refIds A, B, ...
     value: str                          # math over $A, $B ... (their last values)
     fires: Union[Above, str]            # a threshold on VALUE, or math over $A, $B ...
     for_s: int
@@ -119,6 +133,12 @@ def rule_model(rule: AlertRule, dashboard_uid: str, panels: dict[str, int]) -> d
         raise ValueError(f"{rule.uid}: queries must be named A, B, C ... in order, got {refs}")
     data: list[dict[str, Any]] = []
     for ref, query in rule.queries.items():
+        if isinstance(query, PromQuery):
+            data.append({"refId": ref, "relativeTimeRange": {"from": query.window_s, "to": 0},
+                         "datasourceUid": PROMETHEUS_DATASOURCE["uid"],
+                         "model": {"refId": ref, "datasource": dict(PROMETHEUS_DATASOURCE), "editorMode": "code",
+                                   "expr": query.promql, "instant": True, "range": False}})
+            continue
         data.append({"refId": ref, "relativeTimeRange": {"from": query.window_s, "to": 0},
                      "datasourceUid": DATASOURCE["uid"],
                      "model": {"refId": ref, "datasource": dict(DATASOURCE), "rawQuery": True,

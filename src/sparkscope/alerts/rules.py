@@ -25,7 +25,9 @@ what a panel gets).
 
 from __future__ import annotations
 
-from sparkscope.alerts.provisioning import Above, AlertRule, Query
+from sparkscope.alerts.provisioning import Above, AlertRule, PromQuery, Query
+from sparkscope.dashboards.reads import APP_LABEL, EXECUTOR_LABEL
+from sparkscope.store.prometheus import series_name
 from sparkscope.alerts.thresholds import DEFAULTS, Thresholds
 # Two rules window a run's end by a point stamped when the end was seen:
 # NO_END_SEEN_MEASUREMENT, Telegraf's note of the moment it ended a run "no end
@@ -67,17 +69,59 @@ def _baseline(t: Thresholds, aggregate: str) -> Query:
                  f'LIMIT {t.baseline_runs} OFFSET 1) GROUP BY "{JOB_KEY}" ORDER BY time DESC', t.baseline_window_s)
 
 
-def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
+# Where the rules read Spark's metrics: InfluxDB (the default), or a Prometheus
+# store (SPARKSCOPE_METRICS_STORE=thanos or remote), where the rules on
+# Spark's metrics (heap near max, GC share, idle slots) are PromQL twins of the
+# InfluxQL ones: the same instances (labels applicationid, executorid), the
+# same reductions, math and condition. The rules on events, the annotator's
+# points, the probes' and Telegraf's own stay on InfluxDB in both: a
+# Prometheus store holds none of them (telegraf/thanos.conf).
+INFLUXDB_STORE, PROMETHEUS_STORE = "influxdb", "prometheus"
+_BY_EXECUTOR = f"{APP_LABEL}, {EXECUTOR_LABEL}"
+
+
+def _prom(measurement: str, per_executor: bool = True) -> str:
+    """A series' selector, of the series that name an instance whole: a series without one of
+    the instance's labels would be a label set inside every run's (by () drops nothing to
+    an empty label, as InfluxDB's GROUP BY does), which Grafana's union joins with each of
+    them: duplicate results, an Error."""
+    labels = [APP_LABEL, EXECUTOR_LABEL] if per_executor else [APP_LABEL]
+    return series_name(measurement, "value") + "{" + ", ".join(f'{label}!=""' for label in labels) + "}"
+
+
+def _spread(measurement: str) -> str:
+    """A counter's increase over the window, as InfluxQL's spread(): its highest minus its lowest sample."""
+    return (f"max by ({_BY_EXECUTOR}) (max_over_time({_prom(measurement)}[$__range]) - "
+            f"min_over_time({_prom(measurement)}[$__range]))")
+
+
+def _on(store: str, influxdb: dict[str, Query], prometheus: dict[str, Query | PromQuery]) -> dict:
+    """A rule's queries in the store of Spark's metrics: every refId in both, in the same order."""
+    if list(influxdb) != list(prometheus):
+        raise ValueError(f"the twins' refIds differ: {list(influxdb)} and {list(prometheus)}")
+    return prometheus if store == PROMETHEUS_STORE else influxdb
+
+
+def rules(t: Thresholds = DEFAULTS, store: str = INFLUXDB_STORE) -> list[AlertRule]:
+    if store not in (INFLUXDB_STORE, PROMETHEUS_STORE):
+        raise ValueError(f"store {store!r}: {INFLUXDB_STORE} or {PROMETHEUS_STORE}")
     kept = " AND ".join(f"\"cause\" <> '{c}'" for c in NOT_LOST)
+    cores = Query(f'SELECT last("cores") FROM "{EXECUTOR_MEASUREMENT}" WHERE "event" = \'added\' '
+                  'AND $timeFilter GROUP BY "applicationid"', t.idle_cores_window_s)
     return [
         AlertRule(
             uid="sparkscope-heap-near-max", title="Executor heap near its max",
-            queries={
+            queries=_on(store, {
                 "A": Query(f'SELECT min("value") FROM "{JVM_HEAP_MEMORY}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.heap_window_s),
                 "B": Query(f'SELECT max("value") FROM "{HEAP_MAX}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.heap_window_s),
-            },
+            }, {
+                "A": PromQuery(f"min by ({_BY_EXECUTOR}) (min_over_time({_prom(JVM_HEAP_MEMORY)}[$__range]))",
+                               t.heap_window_s),
+                "B": PromQuery(f"max by ({_BY_EXECUTOR}) (max_over_time({_prom(HEAP_MAX)}[$__range]))",
+                               t.heap_window_s),
+            }),
             value="$A / $B",
             fires=f"$B > 0 && $A > {t.heap_used_share} * $B",
             for_s=t.heap_for_s, severity="warning", component="spark",
@@ -95,12 +139,15 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
                 "broadcasts land there).")),
         AlertRule(
             uid="sparkscope-gc-share", title="Executor spends its time in garbage collection",
-            queries={
+            queries=_on(store, {
                 "A": Query(f'SELECT spread("value") FROM "{MINOR_GC_TIME}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.gc_window_s),
                 "B": Query(f'SELECT spread("value") FROM "{MAJOR_GC_TIME}" WHERE $timeFilter '
                            'GROUP BY "applicationid", "executorid"', t.gc_window_s),
-            },
+            }, {
+                "A": PromQuery(_spread(MINOR_GC_TIME), t.gc_window_s),
+                "B": PromQuery(_spread(MAJOR_GC_TIME), t.gc_window_s),
+            }),
             value=f"($A + $B) / {t.gc_window_s * 1000}",
             fires=Above(t.gc_share),
             for_s=t.gc_for_s, severity="warning", component="spark",
@@ -178,16 +225,23 @@ def rules(t: Thresholds = DEFAULTS) -> list[AlertRule]:
                 "Spark setting fixes it, ask for a bigger container.")),
         AlertRule(
             uid="sparkscope-idle-slots", title="Run holds most of its slots idle",
-            queries={
+            queries=_on(store, {
                 "A": Query(f'SELECT sum("busy") FROM (SELECT mean("value") AS "busy" FROM "{THREADPOOL_ACTIVE_TASKS}" '
                            'WHERE $timeFilter GROUP BY "applicationid", "executorid") GROUP BY "applicationid"',
                            t.idle_window_s),
                 "B": Query(f'SELECT count("busy") FROM (SELECT mean("value") AS "busy" FROM '
                            f'"{THREADPOOL_ACTIVE_TASKS}" WHERE $timeFilter GROUP BY "applicationid", "executorid") '
                            'GROUP BY "applicationid"', t.idle_window_s),
-                "C": Query(f'SELECT last("cores") FROM "{EXECUTOR_MEASUREMENT}" WHERE "event" = \'added\' '
-                           'AND $timeFilter GROUP BY "applicationid"', t.idle_cores_window_s),
-            },
+                "C": cores,
+            }, {
+                # Each JVM's mean running tasks over the window, added up and counted per run; the
+                # cores stay the annotator's (InfluxDB): Spark's metrics do not carry them.
+                "A": PromQuery(f"sum by ({APP_LABEL}) (avg_over_time({_prom(THREADPOOL_ACTIVE_TASKS, False)}[$__range]))",
+                               t.idle_window_s),
+                "B": PromQuery(f"count by ({APP_LABEL}) (avg_over_time({_prom(THREADPOOL_ACTIVE_TASKS, False)}"
+                               "[$__range]))", t.idle_window_s),
+                "C": cores,
+            }),
             value="1 - $A / ($B * $C)",
             fires=f"$B > 0 && $C > 0 && $A < {t.idle_slots_busy_below} * $B * $C",
             for_s=t.idle_for_s, severity="warning", component="spark",

@@ -4,8 +4,8 @@ Dashboards are data, checked in as JSON so that Grafana provisions them as
 they are; this package is where they are edited: queries.py (the InfluxQL rules),
 reads.py (what a panel reads, declared once, rendered to InfluxQL or
 PromQL), layout.py (panels to JSON), live.py and summary.py (one module per
-dashboard, one function per row), prometheus.py (the live dashboard in
-PromQL, for the Thanos store: dashboards-prometheus/). It keeps every panel to the
+dashboard, one function per row), prometheus.py (the live dashboard and the summary in
+PromQL, for a Prometheus store: dashboards-prometheus/). It keeps every panel to the
 same rules (unit, description, legend by executor, gauges read with
 mean/max/last and counters with non_negative_derivative) that a hand-edited
 JSON file of forty panels would drift from. Regenerate after a change (with
@@ -68,7 +68,7 @@ def build() -> dict[str, dict[str, Any]]:
 def build_prometheus() -> dict[str, dict[str, Any]]:
     """File name in dashboards-prometheus/ -> dashboard JSON."""
     from sparkscope.dashboards import prometheus
-    return {"spark-executors.json": prometheus.build()}
+    return {"spark-executors.json": prometheus.build(), "spark-application.json": prometheus.build_summary()}
 
 
 def summary_rows() -> list:

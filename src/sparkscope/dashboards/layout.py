@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from sparkscope.dashboards.reads import INFLUXQL, render
+from sparkscope.dashboards.reads import INFLUXQL, is_read, rendered
 from sparkscope.dashboards.queries import (APP, DATASOURCE, PROBE_DEVICE, WHOLE_DISKS, WHOLE_MINUTES, newest_first,
                                            range_max, source)
 from sparkscope.store.schema import (ALL_EXECUTORS, BLOCK_OUTLIER, DISKIO_MEASUREMENT, EXECUTOR_MEASUREMENT,
@@ -64,13 +64,14 @@ class Row:
 
 def _panel_json(panel: Panel, panel_id: int, x: int, y: int, dialect: str = INFLUXQL,
                 datasource: dict[str, str] = DATASOURCE) -> dict[str, Any]:
-    targets = []
-    for index, target in enumerate(panel.targets):
-        ref = chr(ord("A") + index)
-        t = dict(render(target, dialect), refId=ref)
-        if ref in panel.hidden_refs:
-            t["hide"] = True
-        targets.append(t)
+    targets: list[dict[str, Any]] = []
+    for target in panel.targets:
+        for body, hidden in rendered(target, dialect, chr(ord("A") + len(targets))):
+            ref = chr(ord("A") + len(targets))
+            t = dict(body, refId=ref)
+            if hidden or ref in panel.hidden_refs:
+                t["hide"] = True
+            targets.append(t)
     defaults: dict[str, Any] = {"unit": panel.unit}
     if panel.min is not None:
         defaults["min"] = panel.min
@@ -134,7 +135,12 @@ def _layout(rows: list[Row], dialect: str = INFLUXQL, datasource: dict[str, str]
             if x + panel.width > GRID_COLUMNS:
                 x, y = 0, y + line_height
                 line_height = 0
-            body = _panel_json(panel, next_id, x, y, dialect, datasource)
+            # A panel of a PromQL dashboard that reads something Thanos does not hold (events,
+            # strings, the annotator's points) is an InfluxDB panel: Grafana picks the datasource per panel.
+            if dialect == INFLUXQL or all(is_read(t) for t in panel.targets):
+                body = _panel_json(panel, next_id, x, y, dialect, datasource)
+            else:
+                body = _panel_json(panel, next_id, x, y, INFLUXQL, DATASOURCE)
             if panel.annotated:
                 annotated.append(next_id)
             if panel.io_outliers:
@@ -226,20 +232,26 @@ def _task_scope() -> list[dict[str, Any]]:
     ]
 
 
-def _top_by_heap(label: str, description: str, peaks: str, drawn_description: str) -> list[dict[str, Any]]:
-    """$top, how many executors to show (10, 20, 50 or all; 20 by default),
-    and the hidden $drawn: the executors with the highest heap peaks, from
-    `peaks` (a query of one "peak" per executor). At 500 executors a panel
-    of every one is thousands of series that nobody reads one by one, and
-    that InfluxDB and Grafana take up to seconds to serve over a day."""
-    return [{
+def top_variable(label: str, description: str) -> dict[str, Any]:
+    """$top: how many executors a panel lists (10, 20, 50 or all; 20 by default), a number
+    in either dialect (InfluxQL's top(), PromQL's topk())."""
+    return {
         "name": "top", "label": label, "type": "custom", "hide": 0,
         "query": "10,20,50,all : 100000", "multi": False, "includeAll": False,
         "current": {"selected": True, "text": "20", "value": "20"},
         "options": [{"selected": text == "20", "text": text, "value": value}
                     for text, value in (("10", "10"), ("20", "20"), ("50", "50"), ("all", "100000"))],
         "description": description,
-    }, _variable(
+    }
+
+
+def _top_by_heap(label: str, description: str, peaks: str, drawn_description: str) -> list[dict[str, Any]]:
+    """$top, how many executors to show (10, 20, 50 or all; 20 by default),
+    and the hidden $drawn: the executors with the highest heap peaks, from
+    `peaks` (a query of one "peak" per executor). At 500 executors a panel
+    of every one is thousands of series that nobody reads one by one, and
+    that InfluxDB and Grafana take up to seconds to serve over a day."""
+    return [top_variable(label, description), _variable(
         "drawn", "drawn", f'SELECT "executorid" FROM (SELECT top("peak", "executorid", $top) FROM ({peaks}))',
         hide=2, sort=SORT_NUMERICAL, multi=True, includeAll=True,
         current={"selected": True, "text": ["All"], "value": ["$__all"]}, description=drawn_description)]

@@ -6,13 +6,13 @@ from typing import Any
 
 from sparkscope.dashboards import shared
 from sparkscope.dashboards.layout import Panel, Row
-from sparkscope.dashboards.reads import (DEVICE_TAG, ExecutorGauge, ExecutorRate, HostGauge, HostRate, Recent,
+from sparkscope.dashboards.reads import (DEVICE_TAG, DiskAwait, ExecutorGauge, ExecutorRate, HostGauge, HostRate, Recent,
+                                        SummedRate,
                                         peaks_executors_and_driver)
 from sparkscope.dashboards.queries import (NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_BLOCKPROBE, NEEDS_PROCESS_TREE, NEEDS_SINK, NEEDS_TELEGRAF,
-                                           NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE, disk_await,
-                                           raw, slots_held, summed_gauge, target, task_threads,
-                                           task_time)
+                                           NEEDS_THREADPROBE, APP, DRAWN, EXECUTORS, PROBE_DEVICE,
+                                           raw, slots_held, summed_gauge, target, task_threads)
 from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 from sparkscope.store.schema import (DISKIO_MEASUREMENT, PRESSURE_MEASUREMENT, APPLICATION_MEASUREMENT, BLOCK_LATENCY, BLOCK_LATENCY_HIST, BLOCK_OUTLIER,
                                      BYTES_READ_COUNT, BYTES_WRITTEN_COUNT, CONTAINER_MEASUREMENT, CPU_MEASUREMENT,
@@ -158,12 +158,12 @@ def tasks_row() -> Row:
               + "With Executor = All and the annotator on, read from its per-application totals of the same "
               "counters (successful tasks, as the executors count them): one series per line instead of one "
               "per executor, which keeps this graph fast at hundreds of executors. " + NEEDS_SINK,
-              [*task_time(RUN_TIME_COUNT, "run time", scale=" / 1000"),
-               *task_time(CPU_TIME_COUNT, "CPU", scale=" / 1000000000"),
-               *task_time(JVM_GC_TIME_COUNT, "GC", scale=" / 1000"),
-               *task_time(DESERIALIZE_TIME_COUNT, "deserialize", scale=" / 1000"),
-               *task_time(SHUFFLE_FETCH_WAIT_TIME_COUNT, "shuffle fetch wait", scale=" / 1000"),
-               *task_time(SHUFFLE_WRITE_TIME_COUNT, "shuffle write", scale=" / 1000000000")],
+              [SummedRate(RUN_TIME_COUNT, "run time", divisor=1000),
+               SummedRate(CPU_TIME_COUNT, "CPU", divisor=1_000_000_000),
+               SummedRate(JVM_GC_TIME_COUNT, "GC", divisor=1000),
+               SummedRate(DESERIALIZE_TIME_COUNT, "deserialize", divisor=1000),
+               SummedRate(SHUFFLE_FETCH_WAIT_TIME_COUNT, "shuffle fetch wait", divisor=1000),
+               SummedRate(SHUFFLE_WRITE_TIME_COUNT, "shuffle write", divisor=1_000_000_000)],
               "suffix: s/s", width=24, annotated=True),
     ])
 
@@ -367,8 +367,8 @@ def _disk_panels() -> list[Panel]:
               "interval without reads has no read point, rather than 0 ms. An average hides a few slow "
               "I/Os among many fast ones: the latency heatmap and outliers below show them. "
               + NEEDS_TELEGRAF,
-              [disk_await("read_time", "reads", "$tag_name read"),
-               disk_await("write_time", "writes", "$tag_name write")], "ms", width=6, io_outliers=True),
+              [DiskAwait("read_time", "reads", "$tag_name read"),
+               DiskAwait("write_time", "writes", "$tag_name write")], "ms", width=6, io_outliers=True),
     ]
 
 

@@ -1,18 +1,23 @@
-"""The live dashboard for the Thanos store: the same panel declarations as
-the InfluxDB one (live.py), rendered to PromQL for Grafana's Prometheus
-datasource (reads.py), with the events still read from InfluxDB as
-annotations (they are strings, which a Prometheus store does not hold).
+"""The dashboards for a Prometheus store (Thanos, or the user's): the same
+panel declarations as the InfluxDB ones (live.py, summary.py), rendered to
+PromQL for Grafana's Prometheus datasource (reads.py), with the events still
+read from InfluxDB as annotations (they are strings, which a Prometheus store
+does not hold).
 
-Only the panels whose every target is a declared read (reads.py) are
-rendered: the summary's stats (active tasks now, executors alive, task
-time, failed tasks and stages, peak heap and RSS), the per-executor graphs
-of tasks, CPU, memory, GC, shuffle, spill and file system I/O, and the
-host's CPU, memory, network, pressure and disk graphs. The rest of the live
-dashboard is InfluxQL only so far (not_yet() lists it): the GC share (a
-Grafana math expression over two queries), the applications table
-(strings: InfluxDB only), slots held, task time by component, task
-threads, containers, streaming, disk await (a ratio of two differences)
-and the block I/O probe's panels (InfluxDB only, as the events).
+The live dashboard renders the panels whose every target is a declared read:
+the summary's stats, the per-executor graphs, task time by component (the
+executors' counters), the GC share (one ratio) and the host's graphs, disk
+await included. not_yet() lists the rest, all on data that never reaches
+Thanos (telegraf/thanos.conf drops sparkscope_* and block_*): the
+applications table (strings), slots busy vs held (spark.executor.cores comes
+from the annotator's executor events; no Spark metric carries it), the task
+thread panels (the thread sampler), the containers row (the annotator's
+cgroup plugin), the streaming row (its progress events) and the block I/O
+probe's panels.
+
+The summary (build_summary) keeps every panel: those of declared reads in
+PromQL, the others as InfluxDB panels (layout.py picks the datasource per
+panel), with the InfluxDB variables they read.
 
 Variables are Grafana's label_values() of the Prometheus names
 (store/prometheus.py): the run, its executors, the host's devices. The run picker lists the runs whose driver sends
@@ -26,13 +31,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkscope.dashboards import live
+from dataclasses import replace
+
+from sparkscope import dashboards
+from sparkscope.dashboards import live, summary
 from sparkscope.dashboards.layout import (REFRESH_ON_TIME_RANGE, SORT_ALPHABETICAL, SORT_NUMERICAL, Panel, Row,
-                                          dashboard)
+                                          _executor_cores, _peak_source, dashboard, top_variable)
 from sparkscope.dashboards.queries import WHOLE_DISKS
 from sparkscope.dashboards.reads import (APP_LABEL, APP_MATCHER, DEVICE_TAG, EXECUTOR_LABEL, PROMETHEUS_DATASOURCE,
-                                         PROMQL, SAFE_OPTION, is_read)
-from sparkscope.dashboards.uids import LIVE_UID
+                                         PROMQL, SAFE_OPTION, ExecutorPeak, is_read)
+from sparkscope.dashboards.uids import LIVE_UID, SUMMARY_UID
 from sparkscope.store.prometheus import label_name, series_name
 from sparkscope.store.schema import DISKIO_MEASUREMENT, JVM_HEAP_MEMORY
 
@@ -89,6 +97,55 @@ def variables() -> list[dict[str, Any]]:
                   sort=SORT_ALPHABETICAL, multi=True, includeAll=True, allValue=WHOLE_DISKS,
                   current={"selected": True, "text": ["All"], "value": ["$__all"]}),
     ]
+
+
+SUMMARY_PROMETHEUS_UID = f"{SUMMARY_UID}-thanos"
+
+
+def _value_columns_named(panel: Panel) -> Panel:
+    """A table of ExecutorPeak columns as PromQL gives it: Grafana names each
+    instant table query's value "Value #<refId>"; renamed to the column the
+    InfluxDB table names by its alias, after the merge by executor."""
+    if not panel.targets or not all(isinstance(t, ExecutorPeak) for t in panel.targets):
+        return panel
+    names = {f"Value #{chr(ord('A') + n)}": t.column for n, t in enumerate(panel.targets)}
+    return replace(panel, transformations=[*panel.transformations,
+                                           {"id": "organize", "options": {"renameByName": names}}])
+
+
+def summary_rows() -> list[Row]:
+    """The summary's rows: Spark's metrics in PromQL (the declared reads), the
+    rest (the annotator's events and exact peaks, and what needs the
+    executors' cores from them) on InfluxDB, panel by panel (layout.py)."""
+    return [Row(row.title, [_value_columns_named(p) for p in row.panels], collapsed=row.collapsed)
+            for row in dashboards.summary_rows()]
+
+
+def summary_not_promql() -> list[str]:
+    """The summary's panels that read InfluxDB in its PromQL variant."""
+    return [panel.title for row in summary_rows() for panel in row.panels
+            if not (panel.targets and all(is_read(t) for t in panel.targets))]
+
+
+def summary_variables() -> list[dict[str, Any]]:
+    """The run (from Thanos), and the InfluxDB variables the InfluxDB panels
+    read: where peaks read whole minutes ($peak_rp), the executors' cores, the
+    run's job and its last runs; $top, how many executors the sampled peak
+    table lists (topk in PromQL, no $drawn)."""
+    top = top_variable("Executors shown", "The sampled peak table lists at most this many executors: those "
+                       "with the highest heap peak in the time range (the driver among them). The stats, the "
+                       "sizing and work tables count every executor.")
+    return [variables()[0], *_peak_source(), _executor_cores(), top, *summary.variables()]
+
+
+def build_summary() -> dict[str, Any]:
+    return dashboard(
+        SUMMARY_PROMETHEUS_UID, "Spark application summary (Thanos)",
+        "One Spark application over its whole run, Spark's metrics read from the Thanos store with PromQL: "
+        "task time, failures, peak memory and work per executor; the job's last runs, the exact peaks, "
+        "stages and SQL queries from InfluxDB (the annotator's events). Set the time range to cover the run.",
+        summary_rows(), with_executors=False, time_from="now-6h", refresh="", variables=summary_variables(),
+        dialect=PROMQL, datasource=PROMETHEUS_DATASOURCE)
 
 
 def build() -> dict[str, Any]:

@@ -10,7 +10,16 @@ application, and how it is read:
 - Recent: executors reporting at the end of the range, counted or added up;
 - Total: a counter's total over the run (each executor's highest, added up);
 - Highest: the highest value of the run's series (a driver's count so far);
-- Peak: a gauge's highest sample of the executors, or of the driver.
+- Peak: a gauge's highest sample of the executors, or of the driver;
+- Share: one Total over another (GC over run time);
+- SummedRate: a counter's rate summed over the picked executors;
+- DiskAwait: ms per completed I/O of a device (two diskio counters' increases);
+- ExecutorsReporting: how many JVMs sent a series of the run;
+- ExecutorPeak: a table column, each executor's highest value.
+
+A read may need more queries in one dialect than in the other (Share: two
+hidden totals and a math expression in InfluxQL, one ratio in PromQL):
+rendered() gives each dialect's list.
 
 The same declaration renders to
 
@@ -38,7 +47,7 @@ from typing import Any, Iterator
 
 from sparkscope.dashboards import queries
 from sparkscope.store.prometheus import label_name, series_name
-from sparkscope.store.schema import APPLICATION, EXECUTOR
+from sparkscope.store.schema import APPLICATION, DISKIO_MEASUREMENT as DISKIO, EXECUTOR, JVM_HEAP_MEMORY
 
 INFLUXQL, PROMQL = "influxql", "promql"
 PROMETHEUS_DATASOURCE = {"type": "prometheus", "uid": "sparkscope-thanos"}
@@ -299,7 +308,125 @@ class HostRate:
         return _prometheus_target(f"sum by ({by}) (rate({name}{matchers}[$__rate_interval])){scale}", self.alias)
 
 
-Read = (ExecutorGauge, ExecutorRate, Recent, Total, Highest, Peak, HostGauge, HostRate)
+@dataclass(frozen=True)
+class ExecutorsReporting:
+    """How many JVMs sent a series of the run in the range (the executors that
+    ran tasks, with threadpool.activeTasks: the driver only in local mode)."""
+    measurement: str
+    alias: str
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        if dialect == INFLUXQL:
+            return queries.target(f'SELECT count("v") FROM (SELECT max("value") AS "v" FROM '
+                                  f'{queries.source(self.measurement)} WHERE {queries.APP} AND $timeFilter '
+                                  f'GROUP BY "{EXECUTOR}")', self.alias)
+        return _instant_target(f"count(max by ({EXECUTOR_LABEL}) (max_over_time("
+                               f"{_app_selector(self.measurement)}[$__range])))", self.alias)
+
+
+# Executors a per-executor table lists: all, or the $top with the highest heap peak ($drawn in InfluxQL).
+ALL_EXECUTORS_LISTED, TOP_BY_HEAP = "all", "top"
+
+
+@dataclass(frozen=True)
+class ExecutorPeak:
+    """A table column: each executor's highest value over the range (a
+    counter's: its total). InfluxQL: queries.per_executor_peak (a merge joins
+    the columns by executor, each named by its alias); PromQL: an instant
+    table query per column, its value column renamed to `column`
+    (prometheus.py: Grafana names it "Value #<refId>"). `listed`: every
+    executor, or the $top with the highest heap peak (TOP_BY_HEAP)."""
+    measurement: str
+    column: str
+    listed: str = ALL_EXECUTORS_LISTED
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        if dialect == INFLUXQL:
+            where = queries.DRAWN if self.listed == TOP_BY_HEAP else queries.APP
+            return queries.per_executor_peak(self.measurement, self.column, where=where)
+        expr = f"max by ({EXECUTOR_LABEL}) (max_over_time({_app_selector(self.measurement)}[$__range]))"
+        if self.listed == TOP_BY_HEAP:
+            heap = f"max by ({EXECUTOR_LABEL}) (max_over_time({_app_selector(JVM_HEAP_MEMORY)}[$__range]))"
+            expr += f" and on ({EXECUTOR_LABEL}) topk($top, {heap})"
+        return {**_instant_target(expr, ""), "format": "table"}
+
+
+def _ref_after(ref: str, n: int = 1) -> str:
+    return chr(ord(ref) + n)
+
+
+@dataclass(frozen=True)
+class Share:
+    """One total over another (GC time over task run time), a stat. InfluxQL:
+    the two totals, hidden, and a Grafana math expression over them (InfluxQL
+    cannot divide two subqueries' sums); PromQL: one instant query, the
+    ratio itself, with no value where the denominator is 0 (the math
+    expression gives NaN or Inf there)."""
+    numerator: Total
+    denominator: Total
+
+    def targets(self, dialect: str, first_ref: str) -> list[tuple[dict[str, Any], bool]]:
+        if dialect == INFLUXQL:
+            return [(self.numerator.render(INFLUXQL), True), (self.denominator.render(INFLUXQL), True),
+                    (queries.math(f"${first_ref} / ${_ref_after(first_ref)}"), False)]
+        expr = f"{self.numerator.render(PROMQL)['expr']} / ({self.denominator.render(PROMQL)['expr']} > 0)"
+        return [(_instant_target(expr, ""), False)]
+
+
+@dataclass(frozen=True)
+class SummedRate:
+    """A counter's rate summed over the picked executors, divided by `divisor`
+    (Task time by component: a line per counter). InfluxQL: the executors'
+    own counter and the annotator's per-application total of it under one
+    alias, of which $task_scope keeps one (queries.task_time); PromQL: the
+    executors' counters only, since the annotator's totals stay in InfluxDB
+    (telegraf/thanos.conf drops sparkscope_*)."""
+    measurement: str
+    alias: str
+    divisor: int = 1
+    read_from: tuple[str, str] = field(default_factory=lambda: queries._read_from.get())
+
+    def __post_init__(self) -> None:
+        if not queries.is_counter(self.measurement):
+            raise ValueError(f"{self.measurement} is a gauge: a rate of it means nothing")
+
+    def targets(self, dialect: str, first_ref: str) -> list[tuple[dict[str, Any], bool]]:
+        scale = f" / {self.divisor}" if self.divisor != 1 else ""
+        if dialect == INFLUXQL:
+            with _reading(self.read_from):
+                return [(t, False) for t in queries.task_time(self.measurement, self.alias, scale=scale)]
+        expr = f"sum(rate({_selector(self.measurement, 'value')}[$__rate_interval])){scale}"
+        return [(_prometheus_target(expr, self.alias), False)]
+
+
+@dataclass(frozen=True)
+class DiskAwait:
+    """Milliseconds per completed I/O of the picked devices, a line per host
+    and device: the increase of a diskio time counter over the increase of
+    its I/O count (r_await, w_await). No point where no I/O completed (not
+    0 ms): in PromQL the count's rate > 0 filters those out."""
+    time_field: str
+    count_field: str
+    alias: str
+
+    def __post_init__(self) -> None:
+        for name in (self.time_field, self.count_field):
+            if not queries.is_counter(DISKIO, name):
+                raise ValueError(f"{DISKIO}.{name} is a gauge: an await is a ratio of two counters' increases")
+
+    def render(self, dialect: str) -> dict[str, Any]:
+        if dialect == INFLUXQL:
+            return queries.disk_await(self.time_field, self.count_field, self.alias)
+        by = ", ".join(label_name(tag) for tag in ("host", DEVICE_TAG))
+
+        def rated(field_name: str) -> str:
+            return (f"sum by ({by}) (rate({series_name(DISKIO, field_name)}{{{DEVICE_MATCHER}}}"
+                    "[$__rate_interval]))")
+        return _prometheus_target(f"{rated(self.time_field)} / ({rated(self.count_field)} > 0)", self.alias)
+
+
+Read = (ExecutorGauge, ExecutorRate, Recent, Total, Highest, Peak, HostGauge, HostRate, Share, SummedRate, DiskAwait,
+        ExecutorsReporting, ExecutorPeak)
 
 
 def is_read(target: Any) -> bool:
@@ -314,6 +441,16 @@ def render(target: Any, dialect: str) -> dict[str, Any]:
     if dialect != INFLUXQL:
         raise ValueError(f"an InfluxQL-only target cannot be rendered as {dialect}: {target}")
     return target
+
+
+def rendered(target: Any, dialect: str, first_ref: str) -> list[tuple[dict[str, Any], bool]]:
+    """A panel target as the query targets its dialect needs, each with
+    whether it is hidden (an operand of an expression): one for most reads,
+    several where one dialect needs more queries than the other (Share,
+    SummedRate). first_ref: the refId the first of them gets."""
+    if hasattr(target, "targets"):
+        return target.targets(dialect, first_ref)
+    return [(render(target, dialect), False)]
 
 
 @contextmanager

@@ -4,8 +4,7 @@ dashboard says how to read the panel in its own context and how wide it is."""
 from __future__ import annotations
 
 from sparkscope.dashboards.layout import Panel
-from sparkscope.dashboards.queries import math
-from sparkscope.dashboards.reads import Highest, Total
+from sparkscope.dashboards.reads import Highest, Share, Total
 from sparkscope.store.schema import (CPU_TIME_COUNT, JVM_GC_TIME_COUNT, RUN_TIME_COUNT, STAGES_FAILED_STAGES_COUNT,
                                      TASKS_FAILED_TASKS_COUNT)
 
@@ -20,8 +19,8 @@ def task_time(description: str, width: int) -> Panel:
 
 def gc_share_of_task_time(description: str, width: int) -> Panel:
     return Panel("GC share of task time", description,
-                 [Total(JVM_GC_TIME_COUNT, "GC"), Total(RUN_TIME_COUNT, "run"), math("$A / $B")],
-                 "percentunit", kind="stat", width=width, height=STAT_HEIGHT, hidden_refs=("A", "B"), decimals=1,
+                 [Share(Total(JVM_GC_TIME_COUNT, "GC"), Total(RUN_TIME_COUNT, "run"))],
+                 "percentunit", kind="stat", width=width, height=STAT_HEIGHT, decimals=1,
                  display_name="GC share")
 
 

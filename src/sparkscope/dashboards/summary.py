@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkscope.dashboards import shared
+from sparkscope.dashboards.reads import ALL_EXECUTORS_LISTED, TOP_BY_HEAP, ExecutorPeak, ExecutorsReporting, Total
 from sparkscope.dashboards.layout import SORT_ALPHABETICAL, SORT_AS_QUERIED, Panel, Row, variable
 from sparkscope.dashboards.uids import PROFILES_UID
 from sparkscope.store.schema import (APPLICATION_MEASUREMENT, CONNECT_OPERATION, CONNECT_SESSION, CONNECT_USER,
@@ -18,15 +19,15 @@ from sparkscope.store.schema import (APPLICATION_MEASUREMENT, CONNECT_OPERATION,
                                      SHUFFLE_TOTAL_BYTES_READ_COUNT, SHUFFLE_WRITE_TIME_COUNT, STAGE_MEASUREMENT,
                                      STAGE_PEAKS_MEASUREMENT, SUCCEEDED_TASKS_COUNT, THREADPOOL_ACTIVE_TASKS,
                                      TOTAL_GC_TIME)
-from sparkscope.dashboards.queries import (APP, DRAWN, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
+from sparkscope.dashboards.queries import (APP, NEEDS_ANNOTATOR, NEEDS_APP_STATUS, NEEDS_EXECUTOR_METRICS,
                                            NEEDS_PEAKS, NEEDS_PROCESS_TREE, NEEDS_SINK, RESERVED_BYTES,
                                            annotator_fields, exact_peaks, math, per_executor_peak, raw,
                                            slot_seconds_held, target, total)
 
 
 def _peak_table(title: str, description: str, columns: list[tuple[str, str]], unit: str,
-                overrides: list[dict[str, Any]] = (), where: str = APP) -> Panel:
-    panel = Panel(title, description, [per_executor_peak(m, name, where=where) for m, name in columns], unit,
+                overrides: list[dict[str, Any]] = (), listed: str = ALL_EXECUTORS_LISTED) -> Panel:
+    panel = Panel(title, description, [ExecutorPeak(m, name, listed) for m, name in columns], unit,
                   kind="table", width=24, height=7,
                   options={"sortBy": [{"displayName": "executorid", "desc": False}]},
                   overrides=[{"matcher": {"id": "byName", "options": "executorid"},
@@ -100,8 +101,7 @@ def app_row() -> Row:
         Panel("Executors used",
               "Executors that ran tasks during the run (the ones with Spark's executor source: the driver "
               "only in local mode, where it is the one executor). " + NEEDS_SINK,
-              [target(f'SELECT count("v") FROM (SELECT max("value") AS "v" FROM "{THREADPOOL_ACTIVE_TASKS}" WHERE '
-                      f'{APP} AND $timeFilter GROUP BY "executorid")', "executors")],
+              [ExecutorsReporting(THREADPOOL_ACTIVE_TASKS, "executors")],
               "none", kind="stat", width=3, height=4, decimals=0),
         shared.task_time(
             "Total task run time and CPU time over all executors. " + NEEDS_SINK,
@@ -231,7 +231,7 @@ def memory_row() -> Row:
             "period; short peaks between samples are missed: the exact table above has them), for the "
             "Executors shown with the highest heap peaks (20 by default; 'all' lists every one). For runs "
             "without the annotator. " + NEEDS_EXECUTOR_METRICS + " RSS: " + NEEDS_PROCESS_TREE,
-            BYTES_COLUMNS, "bytes", where=DRAWN),
+            BYTES_COLUMNS, "bytes", listed=TOP_BY_HEAP),
     ])
 
 
@@ -240,11 +240,11 @@ def work_row() -> Row:
         Panel("Task time by component, all executors",
               "Where task time went over the run, summed over executors: run time, and within it CPU, GC, "
               "deserialization, shuffle fetch wait, shuffle write, result serialization. " + NEEDS_SINK,
-              [total(RUN_TIME_COUNT, "run time"), total(CPU_TIME_COUNT, "CPU", scale=" / 1000000"),
-               total(JVM_GC_TIME_COUNT, "GC"), total(DESERIALIZE_TIME_COUNT, "deserialize"),
-               total(SHUFFLE_FETCH_WAIT_TIME_COUNT, "shuffle fetch wait"),
-               total(SHUFFLE_WRITE_TIME_COUNT, "shuffle write", scale=" / 1000000"),
-               total(RESULT_SERIALIZATION_TIME_COUNT, "result serialization")],
+              [Total(RUN_TIME_COUNT, "run time"), Total(CPU_TIME_COUNT, "CPU", divisor=1_000_000),
+               Total(JVM_GC_TIME_COUNT, "GC"), Total(DESERIALIZE_TIME_COUNT, "deserialize"),
+               Total(SHUFFLE_FETCH_WAIT_TIME_COUNT, "shuffle fetch wait"),
+               Total(SHUFFLE_WRITE_TIME_COUNT, "shuffle write", divisor=1_000_000),
+               Total(RESULT_SERIALIZATION_TIME_COUNT, "result serialization")],
               "ms", kind="bargauge", width=24, height=7,
               options={"displayMode": "basic", "orientation": "horizontal", "showUnfilled": True,
                        "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}),

@@ -2,7 +2,8 @@
 their inputs need:
 
     dashboards     dashboards/*.json, dashboards-prometheus/*.json   sparkscope.dashboards
-    alerts         grafana/provisioning/alerting/...yaml  sparkscope.alerts (reads the live dashboard's panel ids)
+    alerts         grafana/provisioning/alerting/...yaml, grafana/thanos/alerting/...yaml (Prometheus modes)
+                                                           sparkscope.alerts (reads the live dashboard's panel ids)
     rollups        influxdb/rollups.setup                  sparkscope.stack.rollups
     telegraf       telegraf/telegraf.conf's GENERATED blocks: the ingest guard and "no end seen"
     spark-conf     spark-conf/*'s GENERATED block: the Graphite sink's filter  sparkscope.spark.conf
@@ -25,6 +26,7 @@ from typing import Callable
 
 from sparkscope import chart, dashboards, ingest_guard
 from sparkscope.alerts import generate as alerts
+from sparkscope.alerts.rules import PROMETHEUS_STORE
 from sparkscope.generate import java_schema, no_end_seen
 from sparkscope.settings import ROOT
 from sparkscope.spark import conf as spark_conf
@@ -33,6 +35,7 @@ from sparkscope.stack import rollups
 COMMAND = ".venv/bin/python -m sparkscope.generate"
 LIVE_DASHBOARD = "dashboards/spark-executors.json"
 RULES = "grafana/provisioning/alerting/" + alerts.RULES_FILE
+PROMETHEUS_RULES = "grafana/thanos/alerting/" + alerts.PROMETHEUS_RULES_FILE
 TELEGRAF_CONF = "telegraf/telegraf.conf"
 # The Spark settings users attach, and how each spells the sink's filter.
 SPARK_CONF = {"spark-conf/spark-defaults.conf": spark_conf.SINK_REGEX,
@@ -83,8 +86,10 @@ def _dashboards(tree: Tree) -> str:
 
 
 def _alerts(tree: Tree) -> str:
-    tree.write(RULES, alerts.render(panels=alerts.panel_ids(json.loads(tree.read(LIVE_DASHBOARD)))))
-    return RULES
+    panels = alerts.panel_ids(json.loads(tree.read(LIVE_DASHBOARD)))
+    tree.write(RULES, alerts.render(panels=panels))
+    tree.write(PROMETHEUS_RULES, alerts.render(panels=panels, store=PROMETHEUS_STORE))
+    return f"{RULES}, {PROMETHEUS_RULES}"
 
 
 def _rollups(tree: Tree) -> str:

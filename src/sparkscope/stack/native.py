@@ -263,22 +263,34 @@ def local_grafana(settings: Settings) -> Optional[LocalGrafana]:
 # Provisioning files of the Thanos store only (its Prometheus datasource and
 # the PromQL dashboards' provider), laid out as Grafana's provisioning folder.
 THANOS_PROVISIONING = Path("grafana") / "thanos"
+# The end of a name in grafana/thanos that replaces grafana/provisioning's file of the same
+# folder and name without it.
+PROMETHEUS_VARIANT = "-prometheus.yaml"
 
 
 def grafana_provisioning(settings: Settings) -> Path:
     """Grafana's provisioning folder: grafana/provisioning as it is; with the
     Thanos store, <state>/grafana/provisioning, remade at each start, linking
-    every file of grafana/provisioning and of grafana/thanos. Grafana reads
-    one provisioning folder; links keep the repository's files the only copy."""
+    every file of grafana/provisioning and of grafana/thanos, but those a file
+    of grafana/thanos replaces: <name>-prometheus.yaml in the same folder
+    stands for <name>.yaml (the alert rules with those on Spark's metrics in
+    PromQL, alerts/generate.py: the same uids, which Grafana refuses to see
+    provisioned twice). Grafana reads one provisioning folder; links keep the
+    repository's files the only copy."""
     repo = settings.root / "grafana" / "provisioning"
     if settings.metrics_store not in (thanos.STORE_NAME, remote_store.STORE_NAME):
         return repo
     out = settings.state_dir / "grafana" / "provisioning"
     staging = out.with_name(".provisioning.new")
     shutil.rmtree(staging, ignore_errors=True)
+    replaced = {repo / path.relative_to(settings.root / THANOS_PROVISIONING).with_name(
+                    path.name[:-len(PROMETHEUS_VARIANT)] + ".yaml")
+                for path in (settings.root / THANOS_PROVISIONING).rglob(f"*{PROMETHEUS_VARIANT}")}
     for source in (repo, settings.root / THANOS_PROVISIONING):
         for path in sorted(source.rglob("*")):
             link = staging / path.relative_to(source)
+            if path in replaced:
+                continue
             if path.is_dir():
                 link.mkdir(parents=True, exist_ok=True)
             elif link.exists():
