@@ -81,7 +81,7 @@ MATRIX = {
                                                  "spark": {"annotator": {"enabled": False}}},
     "remote metrics store": {"metricsStore": {"mode": "remote", "remote": {
         "writeURL": "https://mimir-gateway.mimir.svc/api/v1/push", "queryURL": "https://mimir-gateway.mimir.svc/prometheus",
-        "authSecret": "mimir-auth", "caConfigMap": "mimir-ca"}}},
+        "authSecret": "mimir-auth", "caConfigMap": "mimir-ca", "tenant": "spark-team.a(1)"}}},
     "remote metrics store without auth": {"metricsStore": {"mode": "remote", "remote": {
         "writeURL": "http://prometheus.monitoring.svc:9090/api/v1/write", "queryURL": "",
         "authSecret": "", "caConfigMap": ""}}},
@@ -1169,6 +1169,8 @@ def test_the_remote_store_gets_spark_metrics_from_the_charts_telegraf_with_your_
         assert wait_until(sent, 30, 2), (got, (tmp_path / "telegraf.log").read_text()[-3000:])
         headers, size = next((h, n) for h, n in got if h.get("Authorization") == authorization)
         assert headers["Content-Encoding"] == "snappy" and headers["Content-Type"] == "application/x-protobuf"
+        # The tenant's header, by the default name (Go sends it as X-Scope-Orgid: names are case-blind).
+        assert {k.lower(): v for k, v in headers.items()}["x-scope-orgid"] == "spark-team.a(1)"
         assert size > 0
     finally:
         stop_group(telegraf.pid, proc=telegraf)

@@ -19,13 +19,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import JOBS, SINK_PERIOD_S
-from sparkscope.process import start_group, stop_group, wait_until
-from sparkscope.provision.go import ensure_thanos
-from sparkscope.settings import SettingsError, load_settings
+from sparkscope.process import quiet, start_group, stop_group, wait_until
+from sparkscope.provision.go import ensure_telegraf, ensure_thanos
+from sparkscope.settings import ROOT, SettingsError, load_settings
 from sparkscope.spark.conf import sparkscope_properties
 from sparkscope.spark.submit import run_submit, submit_argv
 from sparkscope.stack import metrics_reads, remote_store, thanos
-from sparkscope.stack.native import NativeBackend, telegraf_service
+from sparkscope.stack.native import NativeBackend, telegraf_service, thanos_datasource_env
 from sparkscope.store import http
 from sparkscope.store.promql import PromReads
 from sparkscope.store.prometheus import label_name, series_name
@@ -38,6 +38,10 @@ from sparkscope_testkit.sandbox import isolated_settings, throwaway_stack
 # spaces. It reaches Telegraf through its environment and a TOML string.
 HOSTILE_PASSWORD = 'p"a\\ss ${HOME} $x \'w0rd'
 USER = "spark-metrics"
+# Thanos Receive files a write under the tenant its THANOS-TENANT header names, as the
+# label tenant_id (Mimir and Cortex read X-Scope-OrgID, the setting's default).
+TENANT_HEADER = "THANOS-TENANT"
+TENANT = "team-a.spark_(1)*'!"
 
 
 def free_port() -> int:
@@ -53,6 +57,7 @@ class AuthFront:
     def __init__(self, target: str, user: str, password: str):
         self.target, self.expected = target, http.basic_auth(user, password)
         self.accepted = self.refused = 0
+        self.tenants: set[str] = set()  # THANOS-TENANT headers of accepted writes
         front = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,8 +69,10 @@ class AuthFront:
                     self.end_headers()
                     return
                 request = urllib.request.Request(front.target, data=body, method="POST")
-                for key in ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Write-Version"):
-                    request.add_header(key, self.headers.get(key, ""))
+                for key in ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Write-Version", TENANT_HEADER):
+                    if key in self.headers:
+                        request.add_header(key, self.headers[key])
+                front.tenants.add(self.headers.get(TENANT_HEADER, ""))
                 try:
                     with http.urlopen(request, timeout=10) as resp:
                         status = resp.status
@@ -135,7 +142,8 @@ def remote_settings(point, front, **changes) -> dict[str, str]:
 def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(users_store, tmp_path):
     point, front = users_store
     with throwaway_stack(tmp_path / "state", only=("influxdb", "telegraf"),
-                         **remote_settings(point, front)) as settings:
+                         **remote_settings(point, front, SPARKSCOPE_REMOTE_TENANT=TENANT,
+                                           SPARKSCOPE_REMOTE_TENANT_HEADER=TENANT_HEADER)) as settings:
         # The front lets no write in without the password (what makes the count below mean something).
         with pytest.raises(urllib.error.HTTPError, match="401"):
             http.urlopen(urllib.request.Request(front.url, data=b"x", method="POST"), timeout=5)
@@ -147,7 +155,8 @@ def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(u
         app = re.search(r"^APP_ID (\S+)$", done.stdout, re.M)
         assert done.returncode == 0 and app, log.read_text()[-2000:]
         name, app_label, executor = series_name(JVM_HEAP_MEMORY, "value"), label_name(APPLICATION), label_name(EXECUTOR)
-        promql = f'sum by ({executor}) (count_over_time({name}{{{app_label}="{app.group(1)}"}}[1h]))'
+        promql = (f'sum by ({executor}) (count_over_time({name}{{{app_label}="{app.group(1)}", '
+                  f'tenant_id="{TENANT}"}}[1h]))')
 
         def per_executor() -> dict[str, float]:
             result = point.instant(promql, int(time.time() * 1000))
@@ -156,6 +165,7 @@ def test_a_spark_run_lands_per_executor_in_the_users_store_and_status_reads_it(u
         # Read through the user's Query, over its TLS, with its Basic auth.
         assert wait_until(lambda: set(per_executor()) >= {"driver", "0", "1"}, 60, 2), per_executor()
         assert front.accepted > 0 and front.refused == refused_before  # the quoted password arrived whole
+        assert front.tenants == {TENANT}  # every write named the tenant (and the series carry it: above)
 
         # The read layer reads it as top and report do: PromReads at the user's PromQL API, with the
         # password and CA of .env. No annotator ran, so the run is found by its metrics alone.
@@ -224,3 +234,78 @@ def test_the_password_reaches_telegraf_in_its_environment_never_its_argv(tmp_pat
     assert service.env["SPARKSCOPE_REMOTE_AUTHORIZATION"] == http.basic_auth(USER, HOSTILE_PASSWORD)
     assert not any(HOSTILE_PASSWORD in value for value in service.env.values())
     assert HOSTILE_PASSWORD not in repr(settings)  # field(repr=False)
+
+
+REMOTE = {"SPARKSCOPE_METRICS_STORE": "remote", "SPARKSCOPE_REMOTE_WRITE_URL": "https://m.example.com/api/v1/push",
+          "SPARKSCOPE_REMOTE_QUERY_URL": "https://m.example.com/prometheus"}
+
+
+def test_a_tenant_or_header_that_could_rewrite_telegrafs_config_is_refused():
+    # Telegraf pastes the tenant's line into its config's text: a quote, '=' or a line
+    # break would end the string and write configuration of the user's choosing.
+    for tenant in ('a"b', "a\nb", "a=b", "a b", "x" * 151):
+        with pytest.raises(SettingsError, match="SPARKSCOPE_REMOTE_TENANT=.*letters, digits"):
+            load_settings(environ={**REMOTE, "SPARKSCOPE_REMOTE_TENANT": tenant}, dotenv=False)
+    for header in ("X Scope", "X-Scope-OrgID = \"x\"", 'X"', "Authorization"):
+        with pytest.raises(SettingsError, match="SPARKSCOPE_REMOTE_TENANT_HEADER=.*one of X-Scope-OrgID, THANOS-TENANT"):
+            load_settings(environ={**REMOTE, "SPARKSCOPE_REMOTE_TENANT": "t",
+                                   "SPARKSCOPE_REMOTE_TENANT_HEADER": header}, dotenv=False)
+    settings = load_settings(environ={**REMOTE, "SPARKSCOPE_REMOTE_TENANT": TENANT,
+                                      "SPARKSCOPE_REMOTE_TENANT_HEADER": "thanos-tenant"}, dotenv=False)
+    assert settings.remote_tenant_header == "THANOS-TENANT"  # header names are case-blind
+    env = remote_store.telegraf_env(settings)
+    assert (env["SPARKSCOPE_REMOTE_THANOS_TENANT"], env["SPARKSCOPE_REMOTE_SCOPE_ORGID"]) == (TENANT, "")
+    env = remote_store.telegraf_env(load_settings(environ=REMOTE, dotenv=False))
+    assert (env["SPARKSCOPE_REMOTE_THANOS_TENANT"], env["SPARKSCOPE_REMOTE_SCOPE_ORGID"]) == ("", "")
+
+
+def test_telegraf_reads_remote_conf_with_and_without_a_tenant_in_strict_and_lax_variable_handling(tmp_path):
+    """Telegraf 1.38 makes strict handling of ${...} the default: values substituted
+    in strings only. remote.conf must load both ways, a tenant or none."""
+    telegraf = ensure_telegraf(load_settings(dotenv=False).cache_dir, quiet)
+    inputs = tmp_path / "in.conf"
+    inputs.write_text("[[inputs.mem]]\n")
+    for tenant in (TENANT, ""):
+        settings = load_settings(environ={**REMOTE, "SPARKSCOPE_REMOTE_TENANT": tenant}, dotenv=False)
+        for mode in ("--strict-env-handling", "--non-strict-env-handling"):
+            done = subprocess.run([str(telegraf), mode, "--config", str(inputs), "--config",
+                                   str(ROOT / "telegraf" / "remote.conf"), "--test"],
+                                  env={"PATH": "/usr/bin:/bin", **remote_store.telegraf_env(settings)},
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0 and "mem," in done.stdout, (tenant, mode, done.stderr[-2000:])
+
+
+def test_the_tenant_goes_with_every_read_and_to_grafanas_datasource(tmp_path):
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen.append(dict(self.headers))
+            body = b'{"status":"success","data":{"resultType":"vector","result":[]}}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        for tenant, expected in ((TENANT, TENANT), ("", None)):
+            settings = isolated_settings(tmp_path / f"state{len(seen)}", **{
+                **REMOTE, "SPARKSCOPE_REMOTE_QUERY_URL": url, "SPARKSCOPE_REMOTE_TENANT": tenant,
+                "SPARKSCOPE_REMOTE_TENANT_HEADER": TENANT_HEADER})
+            assert remote_store.check(remote_store.endpoint(settings)) == ("up", "")
+            assert {k.upper(): v for k, v in seen[-1].items()}.get(TENANT_HEADER) == expected
+            # Grafana's datasource: its first custom header (none when the name is empty).
+            env = thanos_datasource_env(settings)
+            assert (env["THANOS_TENANT_HEADER"], env["THANOS_TENANT"]) == \
+                ((TENANT_HEADER, TENANT) if tenant else ("", ""))
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -171,6 +171,10 @@ class Settings:
     remote_user: str
     remote_password: str = field(repr=False)
     remote_ca_file: str
+    # The tenant the store files the metrics under, sent as remote_tenant_header on every write and
+    # read (Mimir, Cortex: X-Scope-OrgID; Thanos Receive: THANOS-TENANT); "" = none sent.
+    remote_tenant: str
+    remote_tenant_header: str
     # InfluxDB's users (influx.ensure_users); passwords "" until ./sparkscope up writes them to .env
     influx_admin_user: str
     influx_admin_password: str = field(repr=False)
@@ -254,7 +258,8 @@ class Settings:
             "THANOS_RETENTION_1H": self.thanos_retention_1h,
             "SPARKSCOPE_REMOTE_WRITE_URL": self.remote_write_url, "SPARKSCOPE_REMOTE_QUERY_URL": self.remote_query_url,
             "SPARKSCOPE_REMOTE_USER": self.remote_user, "SPARKSCOPE_REMOTE_PASSWORD": self.remote_password,
-            "SPARKSCOPE_REMOTE_CA_FILE": self.remote_ca_file,
+            "SPARKSCOPE_REMOTE_CA_FILE": self.remote_ca_file, "SPARKSCOPE_REMOTE_TENANT": self.remote_tenant,
+            "SPARKSCOPE_REMOTE_TENANT_HEADER": self.remote_tenant_header,
             **dict(self.alert_contacts),
         }
 
@@ -405,10 +410,17 @@ def _remote_url(values: dict[str, str], key: str) -> str:
     return value.rstrip("/") if "QUERY" in key else value
 
 
+TENANT_HEADERS = ("X-Scope-OrgID", "THANOS-TENANT")  # stack/remote_store.py names each one's variable
+DEFAULT_TENANT_HEADER = TENANT_HEADERS[0]
+TENANT = re.compile(r"[A-Za-z0-9!._*'()-]{1,150}")
+
+
 def _remote_store(values: dict[str, str]) -> dict[str, str]:
     """The remote store's settings: checked only when SPARKSCOPE_METRICS_STORE=remote."""
-    keys = ("remote_write_url", "remote_query_url", "remote_user", "remote_password", "remote_ca_file")
+    keys = ("remote_write_url", "remote_query_url", "remote_user", "remote_password", "remote_ca_file",
+            "remote_tenant", "remote_tenant_header")
     raw = {k: values.get(f"SPARKSCOPE_{k.upper()}", "").strip() for k in keys}
+    raw["remote_tenant_header"] = raw["remote_tenant_header"] or DEFAULT_TENANT_HEADER
     if values.get("SPARKSCOPE_METRICS_STORE", "").strip() != "remote":
         return raw
     raw["remote_write_url"] = _remote_url(values, "SPARKSCOPE_REMOTE_WRITE_URL")
@@ -423,6 +435,17 @@ def _remote_store(values: dict[str, str]) -> dict[str, str]:
     if any(c in raw["remote_ca_file"] for c in '"\\\r\n'):
         raise SettingsError("SPARKSCOPE_REMOTE_CA_FILE: a path with a quote, backslash or line break cannot be given "
                             "to Telegraf; move the file")
+    # Telegraf pastes the tenant into its configuration's text as it is: only characters that
+    # cannot end a TOML string get there (a tenant as Mimir allows it).
+    if raw["remote_tenant"] and not TENANT.fullmatch(raw["remote_tenant"]):
+        raise SettingsError(f"SPARKSCOPE_REMOTE_TENANT={raw['remote_tenant']!r}: a tenant id is 1-150 of letters, "
+                            f"digits and ! - _ . * ' ( ) (as Mimir and Cortex take it)")
+    header = {h.lower(): h for h in TENANT_HEADERS}.get(raw["remote_tenant_header"].lower())
+    if header is None:
+        raise SettingsError(f"SPARKSCOPE_REMOTE_TENANT_HEADER={raw['remote_tenant_header']!r}: one of "
+                            f"{', '.join(TENANT_HEADERS)} (Mimir and Cortex read the first, Thanos Receive the "
+                            f"second; VictoriaMetrics takes the tenant in the URL)")
+    raw["remote_tenant_header"] = header
     if raw["remote_ca_file"] and not Path(raw["remote_ca_file"]).is_file():
         raise SettingsError(f"SPARKSCOPE_REMOTE_CA_FILE={raw['remote_ca_file']!r}: no such file (the PEM of the CA "
                             f"that signed your store's certificate; empty: the system's)")

@@ -311,8 +311,10 @@ def thanos_datasource_env(settings: Settings) -> dict[str, str]:
     if settings.metrics_store == remote_store.STORE_NAME:
         # The same datasource (the PromQL dashboards name its uid) on the user's store, with
         # the user's credentials; a private CA must be in the system's store for Grafana.
+        tenant = remote_store.tenant_headers(settings)
         return {"THANOS_QUERY_URL": settings.remote_query_url, "THANOS_USER": settings.remote_user,
-                "THANOS_PASSWORD": settings.remote_password, **dashboards}
+                "THANOS_PASSWORD": settings.remote_password, "THANOS_TENANT_HEADER": next(iter(tenant), ""),
+                "THANOS_TENANT": next(iter(tenant.values()), ""), **dashboards}
     if settings.metrics_store != thanos.STORE_NAME:
         return {}
     files = thanos_files(settings)
@@ -320,7 +322,7 @@ def thanos_datasource_env(settings: Settings) -> dict[str, str]:
         raise StackError(f"Grafana reads the Thanos store with its password, and {files.password_file} "
                          "does not exist yet: start the store first (./sparkscope up)")
     return {"THANOS_QUERY_URL": thanos_layout(settings).query.http_url, "THANOS_USER": thanos.USER,
-            "THANOS_PASSWORD": files.password(), **dashboards}
+            "THANOS_PASSWORD": files.password(), "THANOS_TENANT_HEADER": "", "THANOS_TENANT": "", **dashboards}
 
 
 def grafana_service(settings: Settings, progress: Progress) -> Service:

@@ -17,6 +17,8 @@ from sparkscope.store import http
 from sparkscope.store.promql import PromError, PromQuery
 
 STORE_NAME = "remote"
+# The headers a tenant can go in, and the variable telegraf/remote.conf reads each one's value from.
+TENANT_HEADERS = {"X-Scope-OrgID": "SPARKSCOPE_REMOTE_SCOPE_ORGID", "THANOS-TENANT": "SPARKSCOPE_REMOTE_THANOS_TENANT"}
 ROW = "remote-store"  # its line in status: not a process of ours, a store we send to and read from
 NAME = "the remote store"  # in messages
 
@@ -24,7 +26,12 @@ NAME = "the remote store"  # in messages
 def endpoint(settings, timeout_s: float = 10.0) -> PromQuery:
     """The user's PromQL API, with their Basic auth (none without a user) and CA."""
     return PromQuery(settings.remote_query_url, settings.remote_user, settings.remote_password, timeout_s,
-                     ca_file=settings.remote_ca_file, name=NAME)
+                     ca_file=settings.remote_ca_file, name=NAME, headers=tenant_headers(settings))
+
+
+def tenant_headers(settings) -> dict[str, str]:
+    """The tenant's header for reads (none without a tenant)."""
+    return {settings.remote_tenant_header: settings.remote_tenant} if settings.remote_tenant else {}
 
 
 def telegraf_env(settings) -> dict[str, str]:
@@ -33,9 +40,12 @@ def telegraf_env(settings) -> dict[str, str]:
     credentials go as the Authorization header's value, whose base64 holds no
     quote; the URL and the path are checked for quotes by the settings."""
     auth = http.basic_auth(settings.remote_user, settings.remote_password) if settings.remote_user else ""
+    # The settings let only a tenant of [A-Za-z0-9!._*'()-] through, in one of TENANT_HEADERS.
+    tenant = tenant_headers(settings)
     return {"SPARKSCOPE_REMOTE_WRITE_URL": settings.remote_write_url,
             "SPARKSCOPE_REMOTE_AUTHORIZATION": auth,
-            "SPARKSCOPE_REMOTE_CA_FILE": settings.remote_ca_file}
+            "SPARKSCOPE_REMOTE_CA_FILE": settings.remote_ca_file,
+            **{variable: tenant.get(header, "") for header, variable in TENANT_HEADERS.items()}}
 
 
 def check(query: PromQuery) -> tuple[str, str]:

@@ -121,19 +121,22 @@ class PromQuery:
     when a user is given, trusting ca_file's CA for https when one is given."""
 
     def __init__(self, url: str, user: str, password: str, timeout_s: float = 10.0, ca_file: str = "",
-                 name: str = "Thanos Query"):
+                 name: str = "Thanos Query", headers: dict[str, str] | None = None):
         self.url = url.rstrip("/")
         self.user = user
         self.password = password
         self.timeout_s = timeout_s
         self.ca_file = ca_file
         self.name = name  # in messages
+        self.headers = dict(headers or {})  # sent with every query (a multi-tenant store's tenant)
 
     def post(self, path: str, params: dict[str, str]) -> Any:
         """The data of an answer; a store that is not reachable or refuses says so as a PromError."""
         request = urllib.request.Request(f"{self.url}{path}", data=urllib.parse.urlencode(params).encode(),
                                          method="POST")
         request.add_header("Content-Type", "application/x-www-form-urlencoded")
+        for key, value in self.headers.items():
+            request.add_header(key, value)
         if self.user:
             request.add_header("Authorization", http.basic_auth(self.user, self.password))
         context = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
