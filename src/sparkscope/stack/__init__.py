@@ -384,12 +384,8 @@ class Backend:
         """Which ingesters Query reaches (its /api/v1/stores): one down is survived
         (the replicas), and said, so that it is started again."""
         plan = thanos_layout(self.settings)
-        files = thanos.Files(self.settings.state_dir / "thanos")
         try:
-            request = urllib.request.Request(f"{plan.query.http_url}/api/v1/stores")
-            request.add_header("Authorization", http.basic_auth(thanos.USER, files.password()))
-            with http.urlopen(request, timeout=5) as resp:
-                found = json.loads(resp.read()).get("data", {})
+            found = json.loads(self._thanos_get(f"{plan.query.http_url}/api/v1/stores")).get("data", {})
             stores = [*found.get("receive", []), *found.get("store", [])]
         except (OSError, ValueError, AttributeError) as err:
             row.data = f"ingesters: unknown ({err})"
@@ -411,16 +407,20 @@ class Backend:
                           f"ingesters, so answers stay whole while fewer than {plan.replication_factor} are "
                           f"missing; start them: ./sparkscope up {' '.join(missing)}")
 
+    def _thanos_get(self, url: str) -> bytes:
+        """A Thanos process's HTTP answer, with the store's Basic auth (OSError when it does not answer)."""
+        request = urllib.request.Request(url)
+        password = thanos.Files(self.settings.state_dir / "thanos").password()
+        request.add_header("Authorization", http.basic_auth(thanos.USER, password))
+        with http.urlopen(request, timeout=5) as resp:
+            return resp.read()
+
     def _thanos_store_row(self, row: ServiceStatus) -> None:
         """How many of the bucket's blocks the store gateway serves (its own count,
         thanos_bucket_store_blocks_loaded; it looks for new ones every few minutes)."""
         plan = thanos_layout(self.settings)
-        files = thanos.Files(self.settings.state_dir / "thanos")
         try:
-            request = urllib.request.Request(f"{plan.store.http_url}/metrics")
-            request.add_header("Authorization", http.basic_auth(thanos.USER, files.password()))
-            with http.urlopen(request, timeout=5) as resp:
-                text = resp.read().decode(errors="replace")
+            text = self._thanos_get(f"{plan.store.http_url}/metrics").decode(errors="replace")
         except (OSError, ValueError) as err:
             row.data = f"blocks served: unknown ({err})"
             return
