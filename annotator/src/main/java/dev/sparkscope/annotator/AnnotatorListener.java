@@ -399,9 +399,23 @@ public class AnnotatorListener extends SparkFirehoseListener {
         try {
             r.applicationEnded(e.time(), exitCode(e));
         } finally {
-            stopped = true;
-            running.writer.close(running.config.sink.shutdownTimeoutMs);
+            close();
         }
+    }
+
+    /**
+     * Stops writing and lets go of this JVM's shared writer, once: at the
+     * application's end, or when Spark shuts the plugins down without one
+     * (a SparkContext that failed to start never posts it). Returns whether
+     * this call closed it.
+     */
+    synchronized boolean close() {
+        if (running == null || stopped) {
+            return false;
+        }
+        stopped = true;
+        running.writer.close(running.config.sink.shutdownTimeoutMs);
+        return true;
     }
 
     /** The tag value: as Spark's metrics system names this application (see ApplicationIdTag). */

@@ -47,17 +47,31 @@ public final class ListenerPlugin implements SparkPlugin {
     @Override
     public DriverPlugin driverPlugin() {
         return new DriverPlugin() {
+            private AnnotatorListener listener;
+
             @Override
             public Map<String, String> init(SparkContext sc, PluginContext ctx) {
                 try {
                     SparkConf conf = ctx.conf(); // the context's own conf: spark.app.id appears in it later
-                    attach(key -> conf.get(key, null), () -> AnnotatorListener.keysOf(conf),
-                            listener -> sc.listenerBus().addToStatusQueue(listener), sc::addSparkListener);
+                    listener = attach(key -> conf.get(key, null), () -> AnnotatorListener.keysOf(conf),
+                            l -> sc.listenerBus().addToStatusQueue(l), sc::addSparkListener);
                 } catch (Throwable t) {
                     AnnotatorListener.rethrowIfFatal(t);
                     AnnotatorLog.warn("sparkscope annotator: not attached (" + t + "); Spark runs normally");
                 }
                 return Collections.emptyMap();
+            }
+
+            /**
+             * After the listener bus stopped (every event delivered): closes the
+             * listener's writer if the application's end never reached it, as
+             * when the SparkContext failed to start after this plugin did.
+             */
+            @Override
+            public void shutdown() {
+                if (listener != null && listener.close()) {
+                    AnnotatorLog.info("sparkscope annotator: stopped without the application's end");
+                }
             }
         };
     }

@@ -48,6 +48,17 @@ class ListenerPluginTest {
     }
 
     @Test
+    void closed_once_whether_the_application_end_came_or_not() {
+        AnnotatorListener ended = attach();
+        ended.onEvent(new SparkListenerApplicationEnd(1));
+        assertFalse(ended.close()); // the end closed it: the plugin's shutdown must not close the shared writer again
+        AnnotatorListener neverStarted = attach();
+        assertTrue(neverStarted.close()); // a SparkContext that failed after the plugin's init posts no end
+        assertFalse(neverStarted.isActive());
+        assertFalse(neverStarted.close());
+    }
+
+    @Test
     void attached_by_extra_listeners_already_it_adds_none() {
         conf.put("spark.extraListeners", "com.example.Audit, dev.sparkscope.annotator.AnnotatorListener");
         assertNull(attach());
