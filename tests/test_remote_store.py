@@ -309,3 +309,23 @@ def test_the_tenant_goes_with_every_read_and_to_grafanas_datasource(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_telegraf_is_started_with_the_variable_handling_its_configs_need(tmp_path):
+    """telegraf.conf substitutes a number outside any string, which Telegraf's strict
+    handling of ${...} (its default from 1.38) refuses: every way sparkscope starts
+    Telegraf says --non-strict-env-handling, and the configs load so."""
+    import yaml
+
+    settings = isolated_settings(tmp_path / "state", **REMOTE)
+    service = telegraf_service(settings, lambda _: None)
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["telegraf"]["command"]
+    assert "--non-strict-env-handling" in service.argv and "--non-strict-env-handling" in compose
+    env = {**service.env, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([*service.argv, "--test", "--test-wait", "1"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    strict = [a if a != "--non-strict-env-handling" else "--strict-env-handling" for a in service.argv]
+    done = subprocess.run([*strict, "--test", "--test-wait", "1"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0 and "telegraf.conf" in done.stderr, done.stderr[-2000:]

@@ -222,9 +222,15 @@ def influxdb_service(settings: Settings, progress: Progress) -> Service:
     return behind_relay(argv, {**backup, **tls, "INFLUXDB_HTTP_BIND_ADDRESS": "127.0.0.1:0"})
 
 
+# telegraf.conf substitutes numbers (${TELEGRAF_BUFFER_LIMIT}, outside any string), which
+# Telegraf's strict handling of ${...}, its default from 1.38, refuses ("invalid TOML
+# syntax"); said explicitly, as Telegraf 1.37 asks. The chart and compose say the same.
+TELEGRAF_FLAGS = ("--non-strict-env-handling",)
+
+
 def telegraf_service(settings: Settings, progress: Progress) -> Service:
     telegraf = ensure_telegraf(settings.cache_dir, progress)
-    argv = [str(telegraf), "--config", str(settings.root / "telegraf" / "telegraf.conf")]
+    argv = [str(telegraf), *TELEGRAF_FLAGS, "--config", str(settings.root / "telegraf" / "telegraf.conf")]
     to_thanos: dict[str, str] = {}
     if settings.metrics_store == thanos.STORE_NAME:  # a second output: remote write to the Receive router
         argv += ["--config", str(settings.root / "telegraf" / "thanos.conf")]
