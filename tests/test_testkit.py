@@ -121,3 +121,17 @@ def test_the_graphite_tap_counts_every_line_a_sender_wrote_before_it_exited():
     finally:
         tap.close()
         upstream.close()
+
+
+def test_thanos_port_blocks_stay_below_the_kernels_ephemeral_ports(monkeypatch):
+    """A port the kernel may hand to any socket of a test beside this one is never
+    part of a Thanos block (the compactor's port was taken that way once)."""
+    from sparkscope.stack import thanos
+    from sparkscope_testkit import sandbox
+
+    start = sandbox.ephemeral_ports_start()
+    for pick in (lambda n: 0, lambda n: n - 1):  # the first and the last block the search may start at
+        monkeypatch.setattr(sandbox.secrets, "randbelow", pick)
+        base = sandbox.free_base_port(5)
+        ports = [p for proc in thanos.layout(base, 5, replication_factor=1).processes for p in proc.ports()]
+        assert max(ports) < start, (base, max(ports), start)

@@ -38,12 +38,25 @@ def free_port(pair_offset: int | None = None) -> int:
     raise RuntimeError("no free port pair on 127.0.0.1")
 
 
+def ephemeral_ports_start(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The first port the kernel hands out on its own (32768 when it cannot be read)."""
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_base_port(processes: int) -> int:
     """A base port whose whole block of ports (thanos.layout) is free on 127.0.0.1 now.
     The search starts at a random block: two test runs on one machine (each checking,
-    then starting a moment later) would otherwise both take the first free one."""
-    first = 21000 + 97 * secrets.randbelow(300)
-    for base in [*range(first, 60000, 97), *range(21000, first, 97)]:
+    then starting a moment later) would otherwise both take the first free one. Blocks
+    stay below the kernel's ephemeral range (ip_local_port_range): a port there can be
+    handed to any connecting or port-0 socket of a test beside this one between the
+    check and Thanos' bind (seen: the compactor's port taken, "address already in use")."""
+    low, step = 10000, 97
+    high = ephemeral_ports_start() - step
+    first = low + step * secrets.randbelow(max(1, (high - low) // step))
+    for base in [*range(first, high, step), *range(low, first, step)]:
         ports = [p for proc in thanos.layout(base, processes, replication_factor=1).processes for p in proc.ports()]
         try:
             sockets = []
