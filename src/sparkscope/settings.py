@@ -342,7 +342,7 @@ def _thanos_retentions(values: dict[str, str]) -> dict[str, str]:
         if value in ("", "0") or not THANOS_DURATION.match(value):
             raise SettingsError(f"{key}={value!r} is not a duration as Thanos reads them: a number and a unit, "
                                 f"largest unit first (y w d h m s ms), e.g. 36h, 30d, 1y2w; 0d keeps forever")
-        if duration_ms(value) and duration_ms(value) < duration_ms(minimum):
+        if 0 < duration_ms(value) < duration_ms(minimum):
             raise SettingsError(f"{key}={value}: at least {minimum} ({why}), or 0d to keep forever")
         out[key.lower()] = value
     return out
@@ -410,7 +410,7 @@ def _remote_url(values: dict[str, str], key: str) -> str:
     return value.rstrip("/") if "QUERY" in key else value
 
 
-TENANT_HEADERS = ("X-Scope-OrgID", "THANOS-TENANT")  # stack/remote_store.py names each one's variable
+TENANT_HEADERS = ("X-Scope-OrgID", "THANOS-TENANT")  # stack/remote_store.py names each one's Telegraf variable
 DEFAULT_TENANT_HEADER = TENANT_HEADERS[0]
 TENANT = re.compile(r"[A-Za-z0-9!._*'()-]{1,150}")
 

@@ -317,10 +317,10 @@ def thanos_datasource_env(settings: Settings) -> dict[str, str]:
     if settings.metrics_store == remote_store.STORE_NAME:
         # The same datasource (the PromQL dashboards name its uid) on the user's store, with
         # the user's credentials; a private CA must be in the system's store for Grafana.
-        tenant = remote_store.tenant_headers(settings)
         return {"THANOS_QUERY_URL": settings.remote_query_url, "THANOS_USER": settings.remote_user,
-                "THANOS_PASSWORD": settings.remote_password, "THANOS_TENANT_HEADER": next(iter(tenant), ""),
-                "THANOS_TENANT": next(iter(tenant.values()), ""), **dashboards}
+                "THANOS_PASSWORD": settings.remote_password,
+                "THANOS_TENANT_HEADER": settings.remote_tenant_header if settings.remote_tenant else "",
+                "THANOS_TENANT": settings.remote_tenant, **dashboards}
     if settings.metrics_store != thanos.STORE_NAME:
         return {}
     files = thanos_files(settings)

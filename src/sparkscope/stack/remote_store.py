@@ -13,12 +13,13 @@ from __future__ import annotations
 import time
 import urllib.error
 
+from sparkscope.settings import TENANT_HEADERS
 from sparkscope.store import http
 from sparkscope.store.promql import PromError, PromQuery
 
 STORE_NAME = "remote"
-# The headers a tenant can go in, and the variable telegraf/remote.conf reads each one's value from.
-TENANT_HEADERS = {"X-Scope-OrgID": "SPARKSCOPE_REMOTE_SCOPE_ORGID", "THANOS-TENANT": "SPARKSCOPE_REMOTE_THANOS_TENANT"}
+# The variable telegraf/remote.conf reads each tenant header's value from (the headers: settings.TENANT_HEADERS).
+TENANT_VARIABLES = {TENANT_HEADERS[0]: "SPARKSCOPE_REMOTE_SCOPE_ORGID", TENANT_HEADERS[1]: "SPARKSCOPE_REMOTE_THANOS_TENANT"}
 ROW = "remote-store"  # its line in status: not a process of ours, a store we send to and read from
 NAME = "the remote store"  # in messages
 
@@ -45,7 +46,7 @@ def telegraf_env(settings) -> dict[str, str]:
     return {"SPARKSCOPE_REMOTE_WRITE_URL": settings.remote_write_url,
             "SPARKSCOPE_REMOTE_AUTHORIZATION": auth,
             "SPARKSCOPE_REMOTE_CA_FILE": settings.remote_ca_file,
-            **{variable: tenant.get(header, "") for header, variable in TENANT_HEADERS.items()}}
+            **{variable: tenant.get(header, "") for header, variable in TENANT_VARIABLES.items()}}
 
 
 def check(query: PromQuery) -> tuple[str, str]:
